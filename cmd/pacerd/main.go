@@ -1,0 +1,146 @@
+// Command pacerd is pacer's daemon: it owns a link of two TUN devices and
+// shapes the traffic between them by the classes of a YAML config.
+//
+//	pacerd -config /etc/pacer/pacer.yaml        run
+//	pacerd -check -config /etc/pacer/pacer.yaml  validate and exit 0 or 1
+//
+// Signals: SIGTERM and SIGINT stop reading, drain held packets within
+// -drain, remove the devices pacerd created and exit 0. SIGHUP reloads the
+// classes and rates from the config file; a bad file is logged and the
+// running config kept.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"reflect"
+	"syscall"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // bad config, setup failure
+	exitUsage   = 2 // bad command line
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pacerd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "/etc/pacer/pacer.yaml", "config `file` (YAML)")
+	check := fs.Bool("check", false, "validate the config and exit: 0 if valid, 1 with the reasons if not")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	drain := fs.Duration("drain", 2*time.Second, "on SIGTERM, how long held packets may still be sent")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pacerd: unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "pacerd: -log-level: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := shaper.LoadConfig(*configPath)
+	if *check {
+		if err != nil {
+			fmt.Fprintf(stderr, "%v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stderr, "%s: ok\n", *configPath)
+		return exitOK
+	}
+	if err != nil {
+		log.Error("invalid config", "err", err)
+		return exitFailure
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	d, err := start(cfg, log)
+	if err != nil {
+		log.Error("start", "err", err)
+		return exitFailure
+	}
+	log.Info("pacerd running", "config", *configPath, "inner", cfg.Link.Inner.Name, "outer", cfg.Link.Outer.Name,
+		"queues", d.link.Queues())
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("stopping: draining held packets", "drain", *drain)
+			if err := d.close(*drain); err != nil {
+				log.Error("stop", "err", err)
+				return exitFailure
+			}
+			log.Info("stopped")
+			return exitOK
+		case <-hup:
+			if err := d.reload(*configPath); err != nil {
+				log.Error("reload failed; keeping the running config", "config", *configPath, "err", err)
+			}
+		}
+	}
+}
+
+// daemon is a running pacerd: the link and the config it runs.
+type daemon struct {
+	cfg  *shaper.Config
+	link *shaper.Link
+	log  *slog.Logger
+}
+
+func start(cfg *shaper.Config, log *slog.Logger) (*daemon, error) {
+	l, err := shaper.Open(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	l.Start()
+	return &daemon{cfg: cfg, link: l, log: log}, nil
+}
+
+// reload applies the config file's classes and rates. The link section
+// (devices, addresses) needs a restart; changes there are reported, not
+// applied.
+func (d *daemon) reload(path string) error {
+	cfg, err := shaper.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	if err := d.link.Apply(cfg.Egress, cfg.Ingress); err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(cfg.Link, d.cfg.Link) {
+		d.log.Warn("reload: the link section changed; restart pacerd to apply it", "config", path)
+	}
+	d.cfg = cfg
+	d.log.Info("reloaded", "config", path, "egress_classes", len(cfg.Egress.Classes), "ingress_classes", len(cfg.Ingress.Classes))
+	return nil
+}
+
+func (d *daemon) close(drain time.Duration) error {
+	if err := d.link.Close(drain); err != nil {
+		return errors.Join(errors.New("close link"), err)
+	}
+	return nil
+}

@@ -1,0 +1,625 @@
+package shaper_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+)
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+	}{
+		{in: "100mbit", want: 12_500_000},
+		{in: "100Mbit", want: 12_500_000},
+		{in: "100 mbit", want: 12_500_000},
+		{in: " 1.5mbit ", want: 187_500},
+		{in: "8bit", want: 1},
+		{in: "12bit", want: 2}, // 1.5 rounds half up
+		{in: "11bit", want: 1},
+		{in: "1kbit", want: 125},
+		{in: "1gbit", want: 125_000_000},
+		{in: "100gbit", want: 12_500_000_000},
+		{in: "1tbit", want: 125_000_000_000},
+		{in: "1kibit", want: 128},
+		{in: "1mibit", want: 131_072},
+		{in: "1bps", want: 1},
+		{in: "1mbps", want: 1_000_000}, // bytes, as in tc
+		{in: "1MBps", want: 1_000_000},
+		{in: "2gbps", want: 2_000_000_000},
+		{in: "1tbps", want: 1_000_000_000_000},
+		{in: "1kibps", want: 1024},
+		{in: "10MiBps", want: 10 << 20},
+		{in: "0bit", want: 0},
+		{in: "0.000001mbit", want: 0}, // 1 bit/s: rounds to 0 bytes... see below
+		{in: "18446744073709551615bps", want: math.MaxUint64},
+		{in: "147573952589676412920bit", want: math.MaxUint64}, // 2^64-1 bytes in bits
+		{in: "007mbit", want: 875_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := shaper.ParseRate(tt.in)
+			if tt.in == "0.000001mbit" {
+				// 1 bit per second is 0.125 bytes: not 0, but rounds to it.
+				if err == nil || !strings.Contains(err.Error(), "rounds to 0") {
+					t.Errorf("ParseRate = %d, %v; want a rounds-to-0 error", got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("ParseRate = %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRateErrors(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string
+	}{
+		{in: "", want: "does not start with a number"},
+		{in: "mbit", want: "does not start with a number"},
+		{in: "100", want: "needs a unit"},
+		{in: "100mbits", want: `unknown unit "mbits" (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps, tbps for bytes per second)`},
+		{in: "100kb", want: `unknown unit "kb"`},
+		{in: "-1mbit", want: "negative"},
+		{in: "1e6bit", want: `unknown unit "e6bit"`},
+		{in: "1.2.3mbit", want: "invalid number"},
+		{in: ".5mbit", want: "invalid number"},
+		{in: "5.mbit", want: "invalid number"},
+		{in: "50%", want: "percentage"},
+		{in: "0x10mbit", want: `unknown unit "x10mbit"`},
+		{in: "18446744073709551616bps", want: "too large"},
+		{in: "1000000000tbps", want: "too large"},
+		{in: "1bit", want: "rounds to 0"},
+		{in: strings.Repeat("1", 41) + "bit", want: "more than 40 digits"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := shaper.ParseRate(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParseRate = %d, %v; want error containing %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr string
+	}{
+		{in: "1500", want: 1500},
+		{in: "1500b", want: 1500},
+		{in: "64kb", want: 64 << 10},
+		{in: "64KB", want: 64 << 10},
+		{in: "64k", want: 64 << 10},
+		{in: "64kib", want: 64 << 10},
+		{in: "1.5kb", want: 1536},
+		{in: "0.3kb", want: 307}, // 307.2
+		{in: "2mb", want: 2 << 20},
+		{in: "2m", want: 2 << 20},
+		{in: "1g", want: 1 << 30},
+		{in: "1gb", want: 1 << 30},
+		{in: "0", want: 0},
+		{in: "17179869184gb", wantErr: "too large"},
+		{in: "32kbit", wantErr: `unknown unit "kbit" (use b, kb, mb, gb; sizes are 1024-based)`},
+		{in: "kb", wantErr: "does not start with a number"},
+		{in: "-1kb", wantErr: "negative"},
+		{in: "0.1b", wantErr: "rounds to 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := shaper.ParseSize(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("ParseSize = %d, %v; want error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("ParseSize = %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatRate(t *testing.T) {
+	tests := []struct {
+		in   uint64
+		want string
+	}{
+		{in: 0, want: "0bit"},
+		{in: 1, want: "8bit"},
+		{in: 124, want: "992bit"},
+		{in: 125, want: "1kbit"},
+		{in: 187_500, want: "1.5mbit"},
+		{in: 12_500_000, want: "100mbit"},
+		{in: 12_500_001, want: "100.000008mbit"},
+		{in: 125_000_000_000, want: "1tbit"},
+		{in: math.MaxUint64, want: "147573952.58967641292tbit"},
+	}
+	for _, tt := range tests {
+		if got := shaper.FormatRate(tt.in); got != tt.want {
+			t.Errorf("FormatRate(%d) = %q, want %q", tt.in, got, tt.want)
+		}
+		if back, err := shaper.ParseRate(tt.want); err != nil && tt.in != 0 || back != tt.in {
+			t.Errorf("ParseRate(%q) = %d, %v; want %d", tt.want, back, err, tt.in)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	tests := []struct {
+		in   uint64
+		want string
+	}{
+		{in: 0, want: "0b"},
+		{in: 1500, want: "1500b"},
+		{in: 1024, want: "1kb"},
+		{in: 64 << 10, want: "64kb"},
+		{in: 3 << 20, want: "3mb"},
+		{in: 1 << 30, want: "1gb"},
+		{in: math.MaxUint64, want: "18446744073709551615b"},
+	}
+	for _, tt := range tests {
+		if got := shaper.FormatSize(tt.in); got != tt.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestDefaultBurst(t *testing.T) {
+	tests := []struct {
+		name string
+		rate uint64
+		mtu  int
+		want uint64
+	}{
+		{name: "slow: two packets", rate: 125_000, mtu: 1500, want: 3000},
+		{name: "100mbit: 10ms", rate: 12_500_000, mtu: 1500, want: 125_000},
+		{name: "jumbo", rate: 125_000, mtu: 9000, want: 18000},
+		{name: "huge rate no overflow", rate: math.MaxUint64, mtu: 1500, want: math.MaxUint64 / 100},
+	}
+	for _, tt := range tests {
+		if got := shaper.DefaultBurst(tt.rate, tt.mtu); got != tt.want {
+			t.Errorf("%s: DefaultBurst(%d, %d) = %d, want %d", tt.name, tt.rate, tt.mtu, got, tt.want)
+		}
+	}
+}
+
+func mustRate(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := shaper.ParseRate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestLoadConfigFull(t *testing.T) {
+	c, err := shaper.LoadConfig("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := shaper.LinkPairConfig{
+		Queues:  0,
+		Offload: true,
+		Inner: shaper.LinkConfig{Name: "pace-in", MTU: 1500, TxQueueLen: 1000,
+			Addresses: pfx("198.18.0.1/32"), Peer: netip.MustParseAddr("198.18.0.2"), Routes: []netip.Prefix{}},
+		Outer: shaper.LinkConfig{Name: "pace-out", Netns: "peer", MTU: 1500,
+			Addresses: pfx("198.18.0.2/32"), Peer: netip.MustParseAddr("198.18.0.1"), Routes: pfx("198.18.1.0/24")},
+	}
+	egress := shaper.DirectionConfig{
+		Rate:  mustRate(t, "100mbit"),
+		Burst: 64 << 10,
+		Classes: []shaper.ClassConfig{
+			{
+				Name: "video",
+				Match: shaper.MatchConfig{Src: pfx("198.18.0.0/24"), Dst: pfx("198.18.0.2/32"), Proto: u8(17),
+					Sport: shaper.PortRange{Lo: 80, Hi: 80}, Dport: shaper.PortRange{Lo: 5000, Hi: 5999}, DSCP: u8(46)},
+				Rate: 2_500_000, Burst: 32 << 10, Peak: 5_000_000, Backlog: 100 * time.Millisecond, Mode: shaper.ModeShape, Capped: true,
+			},
+			{
+				Name:  "bulk",
+				Match: shaper.MatchConfig{Proto: u8(6), Dport: shaper.PortRange{Lo: 1024, Hi: 65535}},
+				Rate:  187_500, Burst: 3000, Mode: shaper.ModePolice,
+			},
+		},
+		Default: &shaper.ClassConfig{Name: "default", Rate: 625_000, Burst: 16 << 10, Backlog: shaper.DefaultBacklog},
+	}
+	ingress := shaper.DirectionConfig{
+		Rate:  125_000_000,
+		Burst: 1_250_000,
+		Classes: []shaper.ClassConfig{
+			{Name: "voice", Match: shaper.MatchConfig{DSCP: u8(46)}, Rate: 125_000, Burst: 3000, Backlog: shaper.DefaultBacklog},
+		},
+	}
+	for _, cmp := range []struct {
+		name      string
+		got, want any
+	}{
+		{"link", c.Link, link},
+		{"metrics", c.Metrics, shaper.MetricsConfig{Listen: "127.0.0.1:9464"}},
+		{"control", c.Control, shaper.ControlConfig{Socket: "/run/pacerd.sock"}},
+		{"egress", c.Egress, egress},
+		{"ingress", c.Ingress, ingress},
+	} {
+		if !reflect.DeepEqual(cmp.got, cmp.want) {
+			t.Errorf("%s =\n%+v\nwant\n%+v", cmp.name, cmp.got, cmp.want)
+		}
+	}
+}
+
+func TestLoadConfigMinimalDefaults(t *testing.T) {
+	c, err := shaper.LoadConfig("testdata/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shaper.LinkPairConfig{Offload: true,
+		Inner: shaper.LinkConfig{Name: "pace-in", MTU: shaper.DefaultMTU},
+		Outer: shaper.LinkConfig{Name: "pace-out", MTU: shaper.DefaultMTU}}
+	if !reflect.DeepEqual(c.Link, want) {
+		t.Errorf("link = %+v, want %+v", c.Link, want)
+	}
+	if c.Metrics.Listen != shaper.DefaultMetricsListen || c.Control.Socket != shaper.DefaultControlSocket {
+		t.Errorf("metrics %q control %q, want the defaults", c.Metrics.Listen, c.Control.Socket)
+	}
+	if !reflect.DeepEqual(c.Egress, shaper.DirectionConfig{}) || !reflect.DeepEqual(c.Ingress, shaper.DirectionConfig{}) {
+		t.Errorf("directions = %+v %+v, want unlimited with no classes", c.Egress, c.Ingress)
+	}
+}
+
+// TestLoadConfigTestdata loads every example config, which must be valid.
+func TestLoadConfigTestdata(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, f := range files {
+		c, err := shaper.LoadConfig(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, d := range []shaper.DirectionConfig{c.Egress, c.Ingress} {
+			if _, err := shaper.NewClassifier(d.Classes); err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	_, err := shaper.LoadConfig("testdata/nonexistent.yaml")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("err = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestParseConfigIPv6(t *testing.T) {
+	c, err := shaper.LoadConfig("testdata/ipv6.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Egress.Classes
+	if got := *cl[1].Match.DSCP; got != 34 {
+		t.Errorf("AF41 = %d, want 34", got)
+	}
+	if got, want := cl[1].Match.Dst, pfx("2001:db8:100::/48", "2001:db8:200::7/128"); !reflect.DeepEqual(got, want) {
+		t.Errorf("dst = %v, want %v", got, want)
+	}
+	if got := cl[0].Burst; got != 18000 { // 2 × MTU 9000 of link.inner
+		t.Errorf("default burst = %d, want 18000", got)
+	}
+	if got := cl[1].Rate; got != 10<<20 {
+		t.Errorf("10MiBps = %d", got)
+	}
+	if c.Link.Offload || c.Link.Queues != 2 {
+		t.Errorf("link = %+v", c.Link)
+	}
+}
+
+// base is a valid config's first three lines; bad configs add to it.
+const base = "link:\n  inner: {name: pace-in}\n  outer: {name: pace-out}\n"
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		line int    // of the first error
+		want string // in the first error, which starts "bad.yaml:LINE: "
+		n    int    // number of errors; 0 means 1
+	}{
+		{name: "empty", yaml: "", line: 1, want: "empty config"},
+		{name: "syntax", yaml: base + "egress: [\n", line: 4, want: "yaml: "},
+		{name: "tab indent", yaml: "link:\n\tinner: {}\n", line: 2, want: "yaml: "},
+		{name: "two documents", yaml: base + "---\nlink: {}\n", line: 4, want: "more than one YAML document"},
+		{name: "scalar document", yaml: "hello\n", line: 1, want: `must be a mapping of keys (link, metrics, control, egress, ingress), not "hello"`},
+		{name: "unknown top key", yaml: base + "egres: {}\n", line: 4, want: `egres: unknown key "egres" (known: link, metrics, control, egress, ingress)`},
+		{name: "unknown nested key", yaml: "link:\n  inner: {name: a, nam: b}\n  outer: {name: c}\n", line: 2, want: `link.inner.nam: unknown key "nam"`},
+		{name: "duplicate key", yaml: base + "egress: {}\negress: {}\n", line: 5, want: "egress: duplicate key (first at line 4)"},
+		{name: "merge key", yaml: base + "egress:\n  <<: {rate: 1mbit}\n", line: 5, want: "merge keys"},
+		{name: "queues not int", yaml: base + "  queues: many\n", line: 4, want: `link.queues: must be an integer, not "many"`},
+		{name: "queues negative", yaml: base + "  queues: -1\n", line: 4, want: "link.queues: -1 is out of range [0, 256]"},
+		{name: "queues too many", yaml: base + "  queues: 257\n", line: 4, want: "out of range"},
+		{name: "offload yes", yaml: base + "  offload: yes\n", line: 4, want: `link.offload: must be true or false, not "yes"`},
+		{name: "mtu small", yaml: "link:\n  inner: {name: a}\n  outer: {name: b, mtu: 67}\n", line: 3, want: "link.outer.mtu: 67 is out of range [68, 65535]"},
+		{name: "mtu float", yaml: "link:\n  inner: {name: a, mtu: 1500.5}\n  outer: {name: b}\n", line: 2, want: `link.inner.mtu: must be an integer, not "1500.5"`},
+		{name: "mtu list", yaml: "link:\n  inner: {name: a, mtu: [1]}\n  outer: {name: b}\n", line: 2, want: "link.inner.mtu: must be an integer, not a list"},
+		{name: "rate unit", yaml: base + "egress:\n  classes:\n    - name: video\n      rate: 100mbits\n", line: 7,
+			want: `egress.classes[0].rate: unknown unit "mbits" (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps, tbps for bytes per second)`},
+		{name: "rate bare", yaml: base + "egress:\n  rate: 1000000\n", line: 5, want: `egress.rate: rate "1000000" needs a unit`},
+		{name: "rate zero", yaml: base + "egress:\n  rate: 0bit\n", line: 5, want: "egress.rate: must be above 0 (omit it for no limit)"},
+		{name: "class rate zero", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 0mbit}\n", line: 6, want: "egress.classes[0].rate: must be above 0 (a class needs a rate)"},
+		{name: "rate mapping", yaml: base + "egress:\n  rate: {x: 1}\n", line: 5, want: "egress.rate: must be a rate such as 100mbit, not a mapping"},
+		{name: "burst below mtu", yaml: base + "egress:\n  rate: 1mbit\n  burst: 1kb\n", line: 6,
+			want: "egress.burst: 1kb is less than link.inner.mtu (1500 bytes): a full-size packet could never pass"},
+		{name: "ingress burst below outer mtu", yaml: "link:\n  inner: {name: a}\n  outer: {name: b, mtu: 9000}\ningress:\n  classes:\n  - name: x\n    rate: 1mbit\n    burst: 8kb\n",
+			line: 8, want: "ingress.classes[0].burst: 8kb is less than link.outer.mtu (9000 bytes)"},
+		{name: "burst unit", yaml: base + "egress:\n  rate: 1mbit\n  burst: 64kbit\n", line: 6, want: `egress.burst: unknown unit "kbit"`},
+		{name: "burst zero", yaml: base + "egress:\n  rate: 1mbit\n  burst: 0\n", line: 6, want: "egress.burst: must be above 0 (omit it for the default)"},
+		{name: "burst without rate", yaml: base + "egress:\n  burst: 64kb\n", line: 5, want: "egress.burst: a burst needs a rate"},
+		{name: "class without rate", yaml: base + "egress:\n  classes:\n  - name: a\n    mode: police\n", line: 6, want: "egress.classes[0].rate: a class needs a rate above 0"},
+		{name: "class without name", yaml: base + "egress:\n  classes:\n  - rate: 1mbit\n", line: 6, want: "egress.classes[0].name: a class needs a name"},
+		{name: "class name reserved", yaml: base + "egress:\n  classes:\n  - {name: default, rate: 1mbit}\n", line: 6, want: `egress.classes[0].name: "default" is reserved`},
+		{name: "class name unclassified", yaml: base + "ingress:\n  classes:\n  - {name: unclassified, rate: 1mbit}\n", line: 6, want: `"unclassified" is reserved`},
+		{name: "class name chars", yaml: base + "egress:\n  classes:\n  - {name: a b, rate: 1mbit}\n", line: 6, want: `"a b": use letters, digits`},
+		{name: "class name duplicate", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit}\n  - {name: a, rate: 2mbit}\n", line: 7,
+			want: `egress.classes[1].name: "a" is also the name of egress.classes[0]`},
+		{name: "same name other direction ok", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit}\ningress:\n  classes:\n  - {name: a, rate: 1mbit}\n  - {name: b}\n",
+			line: 10, want: "ingress.classes[1].rate: a class needs a rate above 0"},
+		{name: "peak not above rate", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 10mbit\n    peak: 10mbit\n", line: 8, want: "egress.classes[0].peak: 10mbit must be above the rate (10mbit)"},
+		{name: "backlog bare", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, backlog: 100}\n", line: 6, want: `egress.classes[0].backlog: invalid duration "100"`},
+		{name: "backlog negative", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, backlog: -1s}\n", line: 6, want: "must be above 0, not -1s"},
+		{name: "backlog police", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    mode: police\n    backlog: 1s\n", line: 9,
+			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
+		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
+		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped)`},
+		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
+		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
+		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
+		{name: "dscp name", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: af44}\n", line: 8, want: `invalid DSCP "af44" (use 0 to 63, or be, le, cs0-cs7, af11-af43, va, ef)`},
+		{name: "proto", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {proto: sctpx}\n", line: 8, want: `unknown protocol "sctpx" (use tcp, udp, icmp, icmpv6 or a number 0 to 255)`},
+		{name: "proto 256", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {proto: 256}\n", line: 8, want: `unknown protocol "256"`},
+		{name: "port 0", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dport: 0-1023}\n", line: 8, want: "egress.classes[0].match.dport: port 0 never matches"},
+		{name: "port reversed", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match:\n      sport: 2000-1000\n", line: 9, want: "egress.classes[0].match.sport: range 2000-1000 is reversed"},
+		{name: "port big", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dport: 70000}\n", line: 8, want: `invalid port "70000"`},
+		{name: "port junk", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dport: a-b}\n", line: 8, want: `invalid port "a"`},
+		{name: "ports with icmp", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {proto: icmp, dport: 80}\n", line: 8,
+			want: "egress.classes[0].match.proto: ports need proto tcp or udp (pacer reads ports only from those), not 1"},
+		{name: "prefix host bits", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match:\n      src:\n      - 198.18.0.0/24\n      - 198.18.1.1/24\n", line: 11,
+			want: "egress.classes[0].match.src[1]: 198.18.1.1/24 has host bits set (did you mean 198.18.1.0/24?)"},
+		{name: "prefix junk", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dst: [198.18.0.0/33]}\n", line: 8, want: `egress.classes[0].match.dst[0]: invalid prefix "198.18.0.0/33"`},
+		{name: "address junk", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dst: pace-out}\n", line: 8, want: `egress.classes[0].match.dst: invalid address "pace-out"`},
+		{name: "families never meet", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {src: 198.18.0.0/15, dst: \"2001:db8::/32\"}\n", line: 8,
+			want: "egress.classes[0].match: src has only IPv4 prefixes and dst only IPv6: the class can never match"},
+		{name: "icmp with v6 prefixes", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {proto: icmp, dst: \"2001:db8::/32\"}\n", line: 8,
+			want: "match.proto: icmp (1) never appears in the IPv6 packets the prefixes select; use icmpv6"},
+		{name: "no names", yaml: "link: {}\n", line: 1, want: "link.inner.name: an interface name is required", n: 2},
+		{name: "name too long", yaml: "link:\n  inner: {name: abcdefghijklmnop}\n  outer: {name: b}\n", line: 2, want: `link.inner.name: "abcdefghijklmnop" is longer than 15 bytes (IFNAMSIZ)`},
+		{name: "name slash", yaml: "link:\n  inner: {name: a/b}\n  outer: {name: b}\n", line: 2, want: `"a/b" is not a valid interface name`},
+		{name: "same names", yaml: "link:\n  inner: {name: tun0}\n  outer:\n    name: tun0\n", line: 4, want: `link.outer.name: "tun0" is also link.inner.name`},
+		{name: "netns slash", yaml: "link:\n  inner: {name: a, netns: ../x}\n  outer: {name: b}\n", line: 2, want: `link.inner.netns: "../x" is not a namespace name`},
+		{name: "address", yaml: "link:\n  inner: {name: a, addresses: [x]}\n  outer: {name: b}\n", line: 2, want: `link.inner.addresses[0]: invalid address "x"`},
+		{name: "peer zone", yaml: "link:\n  inner: {name: a, peer: \"fe80::1%eth0\"}\n  outer: {name: b}\n", line: 2, want: "zones are not supported"},
+		{name: "route host bits", yaml: "link:\n  inner: {name: a, routes: [10.1.2.3/8]}\n  outer: {name: b}\n", line: 2, want: "link.inner.routes[0]: 10.1.2.3/8 has host bits set"},
+		{name: "v6 small mtu", yaml: "link:\n  inner: {name: a, mtu: 1000, addresses: [\"2001:db8::1/64\"]}\n  outer: {name: b}\n", line: 2, want: "link.inner.mtu: 1000 is below 1280"},
+		{name: "listen", yaml: base + "metrics: {listen: nope}\n", line: 4, want: `metrics.listen: "nope" is not host:port`},
+		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
+		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
+		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceil: 2mbit\n", line: 8,
+			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped)`},
+		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
+			want: `egress.rate: unknown unit "mbitt"`, n: 3},
+		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,
+			want: "egress.classes[0].burst: 1b is less than", n: 3},
+	}
+	lineRE := regexp.MustCompile(`^bad\.yaml:[0-9]+: `)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := shaper.ParseConfig("bad.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("ParseConfig succeeded: %+v", c)
+			}
+			if c != nil {
+				t.Errorf("ParseConfig returned a config with an error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			for _, l := range lines {
+				if !lineRE.MatchString(l) {
+					t.Errorf("error line %q does not start with bad.yaml:LINE:", l)
+				}
+			}
+			if n := max(tt.n, 1); len(lines) != n {
+				t.Errorf("%d errors, want %d:\n%v", len(lines), n, err)
+			}
+			var ce *shaper.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("%v is not a *ConfigError", err)
+			}
+			if ce.Line != tt.line || ce.File != "bad.yaml" {
+				t.Errorf("first error at %s:%d, want bad.yaml:%d: %v", ce.File, ce.Line, tt.line, err)
+			}
+			if prefix := fmt.Sprintf("bad.yaml:%d: ", tt.line); !strings.HasPrefix(lines[0], prefix) || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("first error\n%s\nwant %s...%s", lines[0], prefix, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateGoConfig(t *testing.T) {
+	c := &shaper.Config{
+		Link: shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "a"}, Outer: shaper.LinkConfig{Name: "b"}},
+		Egress: shaper.DirectionConfig{Classes: []shaper.ClassConfig{
+			{Name: "x", Rate: 1000, Match: shaper.MatchConfig{DSCP: u8(70)}},
+		}},
+	}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a config without defaults")
+	}
+	// Without a file, errors have no position but keep their path.
+	if !strings.HasPrefix(err.Error(), "link.inner.mtu: 0 is out of range") {
+		t.Errorf("err = %v", err)
+	}
+	c.SetDefaults()
+	err = c.Validate()
+	if err == nil || err.Error() != "egress.classes[0].match.dscp: 70 is above 63" {
+		t.Errorf("after SetDefaults: err = %v", err)
+	}
+	*c.Egress.Classes[0].Match.DSCP = 7
+	if err := c.Validate(); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+	if b := c.Egress.Classes[0].Burst; b != 3000 {
+		t.Errorf("default burst = %d, want 2 × MTU", b)
+	}
+}
+
+func TestParseConfigAliases(t *testing.T) {
+	yaml := base + `egress:
+  classes:
+  - &a {name: a, rate: 1mbit, match: {dst: &nets [198.18.0.0/24, 198.18.1.0/24]}}
+  - {name: b, rate: 2mbit, match: {src: *nets}}
+`
+	c, err := shaper.ParseConfig("alias.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Egress.Classes[1].Match.Src; len(got) != 2 {
+		t.Errorf("src = %v, want the aliased list", got)
+	}
+}
+
+func TestParseConfigAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(base + "egress:\n  classes:\n  - &c0 {name: a, rate: 1mbit, match: {dst: [")
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "198.18.%d.%d", i/256, i%256)
+	}
+	b.WriteString("]}}\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "  - *c0 # %d\n", i)
+	}
+	_, err := shaper.ParseConfig("bomb.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "config too large") {
+		t.Errorf("err = %v, want config too large", err)
+	}
+}
+
+func ExampleParseRate() {
+	for _, s := range []string{"100mbit", "1.5mbit", "1mbps", "64kibit", "100mbits", "100"} {
+		bps, err := shaper.ParseRate(s)
+		if err != nil {
+			fmt.Printf("%s: %v\n", s, err)
+			continue
+		}
+		fmt.Printf("%s = %d bytes/s = %s\n", s, bps, shaper.FormatRate(bps))
+	}
+	// Output:
+	// 100mbit = 12500000 bytes/s = 100mbit
+	// 1.5mbit = 187500 bytes/s = 1.5mbit
+	// 1mbps = 1000000 bytes/s = 8mbit
+	// 64kibit = 8192 bytes/s = 65.536kbit
+	// 100mbits: unknown unit "mbits" (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps, tbps for bytes per second)
+	// 100: rate "100" needs a unit (such as 100mbit; tc would read a bare number as bits per second)
+}
+
+func ExampleParseConfig() {
+	_, err := shaper.ParseConfig("demo.yaml", []byte(`link:
+  inner: {name: pace-in}
+  outer: {name: pace-out}
+egress:
+  classes:
+    - name: video
+      rate: 20mbits
+    - name: video
+      rate: 1mbit
+      burst: 1kb
+`))
+	fmt.Println(err)
+	// Output:
+	// demo.yaml:7: egress.classes[0].rate: unknown unit "mbits" (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps, tbps for bytes per second)
+}
+
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"100mbit", "1.5mbit", "1mbps", "0bit", "18446744073709551615bps", "1e3bit", "-1bit", "9.99999999999999999999tbit", "1 KiBps"} {
+		f.Add(s, uint64(12_500_000))
+	}
+	f.Fuzz(func(t *testing.T, s string, v uint64) {
+		if r, err := shaper.ParseRate(s); err == nil {
+			if back, err := shaper.ParseRate(shaper.FormatRate(r)); err != nil && r != 0 || back != r {
+				t.Fatalf("ParseRate(%q) = %d, FormatRate = %q, back = %d, %v", s, r, shaper.FormatRate(r), back, err)
+			}
+		}
+		if back, err := shaper.ParseRate(shaper.FormatRate(v)); err != nil && v != 0 || back != v {
+			t.Fatalf("FormatRate(%d) = %q, back %d, %v", v, shaper.FormatRate(v), back, err)
+		}
+	})
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"64kb", "1500", "1.5k", "0", "16gb", "1kbit", "-1", "18446744073709551615b"} {
+		f.Add(s, uint64(65536))
+	}
+	f.Fuzz(func(t *testing.T, s string, v uint64) {
+		if n, err := shaper.ParseSize(s); err == nil {
+			if back, err := shaper.ParseSize(shaper.FormatSize(n)); err != nil || back != n {
+				t.Fatalf("ParseSize(%q) = %d, FormatSize = %q, back = %d, %v", s, n, shaper.FormatSize(n), back, err)
+			}
+		}
+		if back, err := shaper.ParseSize(shaper.FormatSize(v)); err != nil || back != v {
+			t.Fatalf("FormatSize(%d) = %q, back %d, %v", v, shaper.FormatSize(v), back, err)
+		}
+	})
+}
+
+// FuzzParseConfig checks that ParseConfig never panics and that every
+// error line starts with "name:line: ".
+func FuzzParseConfig(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.yaml")
+	for _, file := range files {
+		if data, err := os.ReadFile(file); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(base + "egress:\n  rate: 1mbitt\n"))
+	f.Add([]byte("a: [\n"))
+	lineRE := regexp.MustCompile(`^f\.yaml:[0-9]+: `)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := shaper.ParseConfig("f.yaml", data)
+		if err == nil {
+			if c == nil {
+				t.Fatal("nil config without error")
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("parsed config does not validate: %v", err)
+			}
+			return
+		}
+		for _, l := range strings.Split(err.Error(), "\n") {
+			if !lineRE.MatchString(l) {
+				t.Fatalf("error line %q has no position", l)
+			}
+		}
+	})
+}

@@ -1,0 +1,100 @@
+package shaper
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// DropReason says why a packet was dropped.
+type DropReason int
+
+// Drop reasons, as counted per class.
+const (
+	DropBacklog    DropReason = iota // shape mode: it would have waited longer than the class's backlog
+	DropPolice                       // police mode: it did not conform when it arrived
+	DropMalformed                    // its IP header could not be parsed (counted in class "unclassified")
+	DropWriteError                   // the write to the other side failed
+	DropShutdown                     // still held when the drain deadline passed
+	NumDropReasons
+)
+
+var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown"}
+
+// String returns the reason's name as used in metrics labels ("backlog", ...).
+func (r DropReason) String() string {
+	if r < 0 || r >= NumDropReasons {
+		return "unknown"
+	}
+	return dropReasonNames[r]
+}
+
+// DelayBuckets are the upper bounds of the queue delay histogram.
+var DelayBuckets = [...]time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond,
+}
+
+// shard holds one worker's counters for one class. Only that worker writes
+// them (atomically, so that readers may sum them at any time); padding keeps
+// two workers' shards off one cache line.
+type shard struct {
+	rxPackets, rxBytes atomic.Uint64
+	txPackets, txBytes atomic.Uint64
+	drops              [NumDropReasons]atomic.Uint64
+	backlogBytes       atomic.Int64
+	backlogPackets     atomic.Int64
+	delay              [len(DelayBuckets) + 1]atomic.Uint64 // last: +Inf
+	delaySumNs         atomic.Uint64
+
+	held fifo // packets this worker holds for the class (worker-owned, not shared)
+	_    [64]byte
+}
+
+func (s *shard) observeDelay(ns int64) {
+	i := 0
+	for i < len(DelayBuckets) && time.Duration(ns) > DelayBuckets[i] {
+		i++
+	}
+	s.delay[i].Add(1)
+	s.delaySumNs.Add(uint64(ns))
+}
+
+// Counters is a snapshot of a class's counters, summed over workers.
+type Counters struct {
+	ReceivedPackets, ReceivedBytes uint64
+	SentPackets, SentBytes         uint64 // bytes are on-wire L3 bytes (Packet.Cost)
+	Dropped                        [NumDropReasons]uint64
+	BacklogBytes, BacklogPackets   int64
+	// DelayCounts[i] counts sent packets whose queue delay was at most
+	// DelayBuckets[i] and above the bound before it; the last element
+	// counts the rest. DelaySum is the total delay.
+	DelayCounts [len(DelayBuckets) + 1]uint64
+	DelaySum    time.Duration
+}
+
+// DroppedTotal returns the drops of every reason.
+func (c Counters) DroppedTotal() uint64 {
+	var n uint64
+	for _, d := range c.Dropped {
+		n += d
+	}
+	return n
+}
+
+func (c *Counters) add(s *shard) {
+	c.ReceivedPackets += s.rxPackets.Load()
+	c.ReceivedBytes += s.rxBytes.Load()
+	c.SentPackets += s.txPackets.Load()
+	c.SentBytes += s.txBytes.Load()
+	for i := range c.Dropped {
+		c.Dropped[i] += s.drops[i].Load()
+	}
+	c.BacklogBytes += s.backlogBytes.Load()
+	c.BacklogPackets += s.backlogPackets.Load()
+	for i := range c.DelayCounts {
+		c.DelayCounts[i] += s.delay[i].Load()
+	}
+	c.DelaySum += time.Duration(s.delaySumNs.Load())
+}

@@ -1,0 +1,182 @@
+package shaper
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun"
+)
+
+// Direction names, as used in metrics labels and the control API.
+const (
+	Egress  = "egress"  // read from inner, written to outer
+	Ingress = "ingress" // read from outer, written to inner
+)
+
+// Link shapes the traffic between two TUN devices: packets read from inner
+// are shaped by the egress policy and written to outer; packets read from
+// outer are shaped by the ingress policy and written to inner. It runs one
+// worker goroutine per queue and direction; a packet leaves on the queue
+// index it arrived on, so the packets of one flow never reorder.
+type Link struct {
+	inner, outer tun.Device
+	log          *slog.Logger
+	start        time.Time
+	queues       int
+
+	egress, ingress atomic.Pointer[direction]
+	applyMu         sync.Mutex // serialises Apply
+
+	workers  []*worker
+	wg       sync.WaitGroup
+	started  bool
+	stopping atomic.Bool
+	drainBy  atomic.Int64
+	stopOnce sync.Once
+	owned    bool // made by Open: Close closes the devices
+}
+
+// NewLink prepares a link between inner and outer with the given policies.
+// Both devices must have the same number of queues, and their queues must
+// support read deadlines (the Linux devices do). Nothing runs before Start.
+func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog.Logger) (*Link, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	qi, qo := inner.Queues(), outer.Queues()
+	if len(qi) != len(qo) || len(qi) == 0 {
+		return nil, fmt.Errorf("link %s-%s: queue counts differ (%d and %d)", inner.Name(), outer.Name(), len(qi), len(qo))
+	}
+	l := &Link{inner: inner, outer: outer, log: log, start: time.Now(), queues: len(qi)}
+	if err := l.install(egress, ingress); err != nil {
+		return nil, err
+	}
+	for i := range qi {
+		for _, side := range []struct {
+			name     string
+			dir      *atomic.Pointer[direction]
+			src, dst tun.Queue
+		}{
+			{Egress, &l.egress, qi[i], qo[i]},
+			{Ingress, &l.ingress, qo[i], qi[i]},
+		} {
+			src, ok := side.src.(DeadlineQueue)
+			if !ok {
+				return nil, fmt.Errorf("link: %s queue %d does not support read deadlines", side.name, i)
+			}
+			w := newWorker(i, side.dir, src, side.dst, inner.Offload() || outer.Offload())
+			w.clock, w.start, w.stopping = l.now, l.start, &l.stopping
+			w.log = log.With("direction", side.name)
+			l.workers = append(l.workers, w)
+		}
+	}
+	return l, nil
+}
+
+// now returns the link's monotonic clock in nanoseconds.
+func (l *Link) now() int64 { return int64(time.Since(l.start)) }
+
+// install compiles and installs both directions' policies.
+func (l *Link) install(egress, ingress DirectionConfig) error {
+	now := l.now()
+	e, err := newDirection(Egress, egress, l.egress.Load(), l.queues, now)
+	if err != nil {
+		return err
+	}
+	in, err := newDirection(Ingress, ingress, l.ingress.Load(), l.queues, now)
+	if err != nil {
+		return err
+	}
+	l.egress.Store(e)
+	l.ingress.Store(in)
+	return nil
+}
+
+// Apply installs new policies while traffic flows. Classes that keep their
+// name keep their counters, their held packets and the tokens in their
+// buckets; the new rates govern from now on. The config must have passed
+// Validate; on error the running policies stay.
+func (l *Link) Apply(egress, ingress DirectionConfig) error {
+	l.applyMu.Lock()
+	defer l.applyMu.Unlock()
+	return l.install(egress, ingress)
+}
+
+// Start starts the workers.
+func (l *Link) Start() {
+	l.started = true
+	for _, w := range l.workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			w.run(&l.drainBy)
+		}()
+	}
+}
+
+// Stop stops reading, lets the workers send what they hold until drain has
+// passed (what is still held then is dropped and counted), and waits for
+// them. It does not close the devices. It is safe to call more than once.
+func (l *Link) Stop(drain time.Duration) {
+	l.stopOnce.Do(func() {
+		l.drainBy.Store(l.now() + int64(drain))
+		l.stopping.Store(true)
+		past := time.Unix(1, 0)
+		for _, w := range l.workers {
+			// Wake a blocked Read; the worker sees stopping next.
+			if err := w.src.SetReadDeadline(past); err != nil && !errors.Is(err, os.ErrClosed) {
+				l.log.Warn("stop: set read deadline", "err", err)
+			}
+		}
+		l.wg.Wait()
+	})
+}
+
+// ClassInfo is a class with its direction, for reporting.
+type ClassInfo struct {
+	Direction string
+	*Class
+}
+
+// Classes returns every class of both directions (egress first), each
+// direction's "unclassified" last.
+func (l *Link) Classes() []ClassInfo {
+	var out []ClassInfo
+	for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
+		for _, c := range d.all() {
+			out = append(out, ClassInfo{d.name, c})
+		}
+	}
+	return out
+}
+
+// Class returns the named class of a direction, or nil.
+func (l *Link) Class(dir, name string) *Class {
+	for _, ci := range l.Classes() {
+		if ci.Direction == dir && ci.Name() == name {
+			return ci.Class
+		}
+	}
+	return nil
+}
+
+// DirectionRate returns a direction's configured total rate (bytes per
+// second; 0: unlimited).
+func (l *Link) DirectionRate(dir string) uint64 {
+	d := l.egress.Load()
+	if dir == Ingress {
+		d = l.ingress.Load()
+	}
+	if d == nil || d.link == nil {
+		return 0
+	}
+	return d.link.Rate()
+}
+
+// Queues returns the number of queues (workers per direction).
+func (l *Link) Queues() int { return l.queues }

@@ -1,0 +1,480 @@
+//go:build linux
+
+package shaper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// testLink is the acceptance topology: two fresh namespaces joined only
+// through a Link's two TUN devices.
+//
+//	NS1: inner 198.18.0.1/32 peer 198.18.0.2
+//	NS2: outer 198.18.0.2/32 peer 198.18.0.1
+type testLink struct {
+	*Link
+	cfg              *Config
+	linkYAML         string // the config's link section
+	ns1, ns2         string
+	inner, outer     string
+	innerIP, outerIP netip.Addr
+}
+
+// newTestLink opens and starts a link in two new namespaces with the given
+// policy YAML (the egress and ingress sections); it is closed, and the
+// namespaces removed, in t.Cleanup.
+func newTestLink(t *testing.T, offload bool, policy string, opts ...linkOption) *testLink {
+	t.Helper()
+	tuntest.RequireIperf3(t)
+	var lo linkOptions
+	for _, o := range opts {
+		o(&lo)
+	}
+	ns1, ns2 := tuntest.NewNetns(t), tuntest.NewNetns(t)
+	inner, outer := tuntest.RandomName("pi"), tuntest.RandomName("po")
+	linkYAML := fmt.Sprintf(`
+link:
+  queues: 2
+  offload: %v
+  inner: {name: %s, netns: %s, addresses: [198.18.0.1/32], peer: 198.18.0.2, routes: [%s]}
+  outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1}
+`, offload, inner, ns1, lo.innerRoutes, outer, ns2, lo.outerAddrs)
+	yml := linkYAML + policy
+	cfg, err := ParseConfig("test.yaml", []byte(yml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yml)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	l, err := Open(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(time.Second); err != nil {
+			t.Errorf("close link: %v", err)
+		}
+	})
+	l.Start()
+	return &testLink{Link: l, cfg: cfg, linkYAML: linkYAML, ns1: ns1, ns2: ns2, inner: inner, outer: outer,
+		innerIP: netip.MustParseAddr("198.18.0.1"), outerIP: netip.MustParseAddr("198.18.0.2")}
+}
+
+type linkOptions struct{ innerRoutes, outerAddrs string }
+
+type linkOption func(*linkOptions)
+
+// withOuterAddr adds an address on the outer side, routed from the inner
+// side through the link.
+func withOuterAddr(prefix string) linkOption {
+	return func(o *linkOptions) {
+		o.outerAddrs += ", " + prefix
+		if o.innerRoutes != "" {
+			o.innerRoutes += ", "
+		}
+		o.innerRoutes += prefix
+	}
+}
+
+// rxBytes reads the receive byte counter of device dev in namespace ns: the
+// IP bytes the kernel received from pacer there.
+func rxBytes(t *testing.T, ns, dev string) uint64 {
+	t.Helper()
+	var n uint64
+	err := tuntest.RunIn(ns, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		n = l.Attrs().Statistics.RxBytes
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("rx bytes of %s in %s: %v", dev, ns, err)
+	}
+	return n
+}
+
+// measure runs load in the background and returns the bytes per second the
+// receiving device (outer, in ns2) got between warmup and warmup+window.
+func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load func(ctx context.Context)) float64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); load(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(warmup)
+	b0, t0 := rxBytes(t, tl.ns2, tl.outer), time.Now()
+	time.Sleep(window)
+	b1, t1 := rxBytes(t, tl.ns2, tl.outer), time.Now()
+	return float64(b1-b0) / t1.Sub(t0).Seconds()
+}
+
+// iperf runs an iperf3 client in ns1 against server s for d.
+func (tl *testLink) iperf(t *testing.T, s *tuntest.Iperf3Server, d time.Duration, extra ...string) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		if _, err := s.Client(ctx, tl.ns1, d, extra...); err != nil && ctx.Err() == nil {
+			t.Errorf("iperf3: %v", err)
+		}
+	}
+}
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	dev := got/want - 1
+	t.Logf("%s: %.0f B/s, configured %.0f B/s (%+.2f%%)", what, got, want, 100*dev)
+	if dev > tol || dev < -tol {
+		t.Errorf("%s: delivered %.0f B/s, configured %.0f B/s: off by %+.2f%% (tolerance %.1f%%)", what, got, want, 100*dev, 100*tol)
+	}
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("traffic test: skipped in -short mode")
+	}
+}
+
+// TestShapeTCP: iperf3 TCP through a 10 Mbit/s class and a 50 Mbit/s class
+// delivers the configured rate in IP bytes per second within 2%.
+func TestShapeTCP(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name    string
+		rate    string
+		bytesPS float64
+		offload bool
+	}{
+		{"10mbit", "10mbit", 1.25e6, false},
+		{"50mbit", "50mbit", 6.25e6, false},
+		{"50mbit-offload", "50mbit", 6.25e6, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := newTestLink(t, tc.offload, fmt.Sprintf(`
+egress:
+  classes:
+    - name: bulk
+      match: {dst: [198.18.0.2/32], proto: tcp}
+      rate: %s
+      backlog: 200ms
+`, tc.rate))
+			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+			got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second))
+			if tc.offload {
+				// The receiving device counts a GSO packet's headers once,
+				// the wire (and the class) once per segment: judge by the
+				// receiver's goodput instead (next test) and only check the
+				// device here against the header-less floor.
+				within(t, "tcp "+tc.name+" (device bytes, GSO headers once)", got, tc.bytesPS*1448/1500, 0.02)
+				return
+			}
+			within(t, "tcp "+tc.name, got, tc.bytesPS, 0.02)
+		})
+	}
+}
+
+// TestShapeUDPOverload: UDP offered at 4× a class's rate is delivered at the
+// rate within 2%, the excess is dropped and counted, and memory stays
+// bounded.
+func TestShapeUDPOverload(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - name: video
+      match: {dst: [198.18.0.2/32], proto: udp}
+      rate: 20mbit
+      backlog: 50ms
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second, "-u", "-b", "80M", "-l", "1400"))
+	within(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
+	c := tl.Class(Egress, "video").Counters()
+	if c.Dropped[DropBacklog] == 0 {
+		t.Errorf("no backlog drops counted at 4x overload: %+v", c)
+	}
+	if limit := 2.5e6 * 0.05 * 1.5; float64(c.BacklogBytes) > limit {
+		t.Errorf("backlog %d bytes above rate×backlog", c.BacklogBytes)
+	}
+	t.Logf("received %d, sent %d, dropped(backlog) %d packets", c.ReceivedPackets, c.SentPackets, c.Dropped[DropBacklog])
+}
+
+// ipRate converts iperf3 goodput (bits/s of payload) into IP bytes per
+// second: TCP segments of MSS 1448 carry 52 header bytes (IPv4 20, TCP 20,
+// timestamps 12); UDP datagrams of length l carry 28.
+func ipRate(r tuntest.Iperf3Result, udpLen int) float64 {
+	if udpLen > 0 {
+		return r.ReceivedBitsPerSecond / 8 * float64(udpLen+28) / float64(udpLen)
+	}
+	return r.ReceivedBitsPerSecond / 8 * 1500 / 1448
+}
+
+// twoAddrPolicy adds a second address, 198.18.0.3, on the outer side, so
+// that two iperf3 servers can run at once and classes can tell them apart.
+func newTwoAddrLink(t *testing.T, offload bool, policy string) *testLink {
+	t.Helper()
+	return newTestLink(t, offload, policy, withOuterAddr("198.18.0.3/32"))
+}
+
+// TestTwoClassesAtOnce: two classes loaded at the same time each keep their
+// own rate within 2%, judged by the receivers' goodput after a warm-up.
+func TestTwoClassesAtOnce(t *testing.T) {
+	skipShort(t)
+	for _, offload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
+			tl := newTwoAddrLink(t, offload, `
+egress:
+  classes:
+    - {name: slow, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 10mbit, backlog: 200ms}
+    - {name: fast, match: {dst: [198.18.0.3/32], proto: tcp}, rate: 30mbit, backlog: 200ms}
+`)
+			s1 := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+			s2 := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+			ctx := context.Background()
+			type res struct {
+				r   tuntest.Iperf3Result
+				err error
+			}
+			ch := make(chan res, 1)
+			go func() {
+				r, err := s2.Client(ctx, tl.ns1, 6*time.Second, "-O", "2")
+				ch <- res{r, err}
+			}()
+			r1, err := s1.Client(ctx, tl.ns1, 6*time.Second, "-O", "2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2 := <-ch
+			if r2.err != nil {
+				t.Fatal(r2.err)
+			}
+			within(t, "class slow (10mbit)", ipRate(r1, 0), 1.25e6, 0.02)
+			within(t, "class fast (30mbit)", ipRate(r2.r, 0), 3.75e6, 0.02)
+		})
+	}
+}
+
+// TestPoliceDrops: a police class drops what does not conform instead of
+// queueing it.
+func TestPoliceDrops(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: pol, match: {proto: udp}, rate: 10mbit, burst: 16kb, mode: police}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	var maxBacklog int64
+	got := tl.measure(t, 2*time.Second, 4*time.Second, func(ctx context.Context) {
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+					maxBacklog = max(maxBacklog, tl.Class(Egress, "pol").Counters().BacklogBytes)
+				}
+			}
+		}()
+		tl.iperf(t, s, 7*time.Second, "-u", "-b", "30M", "-l", "1400")(ctx)
+		close(stop)
+	})
+	c := tl.Class(Egress, "pol").Counters()
+	within(t, "police 10mbit at 3x", got, 1.25e6, 0.03)
+	if c.Dropped[DropPolice] == 0 {
+		t.Errorf("police class counted no drops: %+v", c)
+	}
+	if c.Dropped[DropBacklog] != 0 || maxBacklog != 0 {
+		t.Errorf("police class queued packets: backlog drops %d, max backlog %d bytes", c.Dropped[DropBacklog], maxBacklog)
+	}
+	// Police never holds: a packet's delay is the time from its read to
+	// its write, under a millisecond but for the odd preempted batch on a
+	// loaded two-core machine (a queueing class at 3x would hold most).
+	var quick uint64
+	for i, b := range DelayBuckets {
+		if b <= time.Millisecond {
+			quick += c.DelayCounts[i]
+		}
+	}
+	if float64(quick) < 0.995*float64(c.SentPackets) {
+		t.Errorf("police class delayed packets: only %d of %d sent within 1ms of arrival", quick, c.SentPackets)
+	}
+}
+
+// TestBacklogLimit: a shaped class never holds a packet longer than its
+// backlog; what would wait longer is dropped and counted.
+func TestBacklogLimit(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: short, match: {proto: udp}, rate: 5mbit, backlog: 20ms}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	got := tl.measure(t, 1*time.Second, 3*time.Second, tl.iperf(t, s, 5*time.Second, "-u", "-b", "20M", "-l", "1400"))
+	within(t, "udp 5mbit backlog 20ms", got, 625e3, 0.03)
+	c := tl.Class(Egress, "short").Counters()
+	if c.Dropped[DropBacklog] == 0 {
+		t.Errorf("no backlog drops: %+v", c)
+	}
+	// 20ms backlog, plus scheduling slack: nothing in the buckets above 25ms.
+	var late uint64
+	for i, b := range DelayBuckets {
+		if b > 25*time.Millisecond {
+			late += c.DelayCounts[i]
+		}
+	}
+	late += c.DelayCounts[len(DelayBuckets)]
+	if late > 0 {
+		t.Errorf("%d packets waited longer than 25ms with a 20ms backlog", late)
+	}
+	mean := c.DelaySum / time.Duration(max(c.SentPackets, 1))
+	t.Logf("sent %d, dropped %d, mean queue delay %v", c.SentPackets, c.Dropped[DropBacklog], mean)
+	if mean < 5*time.Millisecond {
+		t.Errorf("mean queue delay %v: the class does not seem to queue at 4x load", mean)
+	}
+}
+
+// TestCappedClass: a capped class releases tokens only after the write, and
+// still delivers at least 99% of its rate while the other side keeps up.
+func TestCappedClass(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: capped, match: {proto: tcp}, rate: 40mbit, capped: true, backlog: 200ms}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second))
+	within(t, "capped 40mbit", got, 5e6, 0.02)
+	if got < 0.99*5e6 {
+		t.Errorf("capped class delivered %.2f%% of its rate, want >= 99%%", 100*got/5e6)
+	}
+}
+
+// TestApplyMidFlow: a new rate applied while traffic flows holds within 1s,
+// and the class keeps its counters.
+func TestApplyMidFlow(t *testing.T) {
+	skipShort(t)
+	policy := `
+egress:
+  classes:
+    - {name: bulk, match: {proto: tcp}, rate: %s, backlog: 200ms}
+`
+	tl := newTestLink(t, false, fmt.Sprintf(policy, "10mbit"))
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tl.iperf(t, s, 12*time.Second)(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(3 * time.Second)
+	before := tl.Class(Egress, "bulk").Counters().SentPackets
+	cfg, err := ParseConfig("new.yaml", []byte(tl.linkYAML+fmt.Sprintf(policy, "25mbit")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tl.Apply(cfg.Egress, cfg.Ingress); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	b0, t0 := rxBytes(t, tl.ns2, tl.outer), time.Now()
+	time.Sleep(4 * time.Second)
+	got := float64(rxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
+	within(t, "after Apply(25mbit)", got, 3.125e6, 0.02)
+	if after := tl.Class(Egress, "bulk").Counters().SentPackets; after <= before {
+		t.Errorf("class counters restarted on Apply: %d then %d", before, after)
+	}
+}
+
+// malformedPackets are IP packets pacer cannot parse.
+var malformedPackets = [][]byte{
+	{0x45, 0x00, 0x00}, // IPv4 header cut short
+	{0x4f, 0x00, 0x00, 0x14, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2}, // IHL 60 in a 20-byte packet
+	{0x45, 0x00, 0xff, 0xff, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2}, // total length past the end
+	{0x60, 0, 0, 0, 0, 8, 17, 64},  // IPv6 header cut short
+	{0x70, 1, 2, 3, 4, 5, 6, 7, 8}, // IP version 7
+}
+
+// sendRaw sends each packet n times out of device dev in namespace ns
+// through an AF_PACKET socket, bytes as given: the kernel does not look
+// at them, pacer reads them from the TUN as they are.
+func sendRaw(ns, dev string, pkts [][]byte, n int) error {
+	return tuntest.RunIn(ns, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			return fmt.Errorf("packet socket: %w", err)
+		}
+		defer unix.Close(fd)
+		sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: l.Attrs().Index}
+		for i := 0; i < n; i++ {
+			for _, p := range pkts {
+				if err := unix.Sendto(fd, p, 0, sa); err != nil {
+					return fmt.Errorf("send %x: %w", p, err)
+				}
+			}
+			if i%100 == 99 {
+				time.Sleep(time.Millisecond) // stay within the device's queue
+			}
+		}
+		return nil
+	})
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// TestMalformedPackets: packets that cannot be parsed are counted as
+// malformed and dropped; the daemon stays up and a flow beside them keeps
+// its rate.
+func TestMalformedPackets(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: bulk, match: {proto: tcp}, rate: 10mbit, backlog: 200ms}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	const rounds = 2000
+	got := tl.measure(t, 2*time.Second, 4*time.Second, func(ctx context.Context) {
+		go func() {
+			time.Sleep(2500 * time.Millisecond)
+			if err := sendRaw(tl.ns1, tl.inner, malformedPackets, rounds); err != nil {
+				t.Errorf("send malformed: %v", err)
+			}
+		}()
+		tl.iperf(t, s, 7*time.Second)(ctx)
+	})
+	within(t, "tcp 10mbit beside malformed packets", got, 1.25e6, 0.02)
+	u := tl.Class(Egress, Unclassified).Counters()
+	want := uint64(rounds * len(malformedPackets))
+	// The kernel may drop a few at the TUN's own queue (tx_dropped) when
+	// the injector outruns the reader; every packet that reached pacer
+	// must be counted.
+	var kernelDropped uint64
+	if err := tuntest.RunIn(tl.ns1, func() error {
+		l, err := netlink.LinkByName(tl.inner)
+		if err == nil {
+			kernelDropped = l.Attrs().Statistics.TxDropped
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("malformed counted: %d of %d sent, %d dropped by the kernel", u.Dropped[DropMalformed], want, kernelDropped)
+	if u.Dropped[DropMalformed]+kernelDropped != want || u.Dropped[DropMalformed] < want*9/10 {
+		t.Errorf("malformed drops = %d (+%d kernel drops), want %d", u.Dropped[DropMalformed], kernelDropped, want)
+	}
+}

@@ -1,0 +1,173 @@
+package shaper
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+)
+
+// Unclassified is the name under which packets that match no class (and no
+// default) are counted. They pass unthrottled.
+const Unclassified = "unclassified"
+
+// DefaultClass is the name of a direction's default class.
+const DefaultClass = "default"
+
+// Class is one traffic class of a direction: its buckets, its settings and
+// its counters. A Class outlives config reloads that keep its name, so that
+// counters keep counting and held packets stay valid.
+type Class struct {
+	name   string
+	state  atomic.Pointer[classState]
+	shards []shard // one per worker (queue) of the direction
+}
+
+// classState is a class's immutable settings and buckets. A reload or a
+// live change installs a new one; packets in flight keep the one they
+// grabbed from.
+type classState struct {
+	cfg     ClassConfig
+	rate    *bucket.Bucket // nil: unthrottled (class "unclassified")
+	peak    *bucket.Bucket // nil: no peak rate
+	police  bool
+	backlog time.Duration
+}
+
+// Name returns the class's name.
+func (c *Class) Name() string { return c.name }
+
+// Config returns the class's current settings.
+func (c *Class) Config() ClassConfig { return c.state.Load().cfg }
+
+// Counters returns the class's counters summed over all workers.
+func (c *Class) Counters() Counters {
+	var s Counters
+	for i := range c.shards {
+		s.add(&c.shards[i])
+	}
+	return s
+}
+
+func newClass(name string, workers int) *Class {
+	return &Class{name: name, shards: make([]shard, workers)}
+}
+
+// apply installs cfg, reusing the class's buckets where it can so that the
+// tokens they hold and the tickets out on them stay valid.
+func (c *Class) apply(cfg ClassConfig, now int64) {
+	old := c.state.Load()
+	st := &classState{cfg: cfg, police: cfg.Mode == ModePolice, backlog: cfg.Backlog}
+	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
+		st.rate = old.rate
+		st.rate.SetRate(cfg.Rate)
+		st.rate.SetLimit(cfg.Burst)
+	} else {
+		var opts []bucket.Option
+		if cfg.Capped {
+			opts = append(opts, bucket.WithCappedRelease())
+		}
+		st.rate = bucket.New(cfg.Rate, cfg.Burst, append(opts, bucket.WithStart(now))...)
+	}
+	if cfg.Peak > 0 {
+		// The peak bucket holds about one maximum-size packet, as tbf's
+		// peakrate bucket (mtu) does.
+		limit := peakBurst(cfg)
+		if old != nil && old.peak != nil {
+			st.peak = old.peak
+			st.peak.SetRate(cfg.Peak)
+			st.peak.SetLimit(limit)
+		} else {
+			st.peak = bucket.New(cfg.Peak, limit, bucket.WithStart(now))
+		}
+	}
+	c.state.Store(st)
+}
+
+// peakBurst is the size of a class's peak bucket: one maximum-size packet
+// (GSO super-packets included), as tbf's mtu parameter.
+func peakBurst(cfg ClassConfig) uint64 { return 64 << 10 }
+
+// direction is one direction's compiled policy: immutable, swapped whole on
+// reload. Classes are shared with the previous policy by name.
+type direction struct {
+	name       string
+	classifier *Classifier
+	classes    []*Class // in config order; classifier indexes into it
+	def        *Class   // nil: no default class
+	unclass    *Class   // counters for unclassified and malformed packets
+	link       *bucket.Bucket
+}
+
+// newDirection compiles cfg, reusing classes (and the link bucket) of old
+// by name. It fails only on a classifier error; cfg is validated already.
+func newDirection(name string, cfg DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
+	d := &direction{name: name}
+	byName := map[string]*Class{}
+	if old != nil {
+		for _, c := range old.classes {
+			byName[c.name] = c
+		}
+		if old.def != nil {
+			byName[DefaultClass] = old.def
+		}
+		d.unclass = old.unclass
+	}
+	if d.unclass == nil {
+		d.unclass = newClass(Unclassified, workers)
+		d.unclass.state.Store(&classState{cfg: ClassConfig{Name: Unclassified}, backlog: DefaultBacklog})
+	}
+	get := func(cc ClassConfig) *Class {
+		c := byName[cc.Name]
+		if c == nil {
+			c = newClass(cc.Name, workers)
+		}
+		c.apply(cc, now)
+		return c
+	}
+	for _, cc := range cfg.Classes {
+		d.classes = append(d.classes, get(cc))
+	}
+	if cfg.Default != nil {
+		dc := *cfg.Default
+		dc.Name = DefaultClass
+		d.def = get(dc)
+	}
+	cl, err := NewClassifier(cfg.Classes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	d.classifier = cl
+	if cfg.Rate > 0 {
+		if old != nil && old.link != nil {
+			d.link = old.link
+			d.link.SetRate(cfg.Rate)
+			d.link.SetLimit(cfg.Burst)
+		} else {
+			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now))
+		}
+	}
+	return d, nil
+}
+
+// classOf returns the class for a parsed packet: the first matching class,
+// else the default class, else the unclassified counters.
+func (d *direction) classOf(f *Flow) *Class {
+	if i := d.classifier.Classify(f); i >= 0 {
+		return d.classes[i]
+	}
+	if d.def != nil {
+		return d.def
+	}
+	return d.unclass
+}
+
+// all returns every class of the direction, unclassified last.
+func (d *direction) all() []*Class {
+	out := append([]*Class(nil), d.classes...)
+	if d.def != nil {
+		out = append(out, d.def)
+	}
+	return append(out, d.unclass)
+}

@@ -1,0 +1,371 @@
+package shaper
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/tun"
+)
+
+// DeadlineQueue is a tun.Queue whose blocking Read can be bounded by a
+// deadline (an error wrapping os.ErrDeadlineExceeded after it), as on the
+// Linux queues. Workers sleep in Read until the next held packet is due.
+type DeadlineQueue interface {
+	tun.Queue
+	SetReadDeadline(t time.Time) error
+}
+
+// batchSize is how many packets a worker reads (and writes) per syscall batch.
+const batchSize = 64
+
+// maxHeldBytes bounds the bytes one worker holds for all classes together,
+// on top of every class's backlog limit.
+const maxHeldBytes = 64 << 20
+
+// outMeta is what a worker must do after writing one packet.
+type outMeta struct {
+	class   *Class
+	st      *classState
+	link    *bucket.Bucket // link bucket grabbed from (nil: none)
+	arrival int64
+	slab    []byte // held packet's buffer to recycle (nil: a read buffer)
+}
+
+// worker moves packets from one queue of one device to the queue with the
+// same index on the other device, shaping them by one direction's policy.
+// Everything in it belongs to its goroutine.
+type worker struct {
+	idx      int
+	dir      *atomic.Pointer[direction]
+	src      DeadlineQueue
+	dst      tun.Queue
+	clock    func() int64
+	start    time.Time // clock's zero, for read deadlines
+	stopping *atomic.Bool
+	log      *slog.Logger
+
+	bufs [][]byte
+	pkts []tun.Packet
+
+	outBufs [][]byte
+	outPkts []tun.Packet
+	outMeta []outMeta
+
+	slabs     slabs
+	active    []*Class // classes this worker holds packets for
+	heldBytes int
+	deadline  int64 // read deadline in clock ns; 0: none
+	headers   Headers
+}
+
+func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
+	w := &worker{idx: idx, dir: dir, src: src, dst: dst}
+	size := tun.Headroom + 2048
+	if offload {
+		size = tun.Headroom + tun.MaxPacketSize
+	}
+	w.bufs = make([][]byte, batchSize)
+	for i := range w.bufs {
+		w.bufs[i] = make([]byte, size)
+	}
+	w.pkts = make([]tun.Packet, batchSize)
+	return w
+}
+
+// run is the worker's loop: read a batch (sleeping at most until the next
+// held packet is due), send what conforms, hold what must wait, drop what
+// may not wait. After stopping is set it reads no more and drains its held
+// packets until drainBy (clock ns), then returns.
+func (w *worker) run(drainBy *atomic.Int64) {
+	for {
+		n := 0
+		if w.stopping.Load() {
+			if len(w.active) == 0 {
+				return
+			}
+			now := w.clock()
+			if now >= drainBy.Load() {
+				w.dropAllHeld()
+				return
+			}
+			if w.deadline > now {
+				time.Sleep(time.Duration(min(w.deadline, drainBy.Load()) - now))
+			}
+		} else {
+			var err error
+			n, err = w.src.Read(w.bufs, w.pkts, tun.Headroom)
+			if err != nil {
+				switch {
+				case errors.Is(err, os.ErrDeadlineExceeded):
+				case errors.Is(err, io.ErrShortBuffer):
+					w.log.Debug("oversized packet dropped", "queue", w.idx, "err", err)
+				case errors.Is(err, os.ErrClosed):
+					return
+				default:
+					w.log.Warn("read failed", "queue", w.idx, "err", err)
+					time.Sleep(10 * time.Millisecond) // do not spin on a persistent error
+				}
+			}
+		}
+		now := w.clock()
+		d := w.dir.Load()
+		w.serviceHeld(now)
+		for i := 0; i < n; i++ {
+			w.handle(d, i, now)
+		}
+		w.flush(w.clock())
+		w.armDeadline()
+	}
+}
+
+// handle decides for packet i of the read batch: send now, hold, or drop.
+func (w *worker) handle(d *direction, i int, now int64) {
+	p := &w.pkts[i]
+	buf := w.bufs[i]
+	h := &w.headers
+	if err := ParseHeaders(buf[tun.Headroom:tun.Headroom+p.Size], h); err != nil {
+		// The documented rule: a packet whose IP header cannot be parsed is
+		// counted as malformed (class "unclassified") and dropped.
+		sh := &d.unclass.shards[w.idx]
+		sh.rxPackets.Add(1)
+		sh.rxBytes.Add(uint64(p.Cost))
+		sh.drops[DropMalformed].Add(1)
+		return
+	}
+	c := d.classOf(&h.Flow)
+	sh := &c.shards[w.idx]
+	sh.rxPackets.Add(1)
+	sh.rxBytes.Add(uint64(p.Cost))
+	st := c.state.Load()
+	if st.rate == nil && d.link == nil { // unclassified, no direction rate: unthrottled
+		w.appendOut(buf, *p, outMeta{class: c, st: st, arrival: now})
+		return
+	}
+	cost := uint64(p.Cost)
+	if st.police {
+		if !w.police(st, d.link, cost, now) {
+			sh.drops[DropPolice].Add(1)
+			return
+		}
+		w.appendOut(buf, *p, outMeta{class: c, st: st, link: d.link, arrival: now})
+		return
+	}
+
+	// Shape. Drop, grabbing nothing, a packet that would wait longer than
+	// the backlog allows: the wait it would have is the deficiency it would
+	// create in each bucket (the link's is a lower bound: it grabs there
+	// only once its class lets it go).
+	var wait time.Duration
+	if st.rate != nil {
+		st.rate.Replenish(now)
+		wait = waitAfter(st.rate, cost)
+	}
+	if st.peak != nil {
+		st.peak.Replenish(now)
+		wait = max(wait, waitAfter(st.peak, cost))
+	}
+	if d.link != nil {
+		d.link.Replenish(now)
+		wait = max(wait, waitAfter(d.link, cost))
+	}
+	if wait > st.backlog || w.heldBytes+p.Size > maxHeldBytes {
+		sh.drops[DropBacklog].Add(1)
+		return
+	}
+	hp := heldPacket{pkt: *p, arrival: now, st: st, link: d.link}
+	clear := true
+	if st.rate != nil {
+		hp.rateTicket = st.rate.Grab(cost)
+		clear = st.rate.Deficiency(hp.rateTicket) == 0
+	}
+	if st.peak != nil {
+		hp.peakTicket = st.peak.Grab(cost)
+		clear = clear && st.peak.Deficiency(hp.peakTicket) == 0
+	}
+	if clear && sh.held.len() == 0 {
+		if d.link == nil {
+			w.appendOut(buf, *p, outMeta{class: c, st: st, arrival: now})
+			return
+		}
+		hp.linkTicket, hp.atLink = d.link.Grab(cost), true
+		if d.link.Deficiency(hp.linkTicket) == 0 {
+			w.appendOut(buf, *p, outMeta{class: c, st: st, link: d.link, arrival: now})
+			return
+		}
+	}
+	// Hold: copy it out of the read batch.
+	hp.buf = w.slabs.get(tun.Headroom + p.Size)
+	copy(hp.buf[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
+	if sh.held.len() == 0 {
+		w.active = append(w.active, c)
+	}
+	sh.held.push(hp)
+	w.heldBytes += p.Size
+	sh.backlogBytes.Add(int64(p.Cost))
+	sh.backlogPackets.Add(1)
+}
+
+// police claims cost from every bucket the packet is subject to, only if
+// all of them have the tokens now; otherwise it claims nothing.
+func (w *worker) police(st *classState, link *bucket.Bucket, cost uint64, now int64) bool {
+	if !st.rate.TryGrab(cost, now) {
+		return false
+	}
+	if st.peak != nil && !st.peak.TryGrab(cost, now) {
+		st.rate.Refund(cost)
+		return false
+	}
+	if link != nil && !link.TryGrab(cost, now) {
+		st.rate.Refund(cost)
+		if st.peak != nil {
+			st.peak.Refund(cost)
+		}
+		return false
+	}
+	return true
+}
+
+// waitAfter is how long a grab of n from b now would wait.
+func waitAfter(b *bucket.Bucket, n uint64) time.Duration {
+	av := b.Available()
+	if av >= int64(n) {
+		return 0
+	}
+	return b.DurationFor(uint64(int64(n) - av))
+}
+
+// serviceHeld moves held packets whose tokens have arrived to the write
+// batch, class by class, and sets w.deadline to when the next one is due.
+func (w *worker) serviceHeld(now int64) {
+	w.deadline = 0
+	for i := 0; i < len(w.active); {
+		c := w.active[i]
+		sh := &c.shards[w.idx]
+		for sh.held.len() > 0 && len(w.outPkts) < 2*batchSize {
+			hp := sh.held.front()
+			if wait := w.advance(hp, now); wait > 0 {
+				if due := now + int64(wait); w.deadline == 0 || due < w.deadline {
+					w.deadline = due
+				}
+				break
+			}
+			h := sh.held.pop()
+			w.heldBytes -= h.pkt.Size
+			sh.backlogBytes.Add(-int64(h.pkt.Cost))
+			sh.backlogPackets.Add(-1)
+			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf})
+		}
+		if sh.held.len() == 0 {
+			w.active[i] = w.active[len(w.active)-1]
+			w.active = w.active[:len(w.active)-1]
+			continue
+		}
+		if w.deadline == 0 { // write batch full: come back at once
+			w.deadline = now
+		}
+		i++
+	}
+}
+
+// advance moves a held packet through its stages and returns 0 once it may
+// go, else how long to sleep before looking again.
+func (w *worker) advance(hp *heldPacket, now int64) time.Duration {
+	if !hp.atLink {
+		st := hp.st
+		var wait time.Duration
+		if st.rate != nil {
+			st.rate.Replenish(now)
+			wait = st.rate.Wait(hp.rateTicket)
+		}
+		if st.peak != nil {
+			st.peak.Replenish(now)
+			wait = max(wait, st.peak.Wait(hp.peakTicket))
+		}
+		if wait > 0 {
+			return wait
+		}
+		if hp.link == nil {
+			return 0
+		}
+		hp.link.Replenish(now)
+		hp.linkTicket, hp.atLink = hp.link.Grab(uint64(hp.pkt.Cost)), true
+	} else {
+		hp.link.Replenish(now)
+	}
+	return hp.link.Wait(hp.linkTicket)
+}
+
+func (w *worker) appendOut(buf []byte, p tun.Packet, m outMeta) {
+	w.outBufs = append(w.outBufs, buf)
+	w.outPkts = append(w.outPkts, p)
+	w.outMeta = append(w.outMeta, m)
+}
+
+// flush writes the batch to the other side, then releases capped tokens
+// (the write has returned: the packets have left) and counts.
+func (w *worker) flush(now int64) {
+	if len(w.outPkts) == 0 {
+		return
+	}
+	n, err := w.dst.Write(w.outBufs, w.outPkts, tun.Headroom)
+	if err != nil {
+		w.log.Debug("write failed", "queue", w.idx, "written", n, "of", len(w.outPkts), "err", err)
+	}
+	for i := range w.outMeta {
+		m := &w.outMeta[i]
+		cost := uint64(w.outPkts[i].Cost)
+		sh := &m.class.shards[w.idx]
+		// Write reports how many packets it wrote, not which: with an
+		// error, the shortfall is counted against the last packets.
+		if i < n {
+			sh.txPackets.Add(1)
+			sh.txBytes.Add(cost)
+			sh.observeDelay(now - m.arrival)
+			if m.st.rate != nil && m.st.rate.Capped() {
+				m.st.rate.Release(cost)
+			}
+		} else {
+			sh.drops[DropWriteError].Add(1)
+			if m.st.rate != nil {
+				m.st.rate.Refund(cost) // capped: the refund counts as released
+			}
+		}
+		if m.slab != nil {
+			w.slabs.put(m.slab)
+		}
+		*m = outMeta{}
+		w.outBufs[i] = nil
+	}
+	w.outBufs, w.outPkts, w.outMeta = w.outBufs[:0], w.outPkts[:0], w.outMeta[:0]
+}
+
+// armDeadline bounds the next Read by the time the next held packet is due.
+func (w *worker) armDeadline() {
+	var t time.Time
+	if w.deadline != 0 {
+		t = w.start.Add(time.Duration(w.deadline))
+	}
+	if err := w.src.SetReadDeadline(t); err != nil && !errors.Is(err, os.ErrClosed) {
+		w.log.Warn("set read deadline", "queue", w.idx, "err", err)
+	}
+}
+
+// dropAllHeld drops every held packet (the drain deadline passed).
+func (w *worker) dropAllHeld() {
+	for _, c := range w.active {
+		sh := &c.shards[w.idx]
+		for sh.held.len() > 0 {
+			h := sh.held.pop()
+			sh.drops[DropShutdown].Add(1)
+			sh.backlogBytes.Add(-int64(h.pkt.Cost))
+			sh.backlogPackets.Add(-1)
+			w.slabs.put(h.buf)
+		}
+	}
+	w.active, w.heldBytes = w.active[:0], 0
+}

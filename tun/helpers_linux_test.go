@@ -1,0 +1,141 @@
+//go:build linux
+
+package tun_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// openDevice opens a device with a random name and closes it in t.Cleanup.
+func openDevice(t *testing.T, opts tun.Options) *tun.LinuxDevice {
+	t.Helper()
+	d, err := tun.Open(tuntest.RandomName("pt"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return d
+}
+
+// linkIn looks the interface up in the named namespace ("" = root).
+func linkIn(t *testing.T, nsName, name string) (netlink.Link, error) {
+	t.Helper()
+	h := handleIn(t, nsName)
+	defer h.Close()
+	return h.LinkByName(name)
+}
+
+func handleIn(t *testing.T, nsName string) *netlink.Handle {
+	t.Helper()
+	if nsName == "" {
+		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	ns, err := netns.GetFromName(nsName)
+	if err != nil {
+		t.Fatalf("netns %s: %v", nsName, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func netnsExists(name string) bool {
+	_, err := os.Stat("/run/netns/" + name)
+	return err == nil
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+// udpIn opens a UDP socket in namespace ns bound to laddr and, if raddr is
+// valid, connected to it. It is closed in t.Cleanup.
+func udpIn(t *testing.T, ns string, laddr, raddr netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := tuntest.RunIn(ns, func() error {
+		var err error
+		if raddr.IsValid() {
+			c, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(laddr), net.UDPAddrFromAddrPort(raddr))
+		} else {
+			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(laddr))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("udp socket in %s: %v", ns, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// tcpListen listens on addr in namespace ns; closed in t.Cleanup.
+func tcpListen(t *testing.T, ns string, addr netip.AddrPort) *net.TCPListener {
+	t.Helper()
+	var l *net.TCPListener
+	err := tuntest.RunIn(ns, func() error {
+		var err error
+		l, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("tcp listen in %s: %v", ns, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// tcpDial connects from namespace ns to raddr within 10 s.
+func tcpDial(t *testing.T, ns string, raddr netip.AddrPort) *net.TCPConn {
+	t.Helper()
+	var c net.Conn
+	err := tuntest.RunIn(ns, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", raddr.String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("tcp dial from %s to %v: %v", ns, raddr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// readerBuffers returns batch buffers big enough for any packet.
+func readerBuffers(batch int) ([][]byte, []tun.Packet) {
+	bufs := make([][]byte, batch)
+	for i := range bufs {
+		bufs[i] = make([]byte, tun.Headroom+tun.MaxPacketSize)
+	}
+	return bufs, make([]tun.Packet, batch)
+}

@@ -1,0 +1,572 @@
+//go:build linux
+
+package tun
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Options says how Open sets up a device.
+type Options struct {
+	// Queues is the number of queues, one file descriptor each; 0 means
+	// runtime.GOMAXPROCS(0). The kernel allows at most 256.
+	Queues int
+	// Offload turns on virtio-net headers (IFF_VNET_HDR) and TUNSETOFFLOAD
+	// with checksum, TSO4, TSO6 and TSO-ECN, plus USO4/USO6 where the kernel
+	// accepts them (Linux >= 6.2). Reads may then return GSO super-packets of
+	// up to MaxPacketSize bytes. Without it the device has no offloads and
+	// every packet is a complete wire packet.
+	Offload bool
+	// Logger, if not nil, receives debug records about device setup and
+	// teardown. Nothing is logged per packet.
+	Logger *slog.Logger
+}
+
+// maxQueues is the kernel's MAX_TAP_QUEUES.
+const maxQueues = 256
+
+// iffTunExcl is IFF_TUN_EXCL: TUNSETIFF fails with EBUSY if the device
+// exists. Open uses it to learn, without a race, whether it created the
+// device.
+const iffTunExcl = 0x8000
+
+// The TUNSETOFFLOAD flags Open asks for: without and with UDP segmentation.
+const (
+	offloadFlagsTCP = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN
+	offloadFlagsUSO = offloadFlagsTCP | unix.TUN_F_USO4 | unix.TUN_F_USO6
+)
+
+// LinuxDevice is a multi-queue TUN device (IFF_TUN|IFF_NO_PI|IFF_MULTI_QUEUE).
+// It implements Device. Its methods are safe for concurrent use; each of its
+// queues follows the Queue contract.
+type LinuxDevice struct {
+	name         string
+	ifindex      int // in the namespace the device was opened in; 0 if unknown
+	offload      bool
+	offloadFlags int  // TUNSETOFFLOAD flags the kernel accepted
+	created      bool // Open created the interface (it did not exist before)
+	queues       []*linuxQueue
+	queueList    []Queue
+	closed       atomic.Bool
+	log          *slog.Logger
+
+	mu sync.Mutex // guards the fields below and serializes Configure/Close
+	// nl is a netlink handle in the namespace the interface is in now.
+	nl *netlink.Handle
+	// netns is the named namespace the interface was moved into, "" if it
+	// is still where Open ran.
+	netns string
+	// createdNetns lists namespaces Configure created; Close removes them.
+	createdNetns []string
+}
+
+var _ Device = (*LinuxDevice)(nil)
+
+// Open creates the TUN device name, or attaches to an existing multi-queue
+// TUN device of that name, with opts.Queues queues. name may be empty or
+// contain "%d" to let the kernel choose; Name reports the result. The device
+// is opened in the calling thread's network namespace.
+//
+// Each queue's descriptor is set up as open(/dev/net/tun) → TUNSETIFF →
+// (TUNSETOFFLOAD on the first queue) → non-blocking → os.NewFile, so reads
+// park on the Go netpoller and Close wakes them. On error every descriptor
+// opened so far is closed (which also removes a device Open created).
+//
+// A device Open created goes away on Close. An existing device is only
+// detached from: note that attaching sets its device-wide flags (virtio
+// headers, offloads) to this Open's choice.
+func Open(name string, opts Options) (*LinuxDevice, error) {
+	if err := validateIfName(name, true); err != nil {
+		return nil, err
+	}
+	queues := opts.Queues
+	if queues == 0 {
+		queues = runtime.GOMAXPROCS(0)
+	}
+	if queues < 1 || queues > maxQueues {
+		return nil, fmt.Errorf("tun %s: %d queues: want 1 to %d", name, queues, maxQueues)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &LinuxDevice{name: name, offload: opts.Offload, log: log}
+
+	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE)
+	if opts.Offload {
+		flags |= unix.IFF_VNET_HDR
+	}
+	for i := range queues {
+		q, err := d.openQueue(i, flags)
+		if err != nil {
+			d.closeQueues()
+			return nil, err
+		}
+		d.queues = append(d.queues, q)
+		d.queueList = append(d.queueList, q)
+	}
+
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		d.closeQueues()
+		return nil, fmt.Errorf("tun %s: netlink: %w", d.name, err)
+	}
+	d.nl = nl
+	if link, err := nl.LinkByName(d.name); err == nil {
+		d.ifindex = link.Attrs().Index
+	}
+	log.Debug("tun device opened", "name", d.name, "created", d.created, "queues", queues,
+		"offload", d.offload, "offload_flags", fmt.Sprintf("%#x", d.offloadFlags))
+	return d, nil
+}
+
+// openQueue opens queue i. The first queue learns whether the device exists
+// and sets up offloads.
+func (d *LinuxDevice) openQueue(i int, flags uint16) (*linuxQueue, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("tun %s: open /dev/net/tun: %w%s", d.name, err, hint(err))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			unix.Close(fd)
+		}
+	}()
+
+	if i == 0 {
+		// Try to create; EBUSY means the device exists and we attach to it.
+		err = setIff(fd, d.name, flags|iffTunExcl, &d.name)
+		d.created = err == nil
+		if errors.Is(err, unix.EBUSY) {
+			err = setIff(fd, d.name, flags, &d.name)
+		}
+	} else {
+		err = setIff(fd, d.name, flags, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tun %s: TUNSETIFF: %w%s", d.name, err, hint(err))
+	}
+
+	if i == 0 {
+		if err := d.setOffload(fd); err != nil {
+			return nil, err
+		}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, fmt.Errorf("tun %s: queue %d: set non-blocking: %w", d.name, i, err)
+	}
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+	ok = true // f owns fd now
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("tun %s: queue %d: %w", d.name, i, err)
+	}
+	q := &linuxQueue{index: i, dev: d, file: f, rc: rc}
+	if d.offload {
+		q.vnetLen = VirtioNetHdrLen
+	}
+	q.readFn = q.readBatch
+	q.writeFn = q.writeBatch
+	return q, nil
+}
+
+// setIff runs TUNSETIFF on fd; if name is not nil it receives the name the
+// kernel reports (it fills in a "%d" pattern).
+func setIff(fd int, name string, flags uint16, gotName *string) error {
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(flags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return err
+	}
+	if gotName != nil {
+		*gotName = ifr.Name()
+	}
+	return nil
+}
+
+// setOffload sets the device-wide offload flags on the first queue: with
+// Offload, the virtio header size and checksum/TSO/USO (USO dropped if the
+// kernel rejects it with EINVAL); without, no offloads, so that the kernel
+// hands over only complete packets even on a device that had offloads.
+func (d *LinuxDevice) setOffload(fd int) error {
+	if !d.offload {
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0); err != nil {
+			return fmt.Errorf("tun %s: TUNSETOFFLOAD 0: %w", d.name, err)
+		}
+		return nil
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VirtioNetHdrLen); err != nil {
+		return fmt.Errorf("tun %s: TUNSETVNETHDRSZ: %w", d.name, err)
+	}
+	err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloadFlagsUSO)
+	d.offloadFlags = offloadFlagsUSO
+	if errors.Is(err, unix.EINVAL) {
+		d.log.Debug("kernel rejects USO offload, using TCP offloads only", "name", d.name)
+		err = unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloadFlagsTCP)
+		d.offloadFlags = offloadFlagsTCP
+	}
+	if err != nil {
+		d.offloadFlags = 0
+		return fmt.Errorf("tun %s: TUNSETOFFLOAD %#x: %w", d.name, offloadFlagsTCP, err)
+	}
+	return nil
+}
+
+// hint adds a remedy to the errors an operator can fix.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return " (pacerd needs root or CAP_NET_ADMIN)"
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV):
+		return " (no TUN support: load the tun module)"
+	case errors.Is(err, unix.EINVAL):
+		return " (an interface of this name exists but is not a multi-queue TUN device)"
+	}
+	return ""
+}
+
+// closeQueues closes the descriptors of all queues opened so far.
+func (d *LinuxDevice) closeQueues() []error {
+	var errs []error
+	for _, q := range d.queues {
+		if err := q.file.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("tun %s: queue %d: close: %w", d.name, q.index, err))
+		}
+	}
+	return errs
+}
+
+// Name returns the interface name.
+func (d *LinuxDevice) Name() string { return d.name }
+
+// Queues returns the queues; Queues()[i].Index() == i. Do not modify the
+// slice.
+func (d *LinuxDevice) Queues() []Queue { return d.queueList }
+
+// Offload reports whether the queues carry virtio-net headers.
+func (d *LinuxDevice) Offload() bool { return d.offload }
+
+// OffloadFlags returns the TUNSETOFFLOAD flags (unix.TUN_F_*) the kernel
+// accepted, 0 without offloads.
+func (d *LinuxDevice) OffloadFlags() int { return d.offloadFlags }
+
+// Created reports whether Open created the interface (and Close removes
+// it) rather than attaching to an existing one.
+func (d *LinuxDevice) Created() bool { return d.created }
+
+// Netns returns the named namespace Configure moved the interface into, or
+// "" if it is in the namespace Open ran in.
+func (d *LinuxDevice) Netns() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.netns
+}
+
+// MTU returns the interface MTU, asking the kernel (in whatever namespace
+// the interface is now).
+func (d *LinuxDevice) MTU() (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return 0, fmt.Errorf("tun %s: mtu: %w", d.name, os.ErrClosed)
+	}
+	link, err := d.nl.LinkByName(d.name)
+	if err != nil {
+		return 0, fmt.Errorf("tun %s: mtu: %w", d.name, err)
+	}
+	return link.Attrs().MTU, nil
+}
+
+// Close closes every queue, which wakes blocked Reads (they return an error
+// wrapping os.ErrClosed). If Open created the interface it is removed, and
+// so is every namespace Configure created (a namespace that existed before
+// is left alone). Calls after the first return nil.
+func (d *LinuxDevice) Close() error {
+	if !d.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	errs := d.closeQueues()
+	// Closing the last queue of a non-persistent device removes it; delete
+	// it explicitly if something (TUNSETPERSIST by another program) kept it.
+	if d.created {
+		link, err := d.nl.LinkByName(d.name)
+		if err == nil && (d.ifindex == 0 || link.Attrs().Index == d.ifindex || d.netns != "") {
+			if err := d.nl.LinkDel(link); err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("tun %s: delete link: %w", d.name, err))
+			}
+		}
+	}
+	d.nl.Close()
+	for _, ns := range d.createdNetns {
+		if err := deleteNamedNetns(ns); err != nil {
+			errs = append(errs, fmt.Errorf("tun %s: delete netns %s: %w", d.name, ns, err))
+		}
+	}
+	d.createdNetns = nil
+	d.log.Debug("tun device closed", "name", d.name, "removed", d.created)
+	return errors.Join(errs...)
+}
+
+// linuxQueue is one queue: one non-blocking TUN descriptor on the netpoller.
+// The syscall closures are built once (readFn, writeFn) and take their
+// arguments from the r*/w* fields, so Read and Write do not allocate.
+type linuxQueue struct {
+	index   int
+	dev     *LinuxDevice
+	file    *os.File
+	rc      syscall.RawConn
+	vnetLen int // VirtioNetHdrLen with offloads, else 0
+
+	// Read state, used by one Read at a time.
+	readFn func(fd uintptr) bool
+	rBufs  [][]byte
+	rPkts  []Packet
+	rOff   int
+	rN     int
+	rErr   error
+
+	// Write state, used by one Write at a time.
+	writeFn   func(fd uintptr) bool
+	wBufs     [][]byte
+	wPkts     []Packet
+	wOff      int
+	wNext     int       // next packet to write
+	wSeg      int       // next segment of packet wNext (split path)
+	wPrepared bool      // packet wNext has been checked (and its checksum completed)
+	wLayout   gsoLayout // layout of packet wNext (split path)
+	wN        int       // packets written
+	wErr      error     // first per-packet error
+	scratch   []byte    // one segment (split path), allocated on first use
+}
+
+// Index returns the queue's position in Device.Queues.
+func (q *linuxQueue) Index() int { return q.index }
+
+// Read implements Queue.Read.
+func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error) {
+	if offset < Headroom {
+		return 0, fmt.Errorf("tun %s: queue %d: read: offset %d below Headroom %d", q.dev.name, q.index, offset, Headroom)
+	}
+	count := min(len(bufs), len(pkts))
+	if count == 0 {
+		return 0, nil
+	}
+	q.rBufs, q.rPkts, q.rOff, q.rN, q.rErr = bufs[:count], pkts, offset, 0, nil
+	err := q.rc.Read(q.readFn)
+	n, rerr := q.rN, q.rErr
+	q.rBufs, q.rPkts, q.rErr = nil, nil, nil
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return n, q.wrapErr("read", err)
+	}
+	return n, nil
+}
+
+// readBatch is the RawConn.Read callback: it reads packets until the batch
+// is full or the queue is empty. It returns false (wait for readability)
+// only while no packet has been read.
+func (q *linuxQueue) readBatch(fd uintptr) bool {
+	for q.rN < len(q.rBufs) {
+		buf := q.rBufs[q.rN]
+		if q.rOff > len(buf) {
+			q.rErr = io.ErrShortBuffer
+			return true
+		}
+		frame := buf[q.rOff-q.vnetLen:]
+		n, err := unix.Read(int(fd), frame)
+		switch {
+		case err == unix.EAGAIN:
+			return q.rN > 0
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			q.rErr = err
+			return true
+		case n <= q.vnetLen:
+			continue // nothing but a header: nothing to pass on
+		case n >= len(frame) && truncated(frame[q.vnetLen:n]):
+			// The kernel cuts a packet to the buffer and returns the
+			// buffer's length: only the IP length field tells.
+			q.rErr = io.ErrShortBuffer
+			return true
+		}
+		var g GSOInfo
+		if q.vnetLen != 0 {
+			g = decodeVirtioNetHdr(frame)
+		}
+		q.rPkts[q.rN] = NewPacket(buf[q.rOff:q.rOff+n-q.vnetLen], g)
+		q.rN++
+	}
+	return true
+}
+
+// truncated reports whether the IP packet pkt, which filled its buffer,
+// claims to be longer than it is (or is not IP, so cannot tell).
+func truncated(pkt []byte) bool {
+	switch {
+	case len(pkt) >= ipv4MinLen && pkt[0]>>4 == 4:
+		return int(binary.BigEndian.Uint16(pkt[2:])) > len(pkt)
+	case len(pkt) >= ipv6Len && pkt[0]>>4 == 6:
+		return ipv6Len+int(binary.BigEndian.Uint16(pkt[4:])) > len(pkt)
+	}
+	return true
+}
+
+// Write implements Queue.Write.
+func (q *linuxQueue) Write(bufs [][]byte, pkts []Packet, offset int) (int, error) {
+	if offset < Headroom {
+		return 0, fmt.Errorf("tun %s: queue %d: write: offset %d below Headroom %d", q.dev.name, q.index, offset, Headroom)
+	}
+	count := min(len(bufs), len(pkts))
+	if count == 0 {
+		return 0, nil
+	}
+	q.wBufs, q.wPkts, q.wOff = bufs[:count], pkts[:count], offset
+	q.wNext, q.wSeg, q.wPrepared, q.wN, q.wErr = 0, 0, false, 0, nil
+	err := q.rc.Write(q.writeFn)
+	n, werr := q.wN, q.wErr
+	q.wBufs, q.wPkts, q.wErr = nil, nil, nil
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return n, q.wrapErr("write", err)
+	}
+	return n, nil
+}
+
+// writeBatch is the RawConn.Write callback: it writes packets wNext.. and
+// returns false (wait for writability) only if the kernel says EAGAIN.
+func (q *linuxQueue) writeBatch(fd uintptr) bool {
+	for q.wNext < len(q.wPkts) {
+		if q.writePacket(int(fd)) {
+			return false
+		}
+		q.wNext++
+		q.wSeg, q.wPrepared = 0, false
+	}
+	return true
+}
+
+// writePacket writes packet wNext, resuming at segment wSeg. It reports
+// whether the kernel would block (EAGAIN); then it is called again for the
+// same packet.
+func (q *linuxQueue) writePacket(fd int) (wouldBlock bool) {
+	p := &q.wPkts[q.wNext]
+	buf := q.wBufs[q.wNext]
+	if p.Size <= 0 || q.wOff+p.Size > len(buf) {
+		q.noteErr(io.ErrShortBuffer)
+		return false
+	}
+	if q.vnetLen != 0 {
+		frame := buf[q.wOff-q.vnetLen : q.wOff+p.Size]
+		encodeVirtioNetHdr(frame, p.GSO)
+		return q.writeFrame(fd, frame)
+	}
+
+	pkt := buf[q.wOff : q.wOff+p.Size]
+	if !p.GSO.IsGSO() {
+		if !q.wPrepared {
+			if err := CompleteChecksum(pkt, p.GSO); err != nil {
+				q.noteErr(err)
+				return false
+			}
+			q.wPrepared = true
+		}
+		return q.writeFrame(fd, pkt)
+	}
+	if !q.wPrepared {
+		l, err := parseGSO(pkt, p.GSO)
+		if err != nil {
+			q.noteErr(err)
+			return false
+		}
+		q.wLayout = l
+		if need := l.segmentLen(len(pkt), 0); len(q.scratch) < need {
+			q.scratch = make([]byte, max(need, MaxPacketSize))
+		}
+		q.wPrepared = true
+	}
+	for ; q.wSeg < q.wLayout.segments; q.wSeg++ {
+		n := q.wLayout.segment(pkt, q.wSeg, q.scratch)
+		again, failed := q.writeRaw(fd, q.scratch[:n])
+		if again {
+			return true
+		}
+		if failed {
+			return false // the rest of this packet is dropped
+		}
+	}
+	q.wN++
+	return false
+}
+
+// writeFrame writes one whole packet and counts it.
+func (q *linuxQueue) writeFrame(fd int, frame []byte) (wouldBlock bool) {
+	again, failed := q.writeRaw(fd, frame)
+	if !again && !failed {
+		q.wN++
+	}
+	return again
+}
+
+// writeRaw is one write(2), retried on EINTR.
+func (q *linuxQueue) writeRaw(fd int, b []byte) (again, failed bool) {
+	for {
+		_, err := unix.Write(fd, b)
+		switch {
+		case err == nil:
+			return false, false
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true, false
+		default:
+			q.noteErr(err)
+			return false, true
+		}
+	}
+}
+
+func (q *linuxQueue) noteErr(err error) {
+	if q.wErr == nil {
+		q.wErr = fmt.Errorf("packet %d: %w", q.wNext, err)
+	}
+}
+
+// wrapErr names device, queue and operation; after Close the cause is
+// os.ErrClosed whatever the descriptor said.
+func (q *linuxQueue) wrapErr(op string, err error) error {
+	if q.dev.closed.Load() {
+		return fmt.Errorf("tun %s: queue %d: %s: %w", q.dev.name, q.index, op, os.ErrClosed)
+	}
+	return fmt.Errorf("tun %s: queue %d: %s: %w", q.dev.name, q.index, op, err)
+}
+
+// isNotFound reports whether a netlink lookup failed because the link does
+// not exist.
+func isNotFound(err error) bool {
+	var lnf netlink.LinkNotFoundError
+	return errors.As(err, &lnf) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT)
+}

@@ -1,0 +1,190 @@
+//go:build linux
+
+package tun_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+	"golang.org/x/sys/unix"
+)
+
+func TestOpenCloseRemovesDevice(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	fds := openFDs(t)
+	d, err := tun.Open(tuntest.RandomName("pt"), tun.Options{Queues: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if !d.Created() {
+		t.Errorf("Created() = false for a new device")
+	}
+	if got := len(d.Queues()); got != 3 {
+		t.Fatalf("len(Queues()) = %d, want 3", got)
+	}
+	for i, q := range d.Queues() {
+		if q.Index() != i {
+			t.Errorf("Queues()[%d].Index() = %d", i, q.Index())
+		}
+	}
+	if got := openFDs(t) - fds; got < 3 {
+		t.Errorf("%d new descriptors, want at least one per queue", got)
+	}
+	if _, err := linkIn(t, "", d.Name()); err != nil {
+		t.Fatalf("device %s not found after Open: %v", d.Name(), err)
+	}
+	if mtu, err := d.MTU(); err != nil || mtu != 1500 {
+		t.Errorf("MTU() = %d, %v; want 1500", mtu, err)
+	}
+
+	// A Read blocked on the netpoller must wake up on Close.
+	readErr := make(chan error, len(d.Queues()))
+	for _, q := range d.Queues() {
+		go func() {
+			bufs, pkts := readerBuffers(4)
+			_, err := q.Read(bufs, pkts, tun.Headroom)
+			readErr <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for range d.Queues() {
+		select {
+		case err := <-readErr:
+			if !errors.Is(err, os.ErrClosed) {
+				t.Errorf("blocked Read returned %v, want os.ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("blocked Read not woken by Close")
+		}
+	}
+	if _, err := linkIn(t, "", d.Name()); err == nil {
+		t.Errorf("device %s still exists after Close", d.Name())
+	}
+	if got := openFDs(t); got != fds {
+		t.Errorf("%d descriptors open after Close, %d before", got, fds)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	bufs, pkts := readerBuffers(1)
+	if _, err := d.Queues()[0].Write(bufs, pkts, tun.Headroom); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Write after Close: %v, want os.ErrClosed", err)
+	}
+}
+
+func TestOpenOffloadFlags(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	d := openDevice(t, tun.Options{Queues: 2, Offload: true})
+	if !d.Offload() {
+		t.Fatal("Offload() = false")
+	}
+	flags := d.OffloadFlags()
+	t.Logf("TUNSETOFFLOAD accepted %#x (CSUM=%v TSO4=%v TSO6=%v TSO_ECN=%v USO4=%v USO6=%v)", flags,
+		flags&unix.TUN_F_CSUM != 0, flags&unix.TUN_F_TSO4 != 0, flags&unix.TUN_F_TSO6 != 0,
+		flags&unix.TUN_F_TSO_ECN != 0, flags&unix.TUN_F_USO4 != 0, flags&unix.TUN_F_USO6 != 0)
+	want := unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
+	if flags&want != want {
+		t.Errorf("OffloadFlags() = %#x, want at least %#x", flags, want)
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil && kernelAtLeast(unix.ByteSliceToString(uts.Release[:]), 6, 2) &&
+		flags&(unix.TUN_F_USO4|unix.TUN_F_USO6) == 0 {
+		t.Errorf("kernel %s should accept USO", unix.ByteSliceToString(uts.Release[:]))
+	}
+}
+
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	for i, part := range strings.SplitN(release, ".", 3)[:2] {
+		n := 0
+		for _, c := range part {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		if i == 0 {
+			ma = n
+		} else {
+			mi = n
+		}
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+func TestOpenAttachesToExistingDevice(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	ns := tuntest.NewNetns(t)
+	name := tuntest.RandomName("pt")
+	if out, err := exec.Command("ip", "-n", ns, "tuntap", "add", "mode", "tun", "multi_queue", "name", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip tuntap add: %v: %s", err, out)
+	}
+	var d *tun.LinuxDevice
+	err := tuntest.RunIn(ns, func() (err error) {
+		d, err = tun.Open(name, tun.Options{Queues: 2})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if d.Created() {
+		t.Errorf("Created() = true for an existing device")
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := linkIn(t, ns, name); err != nil {
+		t.Errorf("existing device was removed by Close: %v", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	ns := tuntest.NewNetns(t)
+	veth := tuntest.RandomName("pv")
+	if out, err := exec.Command("ip", "-n", ns, "link", "add", veth, "type", "veth", "peer", "name", veth+"p").CombinedOutput(); err != nil {
+		t.Fatalf("ip link add: %v: %s", err, out)
+	}
+	fds := openFDs(t)
+	tests := []struct {
+		name    string
+		devName string
+		opts    tun.Options
+		want    string
+	}{
+		{name: "name too long", devName: "pt0123456789abcdef", want: "not a valid interface name"},
+		{name: "too many queues", devName: tuntest.RandomName("pt"), opts: tun.Options{Queues: 257}, want: "257 queues"},
+		{name: "existing non-TUN link", devName: veth, opts: tun.Options{Queues: 2}, want: "TUNSETIFF: invalid argument"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tuntest.RunIn(ns, func() error {
+				d, err := tun.Open(tc.devName, tc.opts)
+				if err == nil {
+					d.Close()
+				}
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open(%q) error = %v, want it to contain %q", tc.devName, err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "tun ") {
+				t.Errorf("error %q does not name the device", err)
+			}
+		})
+	}
+	if got := openFDs(t); got != fds {
+		t.Errorf("%d descriptors open after failed Opens, %d before", got, fds)
+	}
+}

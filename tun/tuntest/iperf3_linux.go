@@ -1,0 +1,164 @@
+//go:build linux
+
+package tuntest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Iperf3Port is the port iperf3 servers listen on (iperf3's default; every
+// server runs in a fresh namespace, so it is always free).
+const Iperf3Port = 5201
+
+// Iperf3Server is an `iperf3 -s` process running in a namespace.
+type Iperf3Server struct {
+	Netns string
+	Addr  netip.Addr
+	Port  int
+	cmd   *exec.Cmd
+	exit  chan error
+}
+
+// StartIperf3Server starts `iperf3 -s` in namespace ns, bound to addr, and
+// returns once it listens (at most 10 s). It serves any number of client
+// runs, one at a time, and is killed in t.Cleanup.
+func StartIperf3Server(t testing.TB, ns string, addr netip.Addr) *Iperf3Server {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, "iperf3", "-s", "--forceflush",
+		"-B", addr.String(), "-p", strconv.Itoa(Iperf3Port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("iperf3 server: %v", err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("iperf3 server: %v", err)
+	}
+	s := &Iperf3Server{Netns: ns, Addr: addr, Port: Iperf3Port, cmd: cmd, exit: make(chan error, 1)}
+	listening := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		said := false
+		for sc.Scan() {
+			if !said && strings.Contains(sc.Text(), "Server listening") {
+				said = true
+				close(listening)
+			}
+		}
+		s.exit <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-s.exit
+	})
+	select {
+	case <-listening:
+	case err := <-s.exit:
+		s.exit <- err
+		t.Fatalf("iperf3 server in %s exited: %v: %s", ns, err, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("iperf3 server in %s: not listening after 10s: %s", ns, stderr.String())
+	}
+	return s
+}
+
+// Iperf3Result is what RunIperf3 reads from iperf3's JSON report (-J).
+type Iperf3Result struct {
+	// SentBitsPerSecond and ReceivedBitsPerSecond are the client's and the
+	// server's view of the goodput (TCP); for UDP both are the sum's rate.
+	SentBitsPerSecond     float64
+	ReceivedBitsPerSecond float64
+	SentBytes             int64
+	ReceivedBytes         int64
+	Retransmits           int     // TCP
+	LostPackets           int     // UDP
+	Packets               int     // UDP
+	LostPercent           float64 // UDP
+	Seconds               float64
+}
+
+// Client runs an iperf3 client in namespace clientNs against s for the
+// given duration, with extra iperf3 arguments (e.g. "-u", "-b", "1G",
+// "-P", "2", "-R"). It fails if iperf3 does not finish within duration+20s.
+func (s *Iperf3Server) Client(ctx context.Context, clientNs string, duration time.Duration, extra ...string) (Iperf3Result, error) {
+	secs := max(1, int(duration.Round(time.Second)/time.Second))
+	args := append([]string{"-c", s.Addr.String(), "-p", strconv.Itoa(s.Port), "-t", strconv.Itoa(secs)}, extra...)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+20*time.Second)
+	defer cancel()
+	return RunIperf3(ctx, clientNs, args...)
+}
+
+// RunIperf3 runs `ip netns exec ns iperf3 -J args...` and parses the
+// report. The context bounds the run; iperf3 is killed when it ends.
+func RunIperf3(ctx context.Context, ns string, args ...string) (Iperf3Result, error) {
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "iperf3", "-J"}, args...)...)
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	res, perr := ParseIperf3JSON(stdout.Bytes())
+	if perr != nil {
+		return res, errors.Join(perr, runErr, fmt.Errorf("stderr: %s", strings.TrimSpace(stderr.String())))
+	}
+	if runErr != nil {
+		return res, fmt.Errorf("iperf3 %s: %w: %s", strings.Join(args, " "), runErr, strings.TrimSpace(stderr.String()))
+	}
+	return res, nil
+}
+
+// ParseIperf3JSON parses an iperf3 -J report (TCP or UDP client side).
+// A report carrying an "error" field is an error.
+func ParseIperf3JSON(report []byte) (Iperf3Result, error) {
+	type sum struct {
+		Seconds       float64 `json:"seconds"`
+		Bytes         int64   `json:"bytes"`
+		BitsPerSecond float64 `json:"bits_per_second"`
+		Retransmits   int     `json:"retransmits"`
+		LostPackets   int     `json:"lost_packets"`
+		Packets       int     `json:"packets"`
+		LostPercent   float64 `json:"lost_percent"`
+	}
+	var doc struct {
+		Error string `json:"error"`
+		End   struct {
+			Sum         *sum `json:"sum"`
+			SumSent     *sum `json:"sum_sent"`
+			SumReceived *sum `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(report, &doc); err != nil {
+		return Iperf3Result{}, fmt.Errorf("iperf3 report: %w", err)
+	}
+	if doc.Error != "" {
+		return Iperf3Result{}, fmt.Errorf("iperf3: %s", doc.Error)
+	}
+	var r Iperf3Result
+	switch e := doc.End; {
+	case e.SumSent != nil && e.SumReceived != nil:
+		r.SentBitsPerSecond, r.SentBytes, r.Retransmits = e.SumSent.BitsPerSecond, e.SumSent.Bytes, e.SumSent.Retransmits
+		r.ReceivedBitsPerSecond, r.ReceivedBytes = e.SumReceived.BitsPerSecond, e.SumReceived.Bytes
+		r.Seconds = e.SumReceived.Seconds
+		if e.Sum != nil { // UDP
+			r.LostPackets, r.Packets, r.LostPercent = e.Sum.LostPackets, e.Sum.Packets, e.Sum.LostPercent
+		}
+	case e.Sum != nil:
+		r.SentBitsPerSecond, r.ReceivedBitsPerSecond = e.Sum.BitsPerSecond, e.Sum.BitsPerSecond
+		r.SentBytes, r.ReceivedBytes, r.Seconds = e.Sum.Bytes, e.Sum.Bytes, e.Sum.Seconds
+		r.LostPackets, r.Packets, r.LostPercent = e.Sum.LostPackets, e.Sum.Packets, e.Sum.LostPercent
+	default:
+		return r, fmt.Errorf("iperf3 report: no end summary")
+	}
+	return r, nil
+}
