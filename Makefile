@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin
 
-.PHONY: all build test test-short vet fmt-check deps bench clean
+.PHONY: all build test test-short vet fmt-check deps bench clean demo
 
 all: build
 
@@ -36,3 +36,8 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+# demo builds pacerd and runs it between two namespaces with iperf3 traffic
+# (root: sudo make demo).
+demo: build deps
+	./configs/demo.sh

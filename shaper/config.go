@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -303,9 +304,10 @@ func LoadConfig(path string) (*Config, error) {
 	return ParseConfig(path, data)
 }
 
-// maxScalars bounds the work of decoding one config: YAML aliases can make
-// a small file stand for a huge one.
-const maxScalars = 1 << 22
+// maxValues bounds the work of decoding one config, counted in mapping
+// entries and list items visited: YAML aliases can make a small file stand
+// for a huge one.
+const maxValues = 1 << 19
 
 // ParseConfig decodes one YAML document into a Config, fills in defaults
 // (SetDefaults) and validates it (Validate). name is used in error
@@ -326,13 +328,13 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &ConfigError{File: name, Line: 1, Err: errors.New("empty config")}
 		}
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		line := extra.Line
 		if err != nil {
-			return nil, yamlError(name, err)
+			return nil, yamlError(name, data, err)
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: errors.New("more than one YAML document")}
 	}
@@ -355,14 +357,39 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // yamlError turns a yaml.v3 syntax error ("yaml: line 3: reason") into a
-// *ConfigError.
-func yamlError(name string, err error) error {
-	e := &ConfigError{File: name, Err: err}
+// *ConfigError. yaml.v3 leaves the line out of some errors: at the end of
+// the input, on the first line, and for bad bytes (control characters,
+// invalid UTF-8), which are found here instead.
+func yamlError(name string, data []byte, err error) error {
+	e := &ConfigError{File: name, Line: 1, Err: err}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Err = fmt.Errorf("yaml: %s", m[2])
+		return e
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "end of stream"):
+		e.Line = bytes.Count(bytes.TrimRight(data, "\n"), []byte("\n")) + 1
+	case strings.Contains(msg, "control characters") || strings.Contains(msg, "UTF-8") || strings.Contains(msg, "UTF-16"):
+		if i := badByte(data); i >= 0 {
+			e.Line = bytes.Count(data[:i], []byte("\n")) + 1
+		}
 	}
 	return e
+}
+
+// badByte returns the offset of the first byte YAML rejects (a control
+// character other than tab, CR and LF, or invalid UTF-8), or -1.
+func badByte(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // joinSorted joins *ConfigErrors ordered by line (stable).
@@ -385,22 +412,31 @@ func joinSorted(errs []error) error {
 // decoder walks the YAML node tree into a Config, recording the line of
 // every setting and collecting every error.
 type decoder struct {
-	src     *source
-	errs    []error
-	scalars int
+	src    *source
+	errs   []error
+	values int
 }
 
 func (d *decoder) failf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &ConfigError{File: d.src.file, Line: n.Line, Path: path, Err: fmt.Errorf(format, args...)})
 }
 
-// node resolves aliases and counts the work.
+// node resolves aliases.
 func (d *decoder) node(n *yaml.Node) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	d.scalars++
 	return n
+}
+
+// tooLarge counts one more value visited and reports, once, when there
+// have been too many.
+func (d *decoder) tooLarge(n *yaml.Node, path string) bool {
+	d.values++
+	if d.values == maxValues+1 {
+		d.failf(n, path, "config too large (more than %d values after expanding aliases)", maxValues)
+	}
+	return d.values > maxValues
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
@@ -425,8 +461,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields []field) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := d.node(n.Content[i]), n.Content[i+1]
-		if d.scalars > maxScalars {
-			d.failf(k, path, "config too large (more than %d values after expanding aliases)", maxScalars)
+		if d.tooLarge(k, path) {
 			return
 		}
 		if k.Kind != yaml.ScalarNode {
@@ -498,8 +533,7 @@ func (d *decoder) sequence(n *yaml.Node, path string, scalarOK bool, item func(v
 	case isNull(n):
 	case n.Kind == yaml.SequenceNode:
 		for i, v := range n.Content {
-			if d.scalars > maxScalars {
-				d.failf(n, path, "config too large (more than %d values after expanding aliases)", maxScalars)
+			if d.tooLarge(v, path) {
 				return
 			}
 			p := path + "[" + strconv.Itoa(i) + "]"

@@ -59,7 +59,8 @@ type worker struct {
 	slabs     slabs
 	active    []*Class // classes this worker holds packets for
 	heldBytes int
-	deadline  int64 // read deadline in clock ns; 0: none
+	deadline  int64 // when the next held packet is due, in clock ns; 0: none
+	armed     int64 // the read deadline set on src (clock ns; 0: none)
 	headers   Headers
 }
 
@@ -202,7 +203,9 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	hp.buf = w.slabs.get(tun.Headroom + p.Size)
 	copy(hp.buf[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
 	if sh.held.len() == 0 {
+		// It heads its class's queue: wake up when it is due.
 		w.active = append(w.active, c)
+		w.wakeAt(now + int64(w.advance(&hp, now)))
 	}
 	sh.held.push(hp)
 	w.heldBytes += p.Size
@@ -249,9 +252,7 @@ func (w *worker) serviceHeld(now int64) {
 		for sh.held.len() > 0 && len(w.outPkts) < 2*batchSize {
 			hp := sh.held.front()
 			if wait := w.advance(hp, now); wait > 0 {
-				if due := now + int64(wait); w.deadline == 0 || due < w.deadline {
-					w.deadline = due
-				}
+				w.wakeAt(now + int64(wait))
 				break
 			}
 			h := sh.held.pop()
@@ -265,10 +266,17 @@ func (w *worker) serviceHeld(now int64) {
 			w.active = w.active[:len(w.active)-1]
 			continue
 		}
-		if w.deadline == 0 { // write batch full: come back at once
-			w.deadline = now
+		if len(w.outPkts) >= 2*batchSize {
+			w.wakeAt(now) // write batch full: come back at once
 		}
 		i++
+	}
+}
+
+// wakeAt makes the next Read return by due (clock ns) at the latest.
+func (w *worker) wakeAt(due int64) {
+	if w.deadline == 0 || due < w.deadline {
+		w.deadline = due
 	}
 }
 
@@ -346,6 +354,10 @@ func (w *worker) flush(now int64) {
 
 // armDeadline bounds the next Read by the time the next held packet is due.
 func (w *worker) armDeadline() {
+	if w.deadline == w.armed {
+		return
+	}
+	w.armed = w.deadline
 	var t time.Time
 	if w.deadline != 0 {
 		t = w.start.Add(time.Duration(w.deadline))

@@ -21,12 +21,12 @@ import (
 // Configure applies cfg to the device's interface (see LinkConfig): it moves
 // the interface into cfg.Netns (creating the namespace if absent, and
 // remembering that so Close removes it), then sets MTU and txqueuelen,
-// brings the link up, adds the addresses and then the routes, all through a netlink
-// handle in the interface's namespace, without switching the calling
-// thread. cfg.Name must be empty or the device's name. It may be called
-// again, e.g. to change the MTU; it never removes addresses or routes.
-// It returns once IPv6 addresses are usable (see waitUsable), at most a few
-// seconds after the link came up.
+// brings the link up, adds the addresses and then the routes, all through a
+// netlink handle in the interface's namespace, without switching the
+// calling thread. cfg.Name must be empty or the device's name. It may be
+// called again, e.g. to change the MTU; it never removes addresses or
+// routes. It returns once IPv6 addresses are usable (see waitUsable), at
+// most a few seconds after the link came up.
 //
 // Errors name the device, the step and the cause, e.g.
 // "tun pace0: set mtu 9000: invalid argument".

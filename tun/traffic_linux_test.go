@@ -343,22 +343,20 @@ func TestQueueReadWriteDoNotAllocate(t *testing.T) {
 	}
 }
 
-// trafficModes are the offload settings of A and B the copy tests cover.
-var trafficModes = []struct {
-	name     string
-	aOffload bool
-	bOffload bool
-}{
-	{name: "no offload", aOffload: false, bOffload: false},
-	{name: "offload", aOffload: true, bOffload: true},
-	{name: "offload to plain", aOffload: true, bOffload: false},
-	{name: "plain to offload", aOffload: false, bOffload: true},
-}
-
 func TestCopyLoopCarriesTCPAndUDP(t *testing.T) {
 	tuntest.RequirePrivileges(t)
 	if testing.Short() {
 		t.Skip("traffic test skipped in -short mode")
+	}
+	trafficModes := []struct {
+		name     string
+		aOffload bool
+		bOffload bool
+	}{
+		{name: "no offload", aOffload: false, bOffload: false},
+		{name: "offload", aOffload: true, bOffload: true},
+		{name: "offload to plain", aOffload: true, bOffload: false},
+		{name: "plain to offload", aOffload: false, bOffload: true},
 	}
 	for _, mode := range trafficModes {
 		t.Run(mode.name, func(t *testing.T) {

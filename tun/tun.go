@@ -22,9 +22,9 @@
 // device passes it through whole, writing it to a device without offloads
 // splits it into segments with complete checksums (SplitGSO).
 //
-// The offload helpers in this file's package (virtio header codec, GSO split,
-// checksums) are pure functions over byte slices and work on every OS; the
-// device code is Linux only (tun_linux.go, netlink_linux.go).
+// The offload helpers (virtio header codec, GSO split, checksums) and
+// LinkConfig are pure Go and build on every OS; the device and netlink code
+// (Open, LinuxDevice, ConfigureLink) is Linux only.
 package tun
 
 // Headroom is the smallest offset callers must leave in front of each packet

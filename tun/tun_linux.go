@@ -21,7 +21,7 @@ import (
 // Options says how Open sets up a device.
 type Options struct {
 	// Queues is the number of queues, one file descriptor each; 0 means
-	// runtime.GOMAXPROCS(0). The kernel allows at most 256.
+	// runtime.GOMAXPROCS(0) (at most 256, the kernel's limit).
 	Queues int
 	// Offload turns on virtio-net headers (IFF_VNET_HDR) and TUNSETOFFLOAD
 	// with checksum, TSO4, TSO6 and TSO-ECN, plus USO4/USO6 where the kernel
@@ -93,7 +93,7 @@ func Open(name string, opts Options) (*LinuxDevice, error) {
 	}
 	queues := opts.Queues
 	if queues == 0 {
-		queues = runtime.GOMAXPROCS(0)
+		queues = min(runtime.GOMAXPROCS(0), maxQueues)
 	}
 	if queues < 1 || queues > maxQueues {
 		return nil, fmt.Errorf("tun %s: %d queues: want 1 to %d", name, queues, maxQueues)
@@ -137,7 +137,7 @@ func Open(name string, opts Options) (*LinuxDevice, error) {
 func (d *LinuxDevice) openQueue(i int, flags uint16) (*linuxQueue, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("tun %s: open /dev/net/tun: %w%s", d.name, err, hint(err))
+		return nil, stepError(d.name, "open /dev/net/tun", err)
 	}
 	ok := false
 	defer func() {
@@ -157,7 +157,7 @@ func (d *LinuxDevice) openQueue(i int, flags uint16) (*linuxQueue, error) {
 		err = setIff(fd, d.name, flags, nil)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tun %s: TUNSETIFF: %w%s", d.name, err, hint(err))
+		return nil, stepError(d.name, "TUNSETIFF", err)
 	}
 
 	if i == 0 {
@@ -227,6 +227,13 @@ func (d *LinuxDevice) setOffload(fd int) error {
 		return fmt.Errorf("tun %s: TUNSETOFFLOAD %#x: %w", d.name, offloadFlagsTCP, err)
 	}
 	return nil
+}
+
+// stepError names device, step and cause, with a remedy where there is one:
+// "tun pace0: TUNSETIFF: operation not permitted (pacerd needs root or
+// CAP_NET_ADMIN)".
+func stepError(name, step string, err error) error {
+	return fmt.Errorf("tun %s: %s: %w%s", name, step, err, hint(err))
 }
 
 // hint adds a remedy to the errors an operator can fix.

@@ -129,10 +129,11 @@ func (c *Copier) Stats() (ab, ba CopyStats) {
 // header, no offloads, a blocking descriptor used with plain read(2) and
 // write(2). It exists to measure the tun package against (BareCopy).
 type BareDevice struct {
-	name  string
-	fd    int
-	netns string
-	once  sync.Once
+	name         string
+	fd           int
+	netns        string
+	createdNetns string // a namespace Configure created, removed by Close
+	once         sync.Once
 }
 
 // OpenBare creates the TUN device name (IFF_TUN|IFF_NO_PI, one queue) with
@@ -159,12 +160,12 @@ func OpenBare(name string) (*BareDevice, error) {
 func (d *BareDevice) Name() string { return d.name }
 
 // Configure applies cfg with tun.ConfigureLink (cfg.Name is set to the
-// device's name). cfg.Netns should be a namespace the caller owns.
+// device's name). A namespace it creates is removed by Close.
 func (d *BareDevice) Configure(cfg tun.LinkConfig) error {
 	cfg.Name = d.name
 	created, err := tun.ConfigureLink(cfg)
 	if created {
-		err = errors.Join(err, fmt.Errorf("tun %s: netns %s did not exist (created it)", d.name, cfg.Netns))
+		d.createdNetns = cfg.Netns
 	}
 	if cfg.Netns != "" {
 		d.netns = cfg.Netns
@@ -179,6 +180,9 @@ func (d *BareDevice) Close() error {
 	d.once.Do(func() {
 		err = d.deleteLink()
 		err = errors.Join(err, unix.Close(d.fd))
+		if d.createdNetns != "" {
+			err = errors.Join(err, tun.DeleteNetns(d.createdNetns))
+		}
 	})
 	return err
 }

@@ -1,9 +1,14 @@
-// Package tuntest holds helpers for tests that move real traffic through TUN
-// devices: privilege checks, throw-away network namespaces, running code
-// inside a namespace, a two-namespace topology joined by two TUN devices
-// (NewPair), copy loops between devices (StartCopy, and the bare
-// one-read-one-write reference BareCopy) and iperf3 runs with parsed JSON
-// results.
+// Package tuntest holds helpers for tests of code built on package tun:
+//
+//   - Fake, an in-memory tun.Device for tests without a kernel or root;
+//   - RequirePrivileges and RequireIperf3 (skip, or fail when CI=true);
+//   - NewNetns (throw-away namespaces), RunIn (run Go code inside one),
+//     LinkStats (interface counters), DeleteNetns and PidsIn;
+//   - NewPair, the two-namespace topology joined by two TUN devices;
+//   - StartCopy, a copy loop between two devices on tun's batch API, and
+//     BareCopy, the one-read-one-write reference loop on BareDevice;
+//   - StartIperf3Server, Iperf3Server.Client and RunIperf3, with timeouts
+//     and the JSON report parsed (ParseIperf3JSON).
 //
 // Every helper that takes a testing.TB cleans up after itself in t.Cleanup,
 // also when the test fails midway. Names are random ("pt" + 6 hex digits and
@@ -11,7 +16,7 @@
 // benchmarking ranges only: 198.18.0.0/15 and 2001:2::/48 (the addresses
 // NewPair assigns).
 //
-// Everything but this file is Linux only.
+// Everything but Fake, RandomName and this documentation is Linux only.
 package tuntest
 
 import (
