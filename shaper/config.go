@@ -547,8 +547,8 @@ func (d *decoder) sequence(n *yaml.Node, path string, scalarOK bool, item func(v
 	}
 }
 
-// scalar returns the text of a scalar node; ok is false (with an error
-// recorded) for other nodes, and for null unless nullOK.
+// scalar returns the text of a scalar node; ok is false, with an error
+// recorded, for other nodes and for null. what describes the value wanted.
 func (d *decoder) scalar(n *yaml.Node, path string, what string) (string, bool) {
 	n = d.node(n)
 	if n.Kind != yaml.ScalarNode || isNull(n) {
@@ -1149,11 +1149,11 @@ func checkClassName(s string) error {
 }
 
 func (v *validator) burst(path string, burst uint64, mtu int, from string) {
-	if mtu > 0 && burst < uint64(mtu) {
+	switch {
+	case burst == 0:
+		v.errorf(path, "must be above 0 (SetDefaults fills in a default)")
+	case mtu > 0 && burst < uint64(mtu):
 		v.errorf(path, "%s is less than %s.mtu (%d bytes): a full-size packet could never pass", FormatSize(burst), from, mtu)
-	}
-	if burst == 0 {
-		v.errorf(path, "must be above 0")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -196,8 +197,17 @@ egress:
       backlog: 50ms
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second, "-u", "-b", "80M", "-l", "1400"))
+	runtime.ReadMemStats(&after)
 	within(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
+	// Memory stays bounded: what is held is bounded by rate × backlog
+	// (125 KB here); the heap may not grow with the offered load.
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 16<<20 {
+		t.Errorf("heap grew by %d MiB under overload", grew>>20)
+	}
 	c := tl.Class(Egress, "video").Counters()
 	if c.Dropped[DropBacklog] == 0 {
 		t.Errorf("no backlog drops counted at 4x overload: %+v", c)
@@ -476,5 +486,108 @@ egress:
 	t.Logf("malformed counted: %d of %d sent, %d dropped by the kernel", u.Dropped[DropMalformed], want, kernelDropped)
 	if u.Dropped[DropMalformed]+kernelDropped != want || u.Dropped[DropMalformed] < want*9/10 {
 		t.Errorf("malformed drops = %d (+%d kernel drops), want %d", u.Dropped[DropMalformed], kernelDropped, want)
+	}
+}
+
+// TestPeakRate: a class with a peak rate drains its saved-up burst no
+// faster than the peak: over every 100ms window after an idle period,
+// delivery stays at or below peak × window plus the peak bucket.
+func TestPeakRate(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: peaky, match: {proto: udp}, rate: 10mbit, burst: 512kb, peak: 20mbit, backlog: 1s}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	const window = 100 * time.Millisecond
+	var samples []uint64
+	var times []time.Time
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tl.iperf(t, s, 3*time.Second, "-u", "-b", "100M", "-l", "1400")(ctx) }()
+	for i := 0; i < 25; i++ {
+		samples = append(samples, rxBytes(t, tl.ns2, tl.outer))
+		times = append(times, time.Now())
+		time.Sleep(window)
+	}
+	cancel()
+	<-done
+	peak := 2.5e6 // bytes per second
+	var maxRate float64
+	for i := 1; i < len(samples); i++ {
+		dt := times[i].Sub(times[i-1]).Seconds()
+		got := float64(samples[i] - samples[i-1])
+		bound := peak*dt + 2*1500 + 1500 // peak × window + peak bucket + one packet in flight
+		maxRate = max(maxRate, got/dt)
+		if got > bound {
+			t.Errorf("window %d: %.0f bytes in %.3fs, above peak×window+bucket %.0f", i, got, dt, bound)
+		}
+	}
+	t.Logf("highest 100ms rate %.0f B/s (peak %.0f, rate %.0f)", maxRate, peak, 1.25e6)
+	if maxRate < 0.9*peak {
+		t.Errorf("the saved-up burst never ran at the peak rate: highest %.0f B/s", maxRate)
+	}
+}
+
+// TestNoHeadOfLineBlocking: a class flooded far beyond its rate, with
+// packets held and dropped, does not slow another class on the same
+// queues.
+func TestNoHeadOfLineBlocking(t *testing.T) {
+	skipShort(t)
+	tl := newTwoAddrLink(t, false, `
+egress:
+  classes:
+    - {name: slow, match: {dst: [198.18.0.3/32], proto: udp}, rate: 1mbit, backlog: 500ms}
+    - {name: fast, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 40mbit, backlog: 200ms}
+`)
+	fast := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	slow := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tl.iperf(t, slow, 9*time.Second, "-u", "-b", "30M", "-l", "1400")(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	time.Sleep(time.Second)
+	r, err := fast.Client(context.Background(), tl.ns1, 6*time.Second, "-O", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "fast class beside a flooded slow class", ipRate(r, 0), 5e6, 0.02)
+	c := tl.Class(Egress, "slow").Counters()
+	if c.Dropped[DropBacklog] == 0 || c.BacklogPackets == 0 {
+		t.Errorf("the slow class was not flooded (drops %d, held %d)", c.Dropped[DropBacklog], c.BacklogPackets)
+	}
+}
+
+// TestStopDrains: Stop stops reading but still sends what is held, at the
+// class's rate, until the drain deadline; what is left then is counted.
+func TestStopDrains(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: held, match: {proto: udp}, rate: 2mbit, burst: 4kb, backlog: 2s}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	tl.iperf(t, s, time.Second, "-u", "-b", "8M", "-l", "1400")(ctx)
+	cancel()
+	held := tl.Class(Egress, "held").Counters()
+	if held.BacklogPackets < 50 {
+		t.Fatalf("only %d packets held: test too weak", held.BacklogPackets)
+	}
+	tl.Stop(300 * time.Millisecond)
+	after := tl.Class(Egress, "held").Counters()
+	sent := after.SentPackets - held.SentPackets
+	t.Logf("held %d at Stop; during the drain sent %d, dropped at the deadline %d", held.BacklogPackets, sent, after.Dropped[DropShutdown])
+	// 300ms at 2 Mbit/s is about 53 packets of 1428 bytes.
+	if sent < 40 || sent > 70 {
+		t.Errorf("sent %d packets while draining, want about 53 (300ms at the class rate)", sent)
+	}
+	if after.BacklogPackets != 0 || uint64(held.BacklogPackets)-sent > after.Dropped[DropShutdown]+5 {
+		t.Errorf("after Stop: %d still held, %d counted as shutdown drops", after.BacklogPackets, after.Dropped[DropShutdown])
 	}
 }

@@ -167,8 +167,8 @@ const (
 // The rule the data path follows:
 //
 //   - If the IP header is unusable, ParseHeaders returns an error wrapping
-//     ErrMalformed; the packet is counted and dropped, and h holds no
-//     meaningful values. Unusable means: empty; a version other than 4 or 6;
+//     ErrMalformed and leaves h unchanged; the packet is counted and
+//     dropped. Unusable means: empty; a version other than 4 or 6;
 //     IPv4 shorter than 20 bytes, IHL below 5, or a Total Length below IHL*4
 //     (this includes 0) or above len(pkt); IPv6 shorter than 40 bytes or
 //     40+Payload Length above len(pkt) (IPv6 jumbograms, which TUN cannot

@@ -1,14 +1,30 @@
-package shaper
+package shaper_test
 
 import (
 	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/pacer-dev/pacer/shaper"
+)
+
+// IP protocol numbers the tests use.
+const (
+	ipProtoHopByHop = 0
+	ipProtoICMP     = 1
+	ipProtoTCP      = 6
+	ipProtoUDP      = 17
+	ipProtoRouting  = 43
+	ipProtoFragment = 44
+	ipProtoAH       = 51
+	ipProtoICMPv6   = 58
+	ipProtoDstOpts  = 60
 )
 
 var (
@@ -95,7 +111,7 @@ func extBytes(exts []ext, last uint8) []byte {
 		}
 		h := append([]byte{nh}, e.body...)
 		switch e.proto {
-		case protoFragment, protoAH:
+		case ipProtoFragment, ipProtoAH:
 		default: // pad to a multiple of 8 and set the length byte
 			for len(h)%8 != 0 || len(h) < 8 {
 				h = append(h, 0)
@@ -107,9 +123,9 @@ func extBytes(exts []ext, last uint8) []byte {
 	return out
 }
 
-func hbh(n int) ext { return ext{proto: protoHopByHop, body: make([]byte, n)} }
-func dst(n int) ext { return ext{proto: protoDstOpts, body: make([]byte, n)} }
-func rt(n int) ext  { return ext{proto: protoRouting, body: make([]byte, n)} }
+func hbh(n int) ext { return ext{proto: ipProtoHopByHop, body: make([]byte, n)} }
+func dst(n int) ext { return ext{proto: ipProtoDstOpts, body: make([]byte, n)} }
+func rt(n int) ext  { return ext{proto: ipProtoRouting, body: make([]byte, n)} }
 
 // frag is a fragment header; offset in 8-byte units.
 func frag(offset uint16, more bool) ext {
@@ -120,14 +136,14 @@ func frag(offset uint16, more bool) ext {
 	}
 	binary.BigEndian.PutUint16(b[1:3], fo)
 	binary.BigEndian.PutUint32(b[3:7], 0xabcd)
-	return ext{proto: protoFragment, body: b}
+	return ext{proto: ipProtoFragment, body: b}
 }
 
 // ah is an AH header of (words+2)*4 bytes.
 func ah(words int) ext {
 	b := make([]byte, (words+2)*4-1)
 	b[0] = byte(words)
-	return ext{proto: protoAH, body: b}
+	return ext{proto: ipProtoAH, body: b}
 }
 
 // pkt6 builds an IPv6 packet with the given extension headers before the
@@ -155,37 +171,37 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 func TestParseHeaders(t *testing.T) {
 	a4, b4 := addr("198.18.0.1"), addr("198.18.0.2")
 	a6, b6 := addr("2001:db8::1"), addr("2001:db8::2")
-	tcp4 := Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40000, Dport: 443}
-	tcp6 := Flow{Src: a6, Dst: b6, Proto: 6, Sport: 40000, Dport: 443}
-	udp6 := Flow{Src: a6, Dst: b6, Proto: 17, Sport: 5353, Dport: 5004}
-	withDSCP := func(f Flow, d uint8) Flow { f.DSCP = d; return f }
-	withProto := func(f Flow, p uint8) Flow { f.Proto = p; f.Sport, f.Dport = 0, 0; return f }
+	tcp4 := shaper.Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40000, Dport: 443}
+	tcp6 := shaper.Flow{Src: a6, Dst: b6, Proto: 6, Sport: 40000, Dport: 443}
+	udp6 := shaper.Flow{Src: a6, Dst: b6, Proto: 17, Sport: 5353, Dport: 5004}
+	withDSCP := func(f shaper.Flow, d uint8) shaper.Flow { f.DSCP = d; return f }
+	withProto := func(f shaper.Flow, p uint8) shaper.Flow { f.Proto = p; f.Sport, f.Dport = 0, 0; return f }
 	tests := []struct {
 		name string
 		pkt  []byte
-		want Headers
+		want shaper.Headers
 	}{
 		{
 			name: "v4 tcp",
 			pkt:  pkt4(t, &layers.IPv4{}, "tcp", 100),
-			want: Headers{Flow: tcp4, Version: 4, IPHdrLen: 20, HdrLen: 40, Len: 140},
+			want: shaper.Headers{Flow: tcp4, Version: 4, IPHdrLen: 20, HdrLen: 40, Len: 140},
 		},
 		{
 			name: "v4 tcp options dscp ef ecn",
 			pkt:  pkt4(t, &layers.IPv4{TOS: 46<<2 | 3}, "tcpopts", 10),
-			want: Headers{Flow: Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40001, Dport: 22, DSCP: 46},
+			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40001, Dport: 22, DSCP: 46},
 				Version: 4, IPHdrLen: 20, HdrLen: 20 + 32, Len: 62},
 		},
 		{
 			name: "v4 udp",
 			pkt:  pkt4(t, &layers.IPv4{TOS: 0xff}, "udp", 0),
-			want: Headers{Flow: Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004, DSCP: 63},
+			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004, DSCP: 63},
 				Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 28},
 		},
 		{
 			name: "v4 icmp",
 			pkt:  pkt4(t, &layers.IPv4{}, "icmp", 56),
-			want: Headers{Flow: withProto(tcp4, 1), Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 84},
+			want: shaper.Headers{Flow: withProto(tcp4, 1), Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 84},
 		},
 		{
 			name: "v4 ip options",
@@ -193,104 +209,104 @@ func TestParseHeaders(t *testing.T) {
 				{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}},   // router alert
 				{OptionType: 7, OptionLength: 11, OptionData: make([]byte, 9)}, // record route
 			}}, "udp", 4),
-			want: Headers{Flow: Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004},
+			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004},
 				Version: 4, IPHdrLen: 36, HdrLen: 44, Len: 48},
 		},
 		{
 			name: "v4 gre unparsed",
 			pkt:  pkt4(t, &layers.IPv4{Protocol: 47}, "", 20),
-			want: Headers{Flow: withProto(tcp4, 47), Version: 4, L4: L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 40},
+			want: shaper.Headers{Flow: withProto(tcp4, 47), Version: 4, L4: shaper.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 40},
 		},
 		{
 			name: "v4 first fragment",
 			pkt:  pkt4(t, &layers.IPv4{Flags: layers.IPv4MoreFragments}, "tcp", 32),
-			want: Headers{Flow: tcp4, Version: 4, Frag: FragFirst, IPHdrLen: 20, HdrLen: 40, Len: 72},
+			want: shaper.Headers{Flow: tcp4, Version: 4, Frag: shaper.FragFirst, IPHdrLen: 20, HdrLen: 40, Len: 72},
 		},
 		{
 			name: "v4 later fragment",
 			pkt:  pkt4(t, &layers.IPv4{FragOffset: 4, Protocol: 6}, "", 32),
-			want: Headers{Flow: withProto(tcp4, 6), Version: 4, Frag: FragLater, L4: L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 52},
+			want: shaper.Headers{Flow: withProto(tcp4, 6), Version: 4, Frag: shaper.FragLater, L4: shaper.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 52},
 		},
 		{
 			name: "v4 last fragment",
 			pkt:  pkt4(t, &layers.IPv4{FragOffset: 1, Flags: layers.IPv4MoreFragments, Protocol: 17}, "", 8),
-			want: Headers{Flow: withProto(tcp4, 17), Version: 4, Frag: FragLater, L4: L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 28},
+			want: shaper.Headers{Flow: withProto(tcp4, 17), Version: 4, Frag: shaper.FragLater, L4: shaper.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 28},
 		},
 		{
 			name: "v4 ah then tcp",
 			pkt:  pkt4(t, &layers.IPv4{Protocol: 51}, "", 0),
-			want: Headers{}, // replaced below: built by hand
+			want: shaper.Headers{}, // replaced below: built by hand
 		},
 		{
 			name: "v4 udp empty transport",
 			pkt:  pkt4(t, &layers.IPv4{Protocol: 17}, "", 0),
-			want: Headers{Flow: withProto(tcp4, 17), Version: 4, L4: L4Invalid, IPHdrLen: 20, HdrLen: 20, Len: 20},
+			want: shaper.Headers{Flow: withProto(tcp4, 17), Version: 4, L4: shaper.L4Invalid, IPHdrLen: 20, HdrLen: 20, Len: 20},
 		},
 		{
 			name: "v6 tcp",
 			pkt:  pkt6(t, &layers.IPv6{}, nil, "tcp", 1000),
-			want: Headers{Flow: tcp6, Version: 6, IPHdrLen: 40, HdrLen: 60, Len: 1060},
+			want: shaper.Headers{Flow: tcp6, Version: 6, IPHdrLen: 40, HdrLen: 60, Len: 1060},
 		},
 		{
 			name: "v6 udp traffic class",
 			pkt:  pkt6(t, &layers.IPv6{TrafficClass: 34<<2 | 1}, nil, "udp", 20),
-			want: Headers{Flow: withDSCP(udp6, 34), Version: 6, IPHdrLen: 40, HdrLen: 48, Len: 68},
+			want: shaper.Headers{Flow: withDSCP(udp6, 34), Version: 6, IPHdrLen: 40, HdrLen: 48, Len: 68},
 		},
 		{
 			name: "v6 icmpv6",
 			pkt:  pkt6(t, &layers.IPv6{}, nil, "icmpv6", 8),
-			want: Headers{Flow: withProto(tcp6, 58), Version: 6, IPHdrLen: 40, HdrLen: 44, Len: 56},
+			want: shaper.Headers{Flow: withProto(tcp6, 58), Version: 6, IPHdrLen: 40, HdrLen: 44, Len: 56},
 		},
 		{
 			name: "v6 no next header",
 			pkt:  pkt6(t, &layers.IPv6{}, nil, "", 0),
-			want: Headers{Flow: withProto(tcp6, 59), Version: 6, L4: L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
+			want: shaper.Headers{Flow: withProto(tcp6, 59), Version: 6, L4: shaper.L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
 		},
 		{
 			name: "v6 hbh tcp",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{hbh(6)}, "tcp", 0),
-			want: Headers{Flow: tcp6, Version: 6, IPHdrLen: 48, HdrLen: 68, Len: 68},
+			want: shaper.Headers{Flow: tcp6, Version: 6, IPHdrLen: 48, HdrLen: 68, Len: 68},
 		},
 		{
 			name: "v6 hbh routing dstopts udp",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{hbh(14), rt(22), dst(6)}, "udp", 3),
-			want: Headers{Flow: udp6, Version: 6, IPHdrLen: 40 + 16 + 24 + 8, HdrLen: 96, Len: 99},
+			want: shaper.Headers{Flow: udp6, Version: 6, IPHdrLen: 40 + 16 + 24 + 8, HdrLen: 96, Len: 99},
 		},
 		{
 			name: "v6 dstopts ah tcp",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{dst(6), ah(4)}, "tcp", 0),
-			want: Headers{Flow: tcp6, Version: 6, IPHdrLen: 40 + 8 + 24, HdrLen: 92, Len: 92},
+			want: shaper.Headers{Flow: tcp6, Version: 6, IPHdrLen: 40 + 8 + 24, HdrLen: 92, Len: 92},
 		},
 		{
 			name: "v6 atomic fragment",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{frag(0, false)}, "udp", 0),
-			want: Headers{Flow: udp6, Version: 6, IPHdrLen: 48, HdrLen: 56, Len: 56},
+			want: shaper.Headers{Flow: udp6, Version: 6, IPHdrLen: 48, HdrLen: 56, Len: 56},
 		},
 		{
 			name: "v6 first fragment",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{hbh(6), frag(0, true)}, "tcp", 16),
-			want: Headers{Flow: tcp6, Version: 6, Frag: FragFirst, IPHdrLen: 56, HdrLen: 76, Len: 92},
+			want: shaper.Headers{Flow: tcp6, Version: 6, Frag: shaper.FragFirst, IPHdrLen: 56, HdrLen: 76, Len: 92},
 		},
 		{
 			name: "v6 later fragment",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{frag(3, true), dst(6)}, "udp", 16),
-			want: Headers{Flow: withProto(udp6, 60), Version: 6, Frag: FragLater, L4: L4Absent, IPHdrLen: 48, HdrLen: 48, Len: 80},
+			want: shaper.Headers{Flow: withProto(udp6, 60), Version: 6, Frag: shaper.FragLater, L4: shaper.L4Absent, IPHdrLen: 48, HdrLen: 48, Len: 80},
 		},
 		{
 			name: "v6 esp stops the chain",
 			pkt:  pkt6(t, &layers.IPv6{NextHeader: 50}, nil, "", 0),
-			want: Headers{Flow: withProto(tcp6, 59), Version: 6, L4: L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
+			want: shaper.Headers{Flow: withProto(tcp6, 59), Version: 6, L4: shaper.L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
 		},
 		{
 			name: "v6 tcp over mapped v4 addresses",
 			pkt:  pkt6(t, &layers.IPv6{SrcIP: net.ParseIP("::ffff:198.18.0.1"), DstIP: net.ParseIP("::ffff:198.18.0.2")}, nil, "tcp", 0),
-			want: Headers{Flow: Flow{Src: addr("::ffff:198.18.0.1"), Dst: addr("::ffff:198.18.0.2"), Proto: 6, Sport: 40000, Dport: 443},
+			want: shaper.Headers{Flow: shaper.Flow{Src: addr("::ffff:198.18.0.1"), Dst: addr("::ffff:198.18.0.2"), Proto: 6, Sport: 40000, Dport: 443},
 				Version: 6, IPHdrLen: 40, HdrLen: 60, Len: 60},
 		},
 		{
 			name: "v4 trailing bytes ignored",
 			pkt:  append(pkt4(t, &layers.IPv4{}, "udp", 2), 0xde, 0xad),
-			want: Headers{Flow: Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004}, Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 30},
+			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004}, Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 30},
 		},
 	}
 	// AH in IPv4: gopacket cannot build AH, so put it in by hand.
@@ -299,10 +315,10 @@ func TestParseHeaders(t *testing.T) {
 			continue
 		}
 		ip := &layers.IPv4{Protocol: 51, SrcIP: v4a, DstIP: v4b}
-		body := append(extBytes([]ext{ah(1)}, protoTCP), serialize(t, l4(ip, "tcp", 0)...)...)
+		body := append(extBytes([]ext{ah(1)}, ipProtoTCP), serialize(t, l4(ip, "tcp", 0)...)...)
 		tests[i].pkt = pkt4(t, ip, "", len(body))
 		copy(tests[i].pkt[20:], body)
-		tests[i].want = Headers{Flow: tcp4, Version: 4, IPHdrLen: 32, HdrLen: 52, Len: 52}
+		tests[i].want = shaper.Headers{Flow: tcp4, Version: 4, IPHdrLen: 32, HdrLen: 52, Len: 52}
 	}
 	// The esp test: the chain stops at 50, whatever follows.
 	for i := range tests {
@@ -313,12 +329,12 @@ func TestParseHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Headers
-			if err := ParseHeaders(tt.pkt, &h); err != nil {
-				t.Fatalf("ParseHeaders: %v", err)
+			var h shaper.Headers
+			if err := shaper.ParseHeaders(tt.pkt, &h); err != nil {
+				t.Fatalf("shaper.ParseHeaders: %v", err)
 			}
 			if h != tt.want {
-				t.Errorf("ParseHeaders =\n%+v\nwant\n%+v", h, tt.want)
+				t.Errorf("shaper.ParseHeaders =\n%+v\nwant\n%+v", h, tt.want)
 			}
 			checkTruncations(t, tt.pkt, h)
 		})
@@ -327,14 +343,14 @@ func TestParseHeaders(t *testing.T) {
 
 // checkTruncations cuts pkt at every length. Cut alone, the IP length field
 // no longer fits: malformed. With the length field set to the cut, the
-// packet is malformed iff the cut is inside the IP header chain, L4Invalid
+// packet is malformed iff the cut is inside the IP header chain, shaper.L4Invalid
 // if inside a parsed transport header, and otherwise parses as full.
-func checkTruncations(t *testing.T, pkt []byte, full Headers) {
+func checkTruncations(t *testing.T, pkt []byte, full shaper.Headers) {
 	t.Helper()
-	var h Headers
+	var h shaper.Headers
 	for n := 0; n < full.Len; n++ {
-		if err := ParseHeaders(pkt[:n], &h); !errors.Is(err, ErrMalformed) {
-			t.Errorf("cut at %d: err = %v, want ErrMalformed", n, err)
+		if err := shaper.ParseHeaders(pkt[:n], &h); !errors.Is(err, shaper.ErrMalformed) {
+			t.Errorf("cut at %d: err = %v, want shaper.ErrMalformed", n, err)
 		}
 		cut := append([]byte(nil), pkt[:n]...)
 		if n >= 6 {
@@ -344,17 +360,17 @@ func checkTruncations(t *testing.T, pkt []byte, full Headers) {
 				binary.BigEndian.PutUint16(cut[4:6], uint16(n-40))
 			}
 		}
-		err := ParseHeaders(cut, &h)
+		err := shaper.ParseHeaders(cut, &h)
 		switch {
 		case n < full.IPHdrLen:
-			if !errors.Is(err, ErrMalformed) {
-				t.Errorf("length %d inside the IP header (%d): err = %v, want ErrMalformed", n, full.IPHdrLen, err)
+			if !errors.Is(err, shaper.ErrMalformed) {
+				t.Errorf("length %d inside the IP header (%d): err = %v, want shaper.ErrMalformed", n, full.IPHdrLen, err)
 			}
 		case err != nil:
 			t.Errorf("length %d: %v", n, err)
 		case n < full.HdrLen:
 			want := full
-			want.L4, want.Sport, want.Dport, want.HdrLen, want.Len = L4Invalid, 0, 0, full.IPHdrLen, n
+			want.L4, want.Sport, want.Dport, want.HdrLen, want.Len = shaper.L4Invalid, 0, 0, full.IPHdrLen, n
 			if h != want {
 				t.Errorf("length %d inside the transport header: got %+v, want %+v", n, h, want)
 			}
@@ -398,38 +414,33 @@ func TestParseHeadersMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Headers
-			err := ParseHeaders(tt.pkt, &h)
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("err = %v, want ErrMalformed", err)
+			before := shaper.Headers{Flow: shaper.Flow{Src: addr("192.0.2.1"), Sport: 7}, Version: 9, HdrLen: 99}
+			h := before
+			err := shaper.ParseHeaders(tt.pkt, &h)
+			if !errors.Is(err, shaper.ErrMalformed) {
+				t.Fatalf("err = %v, want shaper.ErrMalformed", err)
 			}
-			if !contains(err.Error(), tt.reason) {
+			if h != before {
+				t.Errorf("h changed on error: %+v", h)
+			}
+			if !strings.Contains(err.Error(), tt.reason) {
 				t.Errorf("err = %q, want it to mention %q", err, tt.reason)
 			}
 		})
 	}
 }
 
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
-}
-
 func TestParseHeadersReusesHeaders(t *testing.T) {
-	var h Headers
-	if err := ParseHeaders(pkt6(t, &layers.IPv6{TrafficClass: 0xff}, []ext{frag(0, true)}, "tcp", 0), &h); err != nil {
+	var h shaper.Headers
+	if err := shaper.ParseHeaders(pkt6(t, &layers.IPv6{TrafficClass: 0xff}, []ext{frag(0, true)}, "tcp", 0), &h); err != nil {
 		t.Fatal(err)
 	}
 	p := pkt4(t, &layers.IPv4{FragOffset: 2, Protocol: 17}, "", 0)
-	if err := ParseHeaders(p, &h); err != nil {
+	if err := shaper.ParseHeaders(p, &h); err != nil {
 		t.Fatal(err)
 	}
-	want := Headers{Flow: Flow{Src: addr("198.18.0.1"), Dst: addr("198.18.0.2"), Proto: 17},
-		Version: 4, L4: L4Absent, Frag: FragLater, IPHdrLen: 20, HdrLen: 20, Len: 20}
+	want := shaper.Headers{Flow: shaper.Flow{Src: addr("198.18.0.1"), Dst: addr("198.18.0.2"), Proto: 17},
+		Version: 4, L4: shaper.L4Absent, Frag: shaper.FragLater, IPHdrLen: 20, HdrLen: 20, Len: 20}
 	if h != want {
 		t.Errorf("got %+v, want %+v", h, want)
 	}
@@ -439,14 +450,14 @@ func TestParseHeadersAllocs(t *testing.T) {
 	p4 := pkt4(t, &layers.IPv4{}, "tcp", 100)
 	p6 := pkt6(t, &layers.IPv6{}, []ext{hbh(6)}, "udp", 100)
 	bad := p4[:10]
-	var h Headers
+	var h shaper.Headers
 	n := testing.AllocsPerRun(1000, func() {
-		_ = ParseHeaders(p4, &h)
-		_ = ParseHeaders(p6, &h)
-		_ = ParseHeaders(bad, &h)
+		_ = shaper.ParseHeaders(p4, &h)
+		_ = shaper.ParseHeaders(p6, &h)
+		_ = shaper.ParseHeaders(bad, &h)
 	})
 	if n != 0 {
-		t.Errorf("ParseHeaders allocates %v times per run, want 0", n)
+		t.Errorf("shaper.ParseHeaders allocates %v times per run, want 0", n)
 	}
 }
 
@@ -462,10 +473,10 @@ func BenchmarkParseHeaders(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			var h Headers
+			var h shaper.Headers
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := ParseHeaders(c.pkt, &h); err != nil {
+				if err := shaper.ParseHeaders(c.pkt, &h); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -494,7 +505,7 @@ func BenchmarkGopacketParse(b *testing.B) {
 	}
 }
 
-// FuzzParseHeaders checks that ParseHeaders never panics, that a success
+// FuzzParseHeaders checks that shaper.ParseHeaders never panics, that a success
 // leaves h consistent, and that its fields agree with gopacket's decode of
 // the same bytes wherever gopacket decodes them.
 func FuzzParseHeaders(f *testing.F) {
@@ -513,11 +524,11 @@ func FuzzParseHeaders(f *testing.F) {
 	f.Add(pkt6(f, &layers.IPv6{}, []ext{frag(5, false)}, "udp", 4))
 	f.Add(pkt6(f, &layers.IPv6{}, []ext{ah(2)}, "tcp", 4))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var h Headers
-		err := ParseHeaders(data, &h)
+		var h shaper.Headers
+		err := shaper.ParseHeaders(data, &h)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			if !errors.Is(err, shaper.ErrMalformed) {
+				t.Fatalf("error %v does not wrap shaper.ErrMalformed", err)
 			}
 			return
 		}
@@ -526,7 +537,7 @@ func FuzzParseHeaders(f *testing.F) {
 	})
 }
 
-func checkInvariants(t *testing.T, data []byte, h *Headers) {
+func checkInvariants(t *testing.T, data []byte, h *shaper.Headers) {
 	t.Helper()
 	switch {
 	case h.Len > len(data) || h.Len < h.HdrLen || h.HdrLen < h.IPHdrLen:
@@ -539,9 +550,9 @@ func checkInvariants(t *testing.T, data []byte, h *Headers) {
 		t.Fatalf("version %d", h.Version)
 	case h.DSCP > 63:
 		t.Fatalf("dscp %d", h.DSCP)
-	case h.L4 != L4Parsed && (h.Sport != 0 || h.Dport != 0 || h.HdrLen != h.IPHdrLen):
+	case h.L4 != shaper.L4Parsed && (h.Sport != 0 || h.Dport != 0 || h.HdrLen != h.IPHdrLen):
 		t.Fatalf("ports or L4 length without a parsed L4 header: %+v", *h)
-	case h.Frag == FragLater && h.L4 != L4Absent:
+	case h.Frag == shaper.FragLater && h.L4 != shaper.L4Absent:
 		t.Fatalf("later fragment with L4 %v", h.L4)
 	}
 }
@@ -549,11 +560,11 @@ func checkInvariants(t *testing.T, data []byte, h *Headers) {
 // compareGopacket decodes data with gopacket and compares what both decode
 // the same way: version, addresses and DSCP when gopacket decodes the IP
 // header; protocol and ports when both find a TCP or UDP header at the same
-// offset. gopacket is looser where ParseHeaders is
+// offset. gopacket is looser where shaper.ParseHeaders is
 // strict (it accepts an IPv4 total length past the buffer) and stricter
 // elsewhere (it checks IPv4 and TCP options, IPv6 hop-by-hop option TLVs),
 // and it does not stop at a fragment header; those cases compare less.
-func compareGopacket(t *testing.T, data []byte, h *Headers) {
+func compareGopacket(t *testing.T, data []byte, h *shaper.Headers) {
 	t.Helper()
 	data = data[:h.Len]
 	// The IP header alone: a DecodingLayerParser would decode a tunnelled
@@ -561,18 +572,18 @@ func compareGopacket(t *testing.T, data []byte, h *Headers) {
 	if h.Version == 4 {
 		var ip4 layers.IPv4
 		if err := ip4.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err == nil {
-			got := Flow{Src: netip.AddrFrom4([4]byte(ip4.SrcIP)), Dst: netip.AddrFrom4([4]byte(ip4.DstIP)), DSCP: ip4.TOS >> 2}
+			got := shaper.Flow{Src: netip.AddrFrom4([4]byte(ip4.SrcIP)), Dst: netip.AddrFrom4([4]byte(ip4.DstIP)), DSCP: ip4.TOS >> 2}
 			if got.Src != h.Src || got.Dst != h.Dst || got.DSCP != h.DSCP || ip4.Version != 4 ||
-				data[9] != protoAH && int(ip4.IHL)*4 != h.IPHdrLen {
-				t.Fatalf("IPv4 header: gopacket %+v (ihl %d), ParseHeaders %+v", got, ip4.IHL, *h)
+				data[9] != ipProtoAH && int(ip4.IHL)*4 != h.IPHdrLen {
+				t.Fatalf("IPv4 header: gopacket %+v (ihl %d), shaper.ParseHeaders %+v", got, ip4.IHL, *h)
 			}
 		}
 	} else {
 		var ip6 layers.IPv6
 		if err := ip6.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err == nil {
-			got := Flow{Src: netip.AddrFrom16([16]byte(ip6.SrcIP)), Dst: netip.AddrFrom16([16]byte(ip6.DstIP)), DSCP: ip6.TrafficClass >> 2}
+			got := shaper.Flow{Src: netip.AddrFrom16([16]byte(ip6.SrcIP)), Dst: netip.AddrFrom16([16]byte(ip6.DstIP)), DSCP: ip6.TrafficClass >> 2}
 			if got.Src != h.Src || got.Dst != h.Dst || got.DSCP != h.DSCP || ip6.Version != 6 {
-				t.Fatalf("IPv6 header: gopacket %+v, ParseHeaders %+v", got, *h)
+				t.Fatalf("IPv6 header: gopacket %+v, shaper.ParseHeaders %+v", got, *h)
 			}
 		}
 	}
@@ -598,23 +609,23 @@ func compareGopacket(t *testing.T, data []byte, h *Headers) {
 	for _, lt := range decoded {
 		switch lt {
 		case layers.LayerTypeTCP:
-			proto, sport, dport = protoTCP, uint16(tcp.SrcPort), uint16(tcp.DstPort)
+			proto, sport, dport = ipProtoTCP, uint16(tcp.SrcPort), uint16(tcp.DstPort)
 			off = cap(data) - cap(tcp.Contents)
 		case layers.LayerTypeUDP:
-			proto, sport, dport = protoUDP, uint16(udp.SrcPort), uint16(udp.DstPort)
+			proto, sport, dport = ipProtoUDP, uint16(udp.SrcPort), uint16(udp.DstPort)
 			off = cap(data) - cap(udp.Contents)
 		}
 	}
-	if proto != 0 && off == h.IPHdrLen && h.Frag != FragLater {
-		if h.L4 != L4Parsed || h.Proto != proto || h.Sport != sport || h.Dport != dport {
-			t.Fatalf("transport: gopacket proto %d ports %d>%d at %d, ParseHeaders %+v", proto, sport, dport, off, *h)
+	if proto != 0 && off == h.IPHdrLen && h.Frag != shaper.FragLater {
+		if h.L4 != shaper.L4Parsed || h.Proto != proto || h.Sport != sport || h.Dport != dport {
+			t.Fatalf("transport: gopacket proto %d ports %d>%d at %d, shaper.ParseHeaders %+v", proto, sport, dport, off, *h)
 		}
 	}
 	// Without fragments or extension headers, both must find the same
 	// TCP or UDP header.
-	plain := h.Frag == FragNone && (h.Proto == protoTCP || h.Proto == protoUDP) &&
+	plain := h.Frag == shaper.FragNone && (h.Proto == ipProtoTCP || h.Proto == ipProtoUDP) &&
 		(h.Version == 4 && data[9] == h.Proto || h.Version == 6 && h.IPHdrLen == 40)
 	if plain && proto != 0 && off != h.IPHdrLen {
-		t.Fatalf("gopacket found the transport header at %d, ParseHeaders at %d: %+v", off, h.IPHdrLen, *h)
+		t.Fatalf("gopacket found the transport header at %d, shaper.ParseHeaders at %d: %+v", off, h.IPHdrLen, *h)
 	}
 }

@@ -71,8 +71,6 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 		st.rate = bucket.New(cfg.Rate, cfg.Burst, append(opts, bucket.WithStart(now))...)
 	}
 	if cfg.Peak > 0 {
-		// The peak bucket holds about one maximum-size packet, as tbf's
-		// peakrate bucket (mtu) does.
 		limit := peakBurst(cfg)
 		if old != nil && old.peak != nil {
 			st.peak = old.peak
@@ -85,9 +83,11 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 	c.state.Store(st)
 }
 
-// peakBurst is the size of a class's peak bucket: one maximum-size packet
-// (GSO super-packets included), as tbf's mtu parameter.
-func peakBurst(cfg ClassConfig) uint64 { return 64 << 10 }
+// peakBurst is the size of a class's peak bucket: two full-size packets
+// at the default MTU, like tbf's mtu parameter. A larger packet (a GSO
+// super-packet) still passes: its grab leaves a deficiency that clears at
+// the peak rate, which is the pacing the peak rate asks for.
+func peakBurst(ClassConfig) uint64 { return 2 * DefaultMTU }
 
 // direction is one direction's compiled policy: immutable, swapped whole on
 // reload. Classes are shared with the previous policy by name.
