@@ -779,7 +779,7 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				if isNull(d.node(v)) {
 					return
 				}
-				dc.Default = &ClassConfig{Name: defaultClassName}
+				dc.Default = &ClassConfig{Name: DefaultClass}
 				d.class(v, p, dc.Default, true)
 			}},
 		})
@@ -963,7 +963,7 @@ func (dc *DirectionConfig) setDefaults(mtu int) {
 	}
 	if dc.Default != nil {
 		if dc.Default.Name == "" {
-			dc.Default.Name = defaultClassName
+			dc.Default.Name = DefaultClass
 		}
 		dc.Default.setDefaults(mtu)
 	}
@@ -977,13 +977,6 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 		cc.Backlog = DefaultBacklog
 	}
 }
-
-// Names a class may not take: the default class's, and the one under which
-// packets matching nothing are counted.
-const (
-	defaultClassName      = "default"
-	unclassifiedClassName = "unclassified"
-)
 
 // Validate checks every setting and returns all problems found, joined
 // with errors.Join, as *ConfigError values ordered by line. For a Config
@@ -1121,8 +1114,8 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 	}
 	if dc.Default != nil {
 		p := path + ".default"
-		if dc.Default.Name != "" && dc.Default.Name != defaultClassName {
-			v.errorf(p, "the default class is named %q, not %q", defaultClassName, dc.Default.Name)
+		if dc.Default.Name != "" && dc.Default.Name != DefaultClass {
+			v.errorf(p, "the default class is named %q, not %q", DefaultClass, dc.Default.Name)
 		}
 		if !dc.Default.Match.isZero() {
 			v.errorf(p, "the default class takes what no class matches: it has no match")
@@ -1135,7 +1128,7 @@ func checkClassName(s string) error {
 	switch {
 	case s == "":
 		return errors.New("a class needs a name")
-	case s == defaultClassName || s == unclassifiedClassName:
+	case s == DefaultClass || s == Unclassified:
 		return fmt.Errorf("%q is reserved", s)
 	case len(s) > 64:
 		return fmt.Errorf("%q is longer than 64 bytes", s)

@@ -284,21 +284,21 @@ egress:
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	var maxBacklog int64
-	got := tl.measure(t, 2*time.Second, 4*time.Second, func(ctx context.Context) {
-		stop := make(chan struct{})
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(10 * time.Millisecond):
-					maxBacklog = max(maxBacklog, tl.Class(Egress, "pol").Counters().BacklogBytes)
-				}
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				maxBacklog = max(maxBacklog, tl.Class(Egress, "pol").Counters().BacklogBytes)
 			}
-		}()
-		tl.iperf(t, s, 7*time.Second, "-u", "-b", "30M", "-l", "1400")(ctx)
-		close(stop)
-	})
+		}
+	}()
+	got := tl.measure(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, 7*time.Second, "-u", "-b", "30M", "-l", "1400"))
+	close(stop)
+	<-sampled
 	c := tl.Class(Egress, "pol").Counters()
 	within(t, "police 10mbit at 3x", got, 1.25e6, 0.03)
 	if c.Dropped[DropPolice] == 0 {
