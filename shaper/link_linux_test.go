@@ -110,15 +110,21 @@ func rxBytes(t *testing.T, ns, dev string) uint64 {
 // receiving device (outer, in ns2) got between warmup and warmup+window.
 func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load func(ctx context.Context)) float64 {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); load(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer background(load)()
 	time.Sleep(warmup)
 	b0, t0 := rxBytes(t, tl.ns2, tl.outer), time.Now()
 	time.Sleep(window)
 	b1, t1 := rxBytes(t, tl.ns2, tl.outer), time.Now()
 	return float64(b1-b0) / t1.Sub(t0).Seconds()
+}
+
+// background runs load until the returned stop function is called; stop
+// cancels it and waits for it to return.
+func background(load func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); load(ctx) }()
+	return func() { cancel(); <-done }
 }
 
 // iperf runs an iperf3 client in ns1 against server s for d.
@@ -383,10 +389,7 @@ egress:
 `
 	tl := newTestLink(t, false, fmt.Sprintf(policy, "10mbit"))
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); tl.iperf(t, s, 12*time.Second)(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer background(tl.iperf(t, s, 12*time.Second))()
 	time.Sleep(3 * time.Second)
 	before := tl.Class(Egress, "bulk").Counters().SentPackets
 	cfg, err := ParseConfig("new.yaml", []byte(tl.linkYAML+fmt.Sprintf(policy, "25mbit")))
@@ -503,16 +506,13 @@ egress:
 	const window = 100 * time.Millisecond
 	var samples []uint64
 	var times []time.Time
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); tl.iperf(t, s, 3*time.Second, "-u", "-b", "100M", "-l", "1400")(ctx) }()
+	stop := background(tl.iperf(t, s, 3*time.Second, "-u", "-b", "100M", "-l", "1400"))
 	for i := 0; i < 25; i++ {
 		samples = append(samples, rxBytes(t, tl.ns2, tl.outer))
 		times = append(times, time.Now())
 		time.Sleep(window)
 	}
-	cancel()
-	<-done
+	stop()
 	peak := 2.5e6 // bytes per second
 	var maxRate float64
 	for i := 1; i < len(samples); i++ {
@@ -543,13 +543,7 @@ egress:
 `)
 	fast := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	slow := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tl.iperf(t, slow, 9*time.Second, "-u", "-b", "30M", "-l", "1400")(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	defer background(tl.iperf(t, slow, 9*time.Second, "-u", "-b", "30M", "-l", "1400"))()
 	time.Sleep(time.Second)
 	r, err := fast.Client(context.Background(), tl.ns1, 6*time.Second, "-O", "2")
 	if err != nil {
