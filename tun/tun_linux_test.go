@@ -4,6 +4,7 @@ package tun_test
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -186,5 +187,55 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if got := openFDs(t); got != fds {
 		t.Errorf("%d descriptors open after failed Opens, %d before", got, fds)
+	}
+}
+
+func TestReadDeadline(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	d, ns, a4, b4, _, _ := singleDevice(t, tun.Options{Queues: 1})
+	q, ok := d.Queues()[0].(interface {
+		tun.Queue
+		SetReadDeadline(time.Time) error
+	})
+	if !ok {
+		t.Fatal("Linux queues have no SetReadDeadline")
+	}
+	bufs, pkts := readerBuffers(4)
+
+	// A Read blocked on the netpoller wakes when the deadline is moved into
+	// the past (how a shaper worker is woken).
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Read(bufs, pkts, tun.Headroom)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := q.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("blocked Read after a past deadline: %v, want os.ErrDeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("deadline did not wake a blocked Read")
+	}
+
+	// A future deadline expires by itself.
+	q.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	start := time.Now()
+	if _, err := q.Read(bufs, pkts, tun.Headroom); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < 25*time.Millisecond {
+		t.Fatalf("Read with a 30ms deadline: %v after %v", err, time.Since(start))
+	}
+
+	// Cleared, the queue reads packets again.
+	q.SetReadDeadline(time.Time{})
+	tx := udpIn(t, ns, netip.AddrPortFrom(a4, 40000), netip.AddrPortFrom(b4, 9))
+	if _, err := tx.Write([]byte("after the deadline")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.Read(bufs, pkts, tun.Headroom); n != 1 || err != nil {
+		t.Fatalf("Read after clearing the deadline = %d, %v", n, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/pacer-dev/pacer/tun"
 )
@@ -21,7 +22,9 @@ type FakePacket struct {
 // drained by Written). Packets are copied both ways, so callers may reuse
 // their buffers. Read, Write and Close follow the tun.Queue and tun.Device
 // contracts, including os.ErrClosed after Close; a Write blocks while the
-// outbound channel is full.
+// outbound channel is full. Queues also have SetReadDeadline with the Linux
+// queues' semantics (os.ErrDeadlineExceeded once the deadline has passed,
+// even if a packet is waiting).
 type Fake struct {
 	name    string
 	offload bool
@@ -38,7 +41,7 @@ type Fake struct {
 func NewFake(name string, queues, capacity int, offload bool) *Fake {
 	f := &Fake{name: name, offload: offload, mtu: 1500, closed: make(chan struct{})}
 	for i := range queues {
-		q := &fakeQueue{index: i, dev: f, in: make(chan FakePacket, capacity), out: make(chan FakePacket, capacity)}
+		q := &fakeQueue{index: i, dev: f, in: make(chan FakePacket, capacity), out: make(chan FakePacket, capacity), wake: make(chan struct{})}
 		f.fq = append(f.fq, q)
 		f.queues = append(f.queues, q)
 	}
@@ -91,9 +94,57 @@ type fakeQueue struct {
 	dev   *Fake
 	in    chan FakePacket
 	out   chan FakePacket
+
+	mu       sync.Mutex
+	deadline time.Time
+	wake     chan struct{} // closed and replaced when the deadline changes
 }
 
 func (q *fakeQueue) Index() int { return q.index }
+
+// SetReadDeadline bounds Read as on the Linux queues: once t has passed a
+// Read returns an error wrapping os.ErrDeadlineExceeded; the zero time
+// removes the deadline. It wakes a blocked Read to re-check.
+func (q *fakeQueue) SetReadDeadline(t time.Time) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.deadline = t
+	close(q.wake)
+	q.wake = make(chan struct{})
+	return nil
+}
+
+// waitFirst waits for the first packet of a Read.
+func (q *fakeQueue) waitFirst() (FakePacket, error) {
+	for {
+		select {
+		case <-q.dev.closed:
+			return FakePacket{}, fmt.Errorf("tun %s: queue %d: read: %w", q.dev.name, q.index, os.ErrClosed)
+		default:
+		}
+		q.mu.Lock()
+		deadline, wake := q.deadline, q.wake
+		q.mu.Unlock()
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return FakePacket{}, fmt.Errorf("tun %s: queue %d: read: %w", q.dev.name, q.index, os.ErrDeadlineExceeded)
+			}
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			expired = timer.C
+		}
+		select {
+		case <-q.dev.closed:
+			return FakePacket{}, fmt.Errorf("tun %s: queue %d: read: %w", q.dev.name, q.index, os.ErrClosed)
+		case p := <-q.in:
+			return p, nil
+		case <-expired:
+		case <-wake:
+		}
+	}
+}
 
 func (q *fakeQueue) Read(bufs [][]byte, pkts []tun.Packet, offset int) (int, error) {
 	if offset < tun.Headroom {
@@ -103,18 +154,12 @@ func (q *fakeQueue) Read(bufs [][]byte, pkts []tun.Packet, offset int) (int, err
 	if count == 0 {
 		return 0, nil
 	}
-	select {
-	case <-q.dev.closed:
-		return 0, fmt.Errorf("tun %s: queue %d: read: %w", q.dev.name, q.index, os.ErrClosed)
-	default:
+	p, err := q.waitFirst()
+	if err != nil {
+		return 0, err
 	}
-	select {
-	case <-q.dev.closed:
-		return 0, fmt.Errorf("tun %s: queue %d: read: %w", q.dev.name, q.index, os.ErrClosed)
-	case p := <-q.in:
-		if err := q.store(bufs[0], pkts, 0, offset, p); err != nil {
-			return 0, err
-		}
+	if err := q.store(bufs[0], pkts, 0, offset, p); err != nil {
+		return 0, err
 	}
 	n := 1
 	for n < count {

@@ -67,3 +67,39 @@ func TestFakeReadWriteClose(t *testing.T) {
 		t.Errorf("Inject after Close: %v", err)
 	}
 }
+
+func TestFakeReadDeadline(t *testing.T) {
+	f := tuntest.NewFake("fake0", 1, 8, false)
+	defer f.Close()
+	q := f.Queues()[0].(interface {
+		tun.Queue
+		SetReadDeadline(time.Time) error
+	})
+	bufs, pkts := [][]byte{make([]byte, 100)}, make([]tun.Packet, 1)
+
+	// A blocked Read wakes when a deadline is set in the past.
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Read(bufs, pkts, tun.Headroom)
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	q.SetReadDeadline(time.Unix(1, 0))
+	if err := <-done; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read after a past deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+
+	// A future deadline expires by itself, even with nothing to read.
+	q.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	start := time.Now()
+	if _, err := q.Read(bufs, pkts, tun.Headroom); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < 15*time.Millisecond {
+		t.Fatalf("Read with a 20ms deadline: %v after %v", err, time.Since(start))
+	}
+
+	// Cleared, Read returns packets again.
+	q.SetReadDeadline(time.Time{})
+	f.Inject(0, []byte{1, 2, 3}, tun.GSOInfo{})
+	if n, err := q.Read(bufs, pkts, tun.Headroom); n != 1 || err != nil {
+		t.Fatalf("Read after clearing the deadline = %d, %v", n, err)
+	}
+}
