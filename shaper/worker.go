@@ -338,9 +338,17 @@ func (w *worker) flush(now int64) {
 				m.st.rate.Release(cost)
 			}
 		} else {
+			// The packet did not leave: its tokens go back to every
+			// bucket it paid (capped: the refund counts as released).
 			sh.drops[DropWriteError].Add(1)
 			if m.st.rate != nil {
-				m.st.rate.Refund(cost) // capped: the refund counts as released
+				m.st.rate.Refund(cost)
+			}
+			if m.st.peak != nil {
+				m.st.peak.Refund(cost)
+			}
+			if m.link != nil {
+				m.link.Refund(cost)
 			}
 		}
 		if m.slab != nil {
