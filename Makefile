@@ -3,17 +3,23 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin
 
-.PHONY: all build test test-short vet fmt-check deps bench clean demo
+.PHONY: all build test test-short vet fmt-check deps bench bench-quick bench-deps clean demo
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# deps installs what the privileged tests need (iperf3) when it is missing.
+# deps installs what the privileged tests need when it is missing: iperf3,
+# and the Debian package prometheus (promtool and the prometheus server),
+# with one apt-get update.
 deps:
-	@command -v iperf3 >/dev/null 2>&1 || { \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 >/dev/null; }
+	@need=""; \
+	command -v iperf3 >/dev/null 2>&1 || need="$$need iperf3"; \
+	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$$need prometheus"; \
+	if [ -n "$$need" ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
+	fi
 
 vet:
 	$(GO) vet $(PKGS)
@@ -31,8 +37,26 @@ test: deps fmt-check vet
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./bucket
+# bench measures pacer against its references in one run (x/time/rate, the
+# bare TUN copy loop, a veth pair, tc tbf) and writes BENCHMARKS.md and the
+# plots in bench/. It needs root and takes about 6 minutes: sudo make bench.
+# bench-quick is the same in short runs (under 2 minutes), written to
+# bench/out/ for development.
+bench: bench-deps
+	$(GO) build -o $(BIN)/pacer-bench ./bench
+	./$(BIN)/pacer-bench -go "$(GO)" -out BENCHMARKS.md -plots bench/
+
+bench-quick: bench-deps
+	$(GO) build -o $(BIN)/pacer-bench ./bench
+	./$(BIN)/pacer-bench -quick -go "$(GO)" -out bench/out/BENCHMARKS.md -plots bench/out/
+
+# bench-deps installs what the benchmarks run (iperf3, ping, ethtool, tc)
+# when it is missing.
+bench-deps:
+	@[ "$$(id -u)" -eq 0 ] || { echo "make bench needs root (TUN devices, network namespaces): sudo make bench"; exit 1; }
+	@for t in iperf3 ping ethtool tc; do command -v $$t >/dev/null 2>&1 || missing=1; done; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		iperf3 iputils-ping ethtool iproute2 >/dev/null; fi
 
 clean:
 	rm -rf $(BIN)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,10 +23,24 @@ import (
 
 // daemonProc is a pacerd process under test, with its log collected.
 type daemonProc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  strings.Builder
-	exit chan error
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	log strings.Builder
+	// done is closed when the process has exited; err is then Wait's
+	// result.
+	done chan struct{}
+	err  error
+	// metricsAddr is the address the metrics server bound, from the log
+	// line "metrics listening" addr=HOST:PORT.
+	metricsAddr string
+}
+
+// servicesYAML is a config's metrics and control sections for a test: a
+// free port on 127.0.0.1 and a socket in a fresh temporary directory (its
+// path is returned too), so that several daemons can run at once.
+func servicesYAML(t *testing.T) (yaml, socket string) {
+	socket = filepath.Join(t.TempDir(), "pacerd.sock")
+	return fmt.Sprintf("metrics: {listen: \"127.0.0.1:0\"}\ncontrol: {socket: %s}\n", socket), socket
 }
 
 func (p *daemonProc) logText() string {
@@ -34,10 +49,25 @@ func (p *daemonProc) logText() string {
 	return p.log.String()
 }
 
-// startDaemon starts pacerd with config and waits until it runs.
+// stop sends SIGTERM and waits (at most 10s) for pacerd to exit 0.
+func (p *daemonProc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("pacerd exit after SIGTERM: %v\n%s", p.err, p.logText())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("pacerd still running 10s after SIGTERM")
+	}
+}
+
+// startDaemon starts pacerd with config and waits until it runs; it is
+// stopped (SIGTERM) in t.Cleanup if it still runs then.
 func startDaemon(t *testing.T, bin, config string) *daemonProc {
 	t.Helper()
-	p := &daemonProc{cmd: exec.Command(bin, "-config", config, "-log-level", "debug"), exit: make(chan error, 1)}
+	p := &daemonProc{cmd: exec.Command(bin, "-config", config, "-log-level", "debug"), done: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -52,17 +82,30 @@ func startDaemon(t *testing.T, bin, config string) *daemonProc {
 		for sc.Scan() {
 			p.mu.Lock()
 			p.log.WriteString(sc.Text() + "\n")
+			if m := metricsAddrRE.FindStringSubmatch(sc.Text()); m != nil && p.metricsAddr == "" {
+				p.metricsAddr = m[1]
+			}
 			p.mu.Unlock()
 			if strings.Contains(sc.Text(), "pacerd running") {
 				once.Do(func() { close(running) })
 			}
 		}
-		p.exit <- p.cmd.Wait()
+		p.err = p.cmd.Wait()
+		close(p.done)
 	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.exit
+		select {
+		case <-p.done:
+		default:
+			// Stop it as an operator would; kill it if that hangs.
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("pacerd still running 10s after SIGTERM: killing it")
+				p.cmd.Process.Kill()
+				<-p.done
+			}
 		}
 		if t.Failed() {
 			t.Logf("pacerd log:\n%s", p.logText())
@@ -70,14 +113,20 @@ func startDaemon(t *testing.T, bin, config string) *daemonProc {
 	})
 	select {
 	case <-running:
-	case err := <-p.exit:
-		p.exit <- err
-		t.Fatalf("pacerd exited at start: %v\n%s", err, p.logText())
+	case <-p.done:
+		t.Fatalf("pacerd exited at start: %v\n%s", p.err, p.logText())
 	case <-time.After(15 * time.Second):
 		t.Fatalf("pacerd not running after 15s:\n%s", p.logText())
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.metricsAddr == "" {
+		t.Fatalf("pacerd did not log its metrics address:\n%s", p.log.String())
+	}
 	return p
 }
+
+var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 
 func rxBytesIn(t *testing.T, ns, dev string) uint64 {
 	t.Helper()
@@ -114,7 +163,8 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	ns1, ns2 := tuntest.NewNetns(t), tuntest.NewNetns(t)
 	inner, outer := tuntest.RandomName("di"), tuntest.RandomName("do")
 	config := filepath.Join(t.TempDir(), "pacer.yaml")
-	linkSection := fmt.Sprintf(`link:
+	services, _ := servicesYAML(t)
+	linkSection := services + fmt.Sprintf(`link:
   queues: 2
   offload: false
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32], peer: 198.18.0.2}
@@ -175,9 +225,9 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	<-done
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.exit:
-		if err != nil {
-			t.Fatalf("pacerd exit after SIGTERM: %v", err)
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("pacerd exit after SIGTERM: %v", p.err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("pacerd still running 10s after SIGTERM")

@@ -8,18 +8,23 @@
 // -drain, remove the devices pacerd created and exit 0. SIGHUP reloads the
 // classes and rates from the config file; a bad file is logged and the
 // running config kept.
+//
+// pacerd serves Prometheus metrics, /healthz and /debug/pprof/ on
+// metrics.listen (default 127.0.0.1:9464; port 0 picks a free port, logged
+// as "metrics listening" addr=...) and the control API that pacerctl uses
+// on the unix socket control.socket (default /run/pacerd.sock, mode 0600).
+// Changes made through the control API are kept in memory only: a reload
+// replaces them with the config file's classes.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"reflect"
 	"syscall"
 	"time"
 
@@ -78,13 +83,13 @@ func run(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	d, err := start(cfg, log)
+	d, err := start(cfg, *configPath, log)
 	if err != nil {
 		log.Error("start", "err", err)
 		return exitFailure
 	}
 	log.Info("pacerd running", "config", *configPath, "inner", cfg.Link.Inner.Name, "outer", cfg.Link.Outer.Name,
-		"queues", d.link.Queues())
+		"queues", d.link.Load().Queues())
 	for {
 		select {
 		case <-ctx.Done():
@@ -96,51 +101,9 @@ func run(args []string, stderr io.Writer) int {
 			log.Info("stopped")
 			return exitOK
 		case <-hup:
-			if err := d.reload(*configPath); err != nil {
+			if _, err := d.reload(); err != nil {
 				log.Error("reload failed; keeping the running config", "config", *configPath, "err", err)
 			}
 		}
 	}
-}
-
-// daemon is a running pacerd: the link and the config it runs.
-type daemon struct {
-	cfg  *shaper.Config
-	link *shaper.Link
-	log  *slog.Logger
-}
-
-func start(cfg *shaper.Config, log *slog.Logger) (*daemon, error) {
-	l, err := shaper.Open(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	l.Start()
-	return &daemon{cfg: cfg, link: l, log: log}, nil
-}
-
-// reload applies the config file's classes and rates. The link section
-// (devices, addresses) needs a restart; changes there are reported, not
-// applied.
-func (d *daemon) reload(path string) error {
-	cfg, err := shaper.LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	if err := d.link.Apply(cfg.Egress, cfg.Ingress); err != nil {
-		return err
-	}
-	if !reflect.DeepEqual(cfg.Link, d.cfg.Link) {
-		d.log.Warn("reload: the link section changed; restart pacerd to apply it", "config", path)
-	}
-	d.cfg = cfg
-	d.log.Info("reloaded", "config", path, "egress_classes", len(cfg.Egress.Classes), "ingress_classes", len(cfg.Ingress.Classes))
-	return nil
-}
-
-func (d *daemon) close(drain time.Duration) error {
-	if err := d.link.Close(drain); err != nil {
-		return errors.Join(errors.New("close link"), err)
-	}
-	return nil
 }

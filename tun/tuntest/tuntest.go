@@ -1,7 +1,8 @@
 // Package tuntest holds helpers for tests of code built on package tun:
 //
 //   - Fake, an in-memory tun.Device for tests without a kernel or root;
-//   - RequirePrivileges and RequireIperf3 (skip, or fail when CI=true);
+//   - RequirePrivileges, RequireIperf3 and RequireCommand (skip, or fail
+//     when CI=true);
 //   - NewNetns (throw-away namespaces), RunIn (run Go code inside one),
 //     LinkStats (interface counters), DeleteNetns and PidsIn;
 //   - NewPair, the two-namespace topology joined by two TUN devices;

@@ -1,0 +1,220 @@
+// Command pacerctl controls a running pacerd through its control socket:
+// it shows the classes with their configured and achieved rates, changes
+// a class's rate, burst or peak while traffic flows, adds and removes
+// classes, and makes pacerd reload its config file. Run `pacerctl -h` for
+// the commands.
+//
+// pacerctl is a thin client of the HTTP+JSON API that package
+// github.com/pacer-dev/pacer/stats/control describes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/pacer-dev/pacer/stats/control"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the daemon refused, or could not be reached
+	exitUsage   = 2 // bad command line
+)
+
+// defaultSocket is pacerd's default control.socket.
+const defaultSocket = "/run/pacerd.sock"
+
+const usage = `pacerctl controls a running pacerd through its control socket.
+
+usage: pacerctl [-socket PATH] [-timeout DURATION] COMMAND [ARGUMENTS]
+
+commands:
+  status [-json]
+        one line per class: direction, class, configured rate, achieved
+        rate over the last second, offered rate, backlog and drops;
+        -json prints the daemon's full answer (counters in bytes)
+  watch [-interval 1s]
+        status, redrawn in place until interrupted (Ctrl-C)
+  set DIRECTION CLASS SETTING=VALUE...
+        change a running class; settings:
+          rate=RATE  burst=SIZE  peak=RATE|none  backlog=DURATION
+        a burst left at its default (10ms of the rate) follows a new rate
+  add DIRECTION NAME SETTING=VALUE...
+        add a class, last in its direction or before=CLASS (the first
+        matching class wins); settings as in the config file:
+          rate=RATE (required)  burst=SIZE  peak=RATE  mode=shape|police
+          backlog=DURATION  capped=true|false  before=CLASS
+          match.src=PREFIX[,PREFIX...]  match.dst=PREFIX[,PREFIX...]
+          match.proto=tcp|udp|icmp|icmpv6|NUMBER
+          match.sport=PORT[-PORT]  match.dport=PORT[-PORT]
+          match.dscp=0-63|ef|af11|cs1...
+        NAME default adds the direction's default class (no match.*, no
+        before): it takes the packets that match no class
+  remove DIRECTION CLASS
+        remove a class (or the default class); what it holds is still sent
+  reload
+        reload the config file, as SIGHUP does: changes made with set, add
+        and remove are replaced by the file's classes
+
+DIRECTION is egress (inner to outer) or ingress (outer to inner). Units are
+the config file's: rates 10mbit, 1.5gbit, 100kbps (BYTES per second, as in
+tc); sizes 32kb, 1500b (1024-based); durations 200ms, 1s.
+
+examples:
+  pacerctl status
+  pacerctl set egress bulk rate=20mbit burst=64kb
+  pacerctl add egress voip rate=1mbit match.proto=udp match.dport=5060-5061 before=bulk
+  pacerctl remove egress voip
+  pacerctl -socket /run/pacer/test.sock watch
+
+flags:
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// usageError is a bad command line: exit code 2, with a hint.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pacerctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	socket := fs.String("socket", defaultSocket, "pacerd's control socket (its control.socket)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long one request may take")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	c := control.NewClient(*socket, *timeout)
+	err := command(ctx, c, fs.Arg(0), fs.Args()[1:], stdout)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "pacerctl: %v\nRun 'pacerctl -h' for usage.\n", err)
+		return exitUsage
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "pacerctl: %v\n", err)
+	return exitFailure
+}
+
+// command runs one command.
+func command(ctx context.Context, c *control.Client, name string, args []string, stdout io.Writer) error {
+	switch name {
+	case "status":
+		fs := flag.NewFlagSet("status", flag.ContinueOnError)
+		asJSON := fs.Bool("json", false, "print the daemon's full answer as JSON")
+		if err := parseSub(fs, args, 0); err != nil {
+			return err
+		}
+		return status(ctx, c, stdout, *asJSON)
+	case "watch":
+		fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+		interval := fs.Duration("interval", time.Second, "time between redraws")
+		if err := parseSub(fs, args, 0); err != nil {
+			return err
+		}
+		if *interval <= 0 {
+			return usagef("watch: -interval must be above 0")
+		}
+		return watch(ctx, c, stdout, *interval)
+	case "set":
+		if len(args) < 3 {
+			return usagef("set needs DIRECTION CLASS and at least one SETTING=VALUE")
+		}
+		req, err := parseSet(args[2:])
+		if err != nil {
+			return err
+		}
+		cl, err := c.Set(ctx, args[0], args[1], req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %s: %s\n", cl.Direction, cl.Class, describe(cl.Config))
+		return nil
+	case "add":
+		if len(args) < 3 {
+			return usagef("add needs DIRECTION NAME and at least rate=RATE")
+		}
+		req, err := parseAdd(args[1], args[2:])
+		if err != nil {
+			return err
+		}
+		cl, err := c.Add(ctx, args[0], req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added %s %s: %s\n", cl.Direction, cl.Class, describe(cl.Config))
+		return nil
+	case "remove", "rm":
+		if len(args) != 2 {
+			return usagef("remove needs DIRECTION CLASS")
+		}
+		if err := c.Remove(ctx, args[0], args[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed %s %s\n", args[0], args[1])
+		return nil
+	case "reload":
+		if len(args) != 0 {
+			return usagef("reload takes no arguments")
+		}
+		r, err := c.Reload(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "reloaded %s: %d egress and %d ingress classes\n", r.Config, r.EgressClasses, r.IngressClasses)
+		return nil
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q", name)
+}
+
+// parseSub parses a command's flags and wants exactly n arguments after
+// them.
+func parseSub(fs *flag.FlagSet, args []string, n int) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usagef("%s: see pacerctl -h", fs.Name())
+		}
+		return usagef("%s: %v", fs.Name(), err)
+	}
+	if fs.NArg() != n {
+		return usagef("%s: unexpected arguments %q", fs.Name(), fs.Args())
+	}
+	return nil
+}

@@ -1,0 +1,472 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/stats/control"
+)
+
+// maxRequestBody bounds a control request's body.
+const maxRequestBody = 1 << 20
+
+// requestError is a failed control request: the HTTP status to answer and
+// the cause. Its text may differ from the cause's (a shorter message for
+// the client).
+type requestError struct {
+	status int
+	msg    string // if empty, err's text
+	err    error
+}
+
+func (e *requestError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return e.err.Error()
+}
+
+func (e *requestError) Unwrap() error { return e.err }
+
+func badRequest(format string, args ...any) error {
+	return &requestError{status: http.StatusBadRequest, err: fmt.Errorf(format, args...)}
+}
+
+// controlHandler serves the control API; see package control for the
+// routes and shapes.
+func (d *daemon) controlHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+control.StatusPath, func(w http.ResponseWriter, r *http.Request) {
+		st, err := d.status()
+		reply(w, http.StatusOK, st, err)
+	})
+	classPath := control.ClassesPath + "/{direction}/{class}"
+	mux.HandleFunc("GET "+classPath, func(w http.ResponseWriter, r *http.Request) {
+		c, err := d.classStatus(r.PathValue("direction"), r.PathValue("class"))
+		reply(w, http.StatusOK, c, err)
+	})
+	mux.HandleFunc("PATCH "+classPath, func(w http.ResponseWriter, r *http.Request) {
+		dir, name := r.PathValue("direction"), r.PathValue("class")
+		var req control.SetRequest
+		err := decode(r, &req)
+		if err == nil {
+			err = d.change(func(next *shaper.Config) error { return setClass(next, dir, name, req) })
+		}
+		d.logChange("set", dir, name, req, err)
+		if err != nil {
+			reply(w, 0, nil, err)
+			return
+		}
+		c, err := d.classStatus(dir, name)
+		reply(w, http.StatusOK, c, err)
+	})
+	mux.HandleFunc("POST "+control.ClassesPath+"/{direction}", func(w http.ResponseWriter, r *http.Request) {
+		dir := r.PathValue("direction")
+		var req control.AddRequest
+		err := decode(r, &req)
+		if err == nil {
+			err = d.change(func(next *shaper.Config) error { return addClass(next, dir, req) })
+		}
+		d.logChange("add", dir, req.Name, req, err)
+		if err != nil {
+			reply(w, 0, nil, err)
+			return
+		}
+		c, err := d.classStatus(dir, req.Name)
+		reply(w, http.StatusCreated, c, err)
+	})
+	mux.HandleFunc("DELETE "+classPath, func(w http.ResponseWriter, r *http.Request) {
+		dir, name := r.PathValue("direction"), r.PathValue("class")
+		err := d.change(func(next *shaper.Config) error { return removeClass(next, dir, name) })
+		d.logChange("remove", dir, name, nil, err)
+		if err != nil {
+			reply(w, 0, nil, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST "+control.ReloadPath, func(w http.ResponseWriter, r *http.Request) {
+		cfg, err := d.reload()
+		if err != nil {
+			d.log.Warn("control: reload failed; keeping the running config", "config", d.path, "err", err)
+			reply(w, 0, nil, err)
+			return
+		}
+		reply(w, http.StatusOK, control.ReloadResult{
+			Config: d.path, EgressClasses: len(cfg.Egress.Classes), IngressClasses: len(cfg.Ingress.Classes),
+		}, nil)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		control.WriteError(w, http.StatusNotFound, fmt.Errorf("no such API: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// reply writes v with status, or err with its status (500 if it has
+// none).
+func reply(w http.ResponseWriter, status int, v any, err error) {
+	if err != nil {
+		var re *requestError
+		status = http.StatusInternalServerError
+		if errors.As(err, &re) {
+			status = re.status
+		}
+		control.WriteError(w, status, err)
+		return
+	}
+	control.WriteJSON(w, status, v)
+}
+
+// decode reads a JSON request body into v; unknown fields are errors.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("request body: %w", err)
+	}
+	return nil
+}
+
+func (d *daemon) logChange(op, dir, class string, req any, err error) {
+	if err != nil {
+		d.log.Warn("control: "+op+" failed; keeping the running config", "direction", dir, "class", class, "err", err)
+		return
+	}
+	d.log.Info("control: "+op, "direction", dir, "class", class, "request", req)
+}
+
+// status reports every class with its config, counters and achieved rate.
+func (d *daemon) status() (*control.Status, error) {
+	l := d.link.Load()
+	if l == nil {
+		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
+	}
+	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}}
+	for _, ds := range l.DirectionStats() {
+		cd := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond}
+		if ds.RateBytesPerSecond > 0 {
+			cd.Rate, cd.Burst = shaper.FormatRate(ds.RateBytesPerSecond), shaper.FormatSize(ds.BurstBytes)
+		}
+		st.Directions = append(st.Directions, cd)
+	}
+	for _, ci := range l.Classes() {
+		st.Classes = append(st.Classes, d.classOf(ci))
+	}
+	return st, nil
+}
+
+func (d *daemon) classOf(ci shaper.ClassInfo) control.Class {
+	return control.Class{
+		ClassStats: ci.Stats(),
+		Config:     classJSON(ci.Config()),
+		Achieved:   d.sampler.Rate(ci.Direction, ci.Name()),
+	}
+}
+
+// classStatus reports one class.
+func (d *daemon) classStatus(dir, name string) (*control.Class, error) {
+	l := d.link.Load()
+	if l == nil {
+		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
+	}
+	if err := checkDirection(dir); err != nil {
+		return nil, err
+	}
+	for _, ci := range l.Classes() {
+		if ci.Direction == dir && ci.Name() == name {
+			c := d.classOf(ci)
+			return &c, nil
+		}
+	}
+	return nil, notFound(dir, name)
+}
+
+func notFound(dir, name string) error {
+	return &requestError{status: http.StatusNotFound, err: fmt.Errorf("%s has no class %q", dir, name)}
+}
+
+func checkDirection(dir string) error {
+	if dir != shaper.Egress && dir != shaper.Ingress {
+		return &requestError{status: http.StatusNotFound, err: fmt.Errorf("unknown direction %q (egress or ingress)", dir)}
+	}
+	return nil
+}
+
+// direction returns the direction's config in cfg and the MTU of the
+// endpoint it reads from (which sets default bursts).
+func direction(cfg *shaper.Config, dir string) (*shaper.DirectionConfig, int, error) {
+	switch dir {
+	case shaper.Egress:
+		return &cfg.Egress, cfg.Link.Inner.MTU, nil
+	case shaper.Ingress:
+		return &cfg.Ingress, cfg.Link.Outer.MTU, nil
+	}
+	return nil, 0, checkDirection(dir)
+}
+
+// findClass returns the named class of dc: a configured class, or the
+// default class for "default".
+func findClass(dc *shaper.DirectionConfig, dir, name string) (*shaper.ClassConfig, error) {
+	if name == shaper.Unclassified {
+		return nil, badRequest("%q counts the packets no class takes; it has no settings (add a %q class instead)", name, shaper.DefaultClass)
+	}
+	if name == shaper.DefaultClass {
+		if dc.Default == nil {
+			return nil, notFound(dir, name)
+		}
+		return dc.Default, nil
+	}
+	for i := range dc.Classes {
+		if dc.Classes[i].Name == name {
+			return &dc.Classes[i], nil
+		}
+	}
+	return nil, notFound(dir, name)
+}
+
+// setClass changes a class's rate, burst, peak or backlog in cfg. A burst
+// that was the default for the old rate follows the new rate.
+func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) error {
+	dc, mtu, err := direction(cfg, dir)
+	if err != nil {
+		return err
+	}
+	cc, err := findClass(dc, dir, name)
+	if err != nil {
+		return err
+	}
+	if req == (control.SetRequest{}) {
+		return badRequest("nothing to set: give rate, burst, peak or backlog")
+	}
+	if req.Rate != "" {
+		rate, err := shaper.ParseRate(req.Rate)
+		if err != nil {
+			return badRequest("rate: %w", err)
+		}
+		if req.Burst == "" && cc.Burst == shaper.DefaultBurst(cc.Rate, mtu) {
+			cc.Burst = 0 // SetDefaults sets the default for the new rate
+		}
+		cc.Rate = rate
+	}
+	if req.Burst != "" {
+		burst, err := shaper.ParseSize(req.Burst)
+		if err != nil {
+			return badRequest("burst: %w", err)
+		}
+		if burst == 0 {
+			return badRequest("burst: must be above 0")
+		}
+		cc.Burst = burst
+	}
+	switch p := strings.ToLower(strings.TrimSpace(req.Peak)); p {
+	case "":
+	case "none", "0", "off":
+		cc.Peak = 0
+	default:
+		peak, err := shaper.ParseRate(req.Peak)
+		if err != nil {
+			return badRequest("peak: %w", err)
+		}
+		cc.Peak = peak
+	}
+	if req.Backlog != "" {
+		b, err := time.ParseDuration(req.Backlog)
+		if err != nil {
+			return badRequest("backlog: %w", err)
+		}
+		cc.Backlog = b
+	}
+	return nil
+}
+
+// addClass adds a class to cfg: last, or before the class req.Before; a
+// class named "default" becomes the direction's default class.
+func addClass(cfg *shaper.Config, dir string, req control.AddRequest) error {
+	dc, _, err := direction(cfg, dir)
+	if err != nil {
+		return err
+	}
+	cc, err := parseClass(cfg, dir, req.ClassConfig)
+	if err != nil {
+		return err
+	}
+	if cc.Name == shaper.DefaultClass {
+		if dc.Default != nil {
+			return &requestError{status: http.StatusConflict, err: fmt.Errorf("%s has a default class already (set or remove it)", dir)}
+		}
+		if req.Before != "" {
+			return badRequest("the default class has no position: leave out before")
+		}
+		dc.Default = &cc
+		return nil
+	}
+	if slices.ContainsFunc(dc.Classes, func(c shaper.ClassConfig) bool { return c.Name == cc.Name }) {
+		return &requestError{status: http.StatusConflict, err: fmt.Errorf("%s has a class %q already", dir, cc.Name)}
+	}
+	at := len(dc.Classes)
+	if req.Before != "" {
+		at = slices.IndexFunc(dc.Classes, func(c shaper.ClassConfig) bool { return c.Name == req.Before })
+		if at < 0 {
+			return badRequest("before: %s has no class %q", dir, req.Before)
+		}
+	}
+	dc.Classes = slices.Insert(dc.Classes, at, cc)
+	return nil
+}
+
+// removeClass removes a class (or the default class) from cfg.
+func removeClass(cfg *shaper.Config, dir, name string) error {
+	dc, _, err := direction(cfg, dir)
+	if err != nil {
+		return err
+	}
+	if _, err := findClass(dc, dir, name); err != nil {
+		return err
+	}
+	if name == shaper.DefaultClass {
+		dc.Default = nil
+		return nil
+	}
+	dc.Classes = slices.DeleteFunc(dc.Classes, func(c shaper.ClassConfig) bool { return c.Name == name })
+	return nil
+}
+
+// parseClass reads a class written as in the config file, through the
+// config file's own parser (so that units, match syntax, defaults and
+// checks are the file's): it wraps the class in a minimal config with the
+// running config's MTUs and parses that. Error positions are rewritten to
+// name the class's settings ("match.dport: ...").
+func parseClass(running *shaper.Config, dir string, cc control.ClassConfig) (shaper.ClassConfig, error) {
+	if cc.Name == "" {
+		return shaper.ClassConfig{}, badRequest("a class needs a name")
+	}
+	var class map[string]any
+	b, err := json.Marshal(cc)
+	if err == nil {
+		err = json.Unmarshal(b, &class)
+	}
+	if err != nil {
+		return shaper.ClassConfig{}, fmt.Errorf("encode class: %w", err)
+	}
+	isDefault := cc.Name == shaper.DefaultClass
+	section := map[string]any{"classes": []any{class}}
+	prefix := dir + ".classes[0]"
+	if isDefault {
+		if !cc.Match.IsZero() {
+			return shaper.ClassConfig{}, badRequest("the default class takes what no class matches: it has no match")
+		}
+		delete(class, "name")
+		delete(class, "match")
+		section = map[string]any{"default": class}
+		prefix = dir + ".default"
+	}
+	doc, err := json.Marshal(map[string]any{
+		"link": map[string]any{
+			"inner": map[string]any{"name": "inner", "mtu": running.Link.Inner.MTU},
+			"outer": map[string]any{"name": "outer", "mtu": running.Link.Outer.MTU},
+		},
+		dir: section,
+	})
+	if err != nil {
+		return shaper.ClassConfig{}, fmt.Errorf("encode class: %w", err)
+	}
+	cfg, err := shaper.ParseConfig("request", doc) // JSON is YAML
+	if err != nil {
+		return shaper.ClassConfig{}, &requestError{status: http.StatusBadRequest, msg: classErrorText(err, prefix), err: err}
+	}
+	dc, _, _ := direction(cfg, dir)
+	if isDefault {
+		return *dc.Default, nil
+	}
+	return dc.Classes[0], nil
+}
+
+// classErrorText writes a parse error of the wrapped class with paths
+// relative to the class, one problem per line.
+func classErrorText(err error, prefix string) string {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	var lines []string
+	for _, e := range errs {
+		var ce *shaper.ConfigError
+		if !errors.As(e, &ce) {
+			lines = append(lines, e.Error())
+			continue
+		}
+		p := strings.TrimPrefix(strings.TrimPrefix(ce.Path, prefix), ".")
+		if p == "" || !strings.HasPrefix(ce.Path, prefix) {
+			lines = append(lines, ce.Err.Error())
+			continue
+		}
+		lines = append(lines, p+": "+ce.Err.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// protoName writes a protocol number as the config syntax names it.
+func protoName(p uint8) string {
+	switch p {
+	case 1:
+		return "icmp"
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 58:
+		return "icmpv6"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// classJSON writes a class's config in the config file's syntax.
+func classJSON(cc shaper.ClassConfig) control.ClassConfig {
+	out := control.ClassConfig{Name: cc.Name}
+	if cc.Rate == 0 { // the unclassified counters: no settings
+		return out
+	}
+	out.Rate = shaper.FormatRate(cc.Rate)
+	out.Burst = shaper.FormatSize(cc.Burst)
+	if cc.Peak > 0 {
+		out.Peak = shaper.FormatRate(cc.Peak)
+	}
+	out.Mode = cc.Mode.String()
+	if cc.Backlog > 0 {
+		out.Backlog = cc.Backlog.String()
+	}
+	out.Capped = cc.Capped
+	m := &control.Match{}
+	for _, p := range cc.Match.Src {
+		m.Src = append(m.Src, p.String())
+	}
+	for _, p := range cc.Match.Dst {
+		m.Dst = append(m.Dst, p.String())
+	}
+	if cc.Match.Proto != nil {
+		m.Proto = protoName(*cc.Match.Proto)
+	}
+	if !cc.Match.Sport.IsAny() {
+		m.Sport = cc.Match.Sport.String()
+	}
+	if !cc.Match.Dport.IsAny() {
+		m.Dport = cc.Match.Dport.String()
+	}
+	if cc.Match.DSCP != nil {
+		m.DSCP = strconv.Itoa(int(*cc.Match.DSCP))
+	}
+	if !m.IsZero() {
+		out.Match = m
+	}
+	return out
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/stats"
+	"github.com/pacer-dev/pacer/stats/control"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+const controlTestConfig = `link:
+  inner: {name: ct-in}
+  outer: {name: ct-out}
+egress:
+  rate: 100mbit
+  classes:
+    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms}
+    - {name: video, match: {proto: udp, dscp: af41}, rate: 20mbit, burst: 64kb, peak: 40mbit}
+ingress:
+  classes:
+    - {name: pol, match: {src: [198.18.0.0/15]}, rate: 1mbit, mode: police}
+  default: {rate: 5mbit}
+`
+
+// newControlDaemon returns a daemon on a link of fake devices (not
+// started), its config file, and a client of its control API.
+func newControlDaemon(t *testing.T) (*daemon, string, *control.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pacer.yaml")
+	writeFile(t, path, controlTestConfig)
+	cfg, err := shaper.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	// The link is never started: the tests need its classes, not traffic.
+	l, err := shaper.NewLink(tuntest.NewFake("ct-in", 1, 4, false), tuntest.NewFake("ct-out", 1, 4, false), cfg.Egress, cfg.Ingress, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{path: path, log: log, cfg: cfg}
+	d.sampler = stats.NewSampler(d, time.Second)
+	d.link.Store(l)
+	d.state.Store(stateUp)
+	sock := filepath.Join(dir, "pacerd.sock")
+	ln, err := control.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: d.controlHandler()}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return d, path, control.NewClient(sock, 5*time.Second)
+}
+
+// classNames lists a direction's classes as the link runs them.
+func classNames(d *daemon, dir string) []string {
+	var out []string
+	for _, ci := range d.link.Load().Classes() {
+		if ci.Direction == dir {
+			out = append(out, ci.Name())
+		}
+	}
+	return out
+}
+
+func wantStatus(t *testing.T, err error, status int, text string) {
+	t.Helper()
+	var ae *control.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("got %v, want an API error %d", err, status)
+	}
+	if ae.StatusCode != status || !strings.Contains(ae.Message, text) {
+		t.Errorf("got %d %q, want %d with %q", ae.StatusCode, ae.Message, status, text)
+	}
+}
+
+func TestControlStatus(t *testing.T) {
+	_, _, c := newControlDaemon(t)
+	st, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cl := range st.Classes {
+		names = append(names, cl.Direction+"/"+cl.Class)
+	}
+	want := []string{"egress/bulk", "egress/video", "egress/unclassified", "ingress/pol", "ingress/default", "ingress/unclassified"}
+	if !slices.Equal(names, want) {
+		t.Errorf("classes %v, want %v", names, want)
+	}
+	bulk, video := st.Classes[0], st.Classes[1]
+	wantBulk := control.ClassConfig{Name: "bulk", Rate: "10mbit", Burst: "12500b", Mode: "shape", Backlog: "200ms",
+		Match: &control.Match{Dst: []string{"198.18.0.2/32"}, Proto: "tcp", Dport: "5201"}}
+	if got := bulk.Config; got.Name != wantBulk.Name || got.Rate != wantBulk.Rate || got.Burst != wantBulk.Burst ||
+		got.Mode != wantBulk.Mode || got.Backlog != wantBulk.Backlog || got.Match == nil ||
+		!slices.Equal(got.Match.Dst, wantBulk.Match.Dst) || got.Match.Proto != "tcp" || got.Match.Dport != "5201" {
+		t.Errorf("bulk config %+v (match %+v), want %+v", got, got.Match, wantBulk)
+	}
+	if bulk.RateBytesPerSecond != 1_250_000 || bulk.Mode != "shape" || len(bulk.Dropped) == 0 {
+		t.Errorf("bulk stats %+v", bulk.ClassStats)
+	}
+	if video.Config.Peak != "40mbit" || video.Config.Burst != "64kb" || video.Config.Match.DSCP != "34" {
+		t.Errorf("video config %+v", video.Config)
+	}
+	if u := st.Classes[2]; u.Mode != "unthrottled" || u.Config.Rate != "" {
+		t.Errorf("unclassified %+v", u)
+	}
+	if len(st.Directions) != 2 || st.Directions[0].Rate != "100mbit" || st.Directions[1].Rate != "" {
+		t.Errorf("directions %+v", st.Directions)
+	}
+	if _, err := c.Class(context.Background(), "egress", "nope"); err != nil {
+		wantStatus(t, err, http.StatusNotFound, `egress has no class "nope"`)
+	}
+	if _, err := c.Class(context.Background(), "sideways", "bulk"); err != nil {
+		wantStatus(t, err, http.StatusNotFound, `unknown direction "sideways"`)
+	}
+}
+
+func TestControlSet(t *testing.T) {
+	d, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	linkCfg := func(dir, name string) shaper.ClassConfig { return d.link.Load().Class(dir, name).Config() }
+
+	// A default burst follows the rate.
+	cl, err := c.Set(ctx, "egress", "bulk", control.SetRequest{Rate: "20mbit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Config.Rate != "20mbit" || cl.Config.Burst != "25000b" || cl.RateBytesPerSecond != 2_500_000 {
+		t.Errorf("after set rate=20mbit: %+v", cl.Config)
+	}
+	if got := linkCfg("egress", "bulk"); got.Rate != 2_500_000 || got.Burst != 25_000 {
+		t.Errorf("link runs rate %d burst %d, want 2500000 25000", got.Rate, got.Burst)
+	}
+	if got := d.running().Egress.Classes[0].Rate; got != 2_500_000 {
+		t.Errorf("running config rate %d", got)
+	}
+	// An explicit burst stays.
+	if _, err := c.Set(ctx, "egress", "video", control.SetRequest{Rate: "30mbit"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := linkCfg("egress", "video"); got.Rate != 3_750_000 || got.Burst != 64<<10 || got.Peak != 5_000_000 {
+		t.Errorf("video: %+v", got)
+	}
+	// Burst, peak removal and backlog.
+	if _, err := c.Set(ctx, "egress", "video", control.SetRequest{Burst: "32kb", Peak: "none", Backlog: "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := linkCfg("egress", "video"); got.Burst != 32<<10 || got.Peak != 0 || got.Backlog != 100*time.Millisecond {
+		t.Errorf("video: %+v", got)
+	}
+	// The default class.
+	if _, err := c.Set(ctx, "ingress", "default", control.SetRequest{Rate: "6mbit"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := linkCfg("ingress", "default"); got.Rate != 750_000 {
+		t.Errorf("default: %+v", got)
+	}
+
+	// Failures change nothing.
+	before := linkCfg("egress", "bulk")
+	runningBefore := d.running()
+	for _, tc := range []struct {
+		name      string
+		dir, cls  string
+		req       control.SetRequest
+		status    int
+		errorText string
+	}{
+		{"peak below rate", "egress", "bulk", control.SetRequest{Peak: "5mbit"}, 400, "must be above the rate"},
+		{"bad unit", "egress", "bulk", control.SetRequest{Rate: "10mbits"}, 400, `rate: unknown unit "mbits"`},
+		{"burst below mtu", "egress", "bulk", control.SetRequest{Burst: "100b"}, 400, "less than link.inner.mtu"},
+		{"backlog in police mode", "ingress", "pol", control.SetRequest{Backlog: "1s"}, 400, "remove the backlog"},
+		{"nothing", "egress", "bulk", control.SetRequest{}, 400, "nothing to set"},
+		{"unknown class", "egress", "nope", control.SetRequest{Rate: "1mbit"}, 404, `no class "nope"`},
+		{"unknown direction", "up", "bulk", control.SetRequest{Rate: "1mbit"}, 404, "unknown direction"},
+		{"unclassified", "egress", "unclassified", control.SetRequest{Rate: "1mbit"}, 400, "has no settings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)
+			wantStatus(t, err, tc.status, tc.errorText)
+		})
+	}
+	if got := linkCfg("egress", "bulk"); got.Rate != before.Rate || got.Burst != before.Burst || got.Peak != before.Peak {
+		t.Errorf("a failed set changed the link: %+v, was %+v", got, before)
+	}
+	if d.running() != runningBefore {
+		t.Errorf("a failed set replaced the running config")
+	}
+}
+
+func TestControlAddRemove(t *testing.T) {
+	d, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	add := func(dir string, req control.AddRequest) (*control.Class, error) { return c.Add(ctx, dir, req) }
+
+	cl, err := add("egress", control.AddRequest{
+		ClassConfig: control.ClassConfig{Name: "voip", Rate: "1mbit", Match: &control.Match{Proto: "udp", Dport: "5060-5061", Dst: []string{"198.18.0.2/32"}}},
+		Before:      "video",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Config.Burst != "3000b" || cl.Config.Backlog != "500ms" || cl.Config.Match.Dport != "5060-5061" {
+		t.Errorf("added %+v", cl.Config)
+	}
+	if got, want := classNames(d, "egress"), []string{"bulk", "voip", "video", "unclassified"}; !slices.Equal(got, want) {
+		t.Errorf("egress classes %v, want %v", got, want)
+	}
+	if _, err := add("egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "last", Rate: "1mbit", Mode: "police", Capped: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.link.Load().Class("egress", "last").Config(); got.Mode != shaper.ModePolice || !got.Capped {
+		t.Errorf("last: %+v", got)
+	}
+	if got, want := classNames(d, "egress"), []string{"bulk", "voip", "video", "last", "unclassified"}; !slices.Equal(got, want) {
+		t.Errorf("egress classes %v, want %v", got, want)
+	}
+	if _, err := add("egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "default", Rate: "2mbit"}}); err != nil {
+		t.Fatal(err)
+	}
+	if d.running().Egress.Default == nil || d.link.Load().Class("egress", "default") == nil {
+		t.Errorf("no egress default class after adding it")
+	}
+
+	for _, tc := range []struct {
+		name      string
+		dir       string
+		req       control.AddRequest
+		status    int
+		errorText string
+	}{
+		{"duplicate", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "bulk", Rate: "1mbit"}}, 409, `has a class "bulk" already`},
+		{"second default", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "default", Rate: "1mbit"}}, 409, "default class already"},
+		{"default with match", "ingress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "default", Rate: "1mbit", Match: &control.Match{Proto: "tcp"}}}, 400, "it has no match"},
+		{"no rate", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "x"}}, 400, "rate: a class needs a rate"},
+		{"bad port", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "x", Rate: "1mbit", Match: &control.Match{Proto: "tcp", Dport: "http"}}}, 400, `match.dport: invalid port "http"`},
+		{"ports without proto", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "x", Rate: "1mbit", Match: &control.Match{Proto: "icmp", Dport: "80"}}}, 400, "ports need proto tcp or udp"},
+		{"bad name", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "a b", Rate: "1mbit"}}, 400, "letters, digits"},
+		{"reserved name", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "unclassified", Rate: "1mbit"}}, 400, "reserved"},
+		{"no name", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Rate: "1mbit"}}, 400, "needs a name"},
+		{"unknown before", "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "x", Rate: "1mbit"}, Before: "nope"}, 400, `no class "nope"`},
+		{"unknown direction", "both", control.AddRequest{ClassConfig: control.ClassConfig{Name: "x", Rate: "1mbit"}}, 404, "unknown direction"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := add(tc.dir, tc.req)
+			wantStatus(t, err, tc.status, tc.errorText)
+		})
+	}
+
+	if err := c.Remove(ctx, "egress", "voip"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, "ingress", "default"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := classNames(d, "egress"), []string{"bulk", "video", "last", "default", "unclassified"}; !slices.Equal(got, want) {
+		t.Errorf("egress classes %v, want %v", got, want)
+	}
+	if got, want := classNames(d, "ingress"), []string{"pol", "unclassified"}; !slices.Equal(got, want) {
+		t.Errorf("ingress classes %v, want %v", got, want)
+	}
+	wantStatus(t, c.Remove(ctx, "egress", "voip"), 404, `no class "voip"`)
+	wantStatus(t, c.Remove(ctx, "ingress", "default"), 404, `no class "default"`)
+	wantStatus(t, c.Remove(ctx, "egress", "unclassified"), 400, "has no settings")
+}
+
+func TestControlReload(t *testing.T) {
+	d, path, c := newControlDaemon(t)
+	ctx := context.Background()
+	if _, err := c.Set(ctx, "egress", "bulk", control.SetRequest{Rate: "20mbit"}); err != nil {
+		t.Fatal(err)
+	}
+	// A reload brings back the file's classes: live changes are gone.
+	r, err := c.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Config != path || r.EgressClasses != 2 || r.IngressClasses != 1 {
+		t.Errorf("reload: %+v", r)
+	}
+	if got := d.link.Load().Class("egress", "bulk").Config().Rate; got != 1_250_000 {
+		t.Errorf("after reload: rate %d, want the file's 1250000", got)
+	}
+	// A bad file names file and line, and changes nothing.
+	writeFile(t, path, strings.Replace(controlTestConfig, "rate: 10mbit", "rate: 10 furlongs", 1))
+	_, err = c.Reload(ctx)
+	wantStatus(t, err, http.StatusBadRequest, path+":7:")
+	if got := d.link.Load().Class("egress", "bulk").Config().Rate; got != 1_250_000 {
+		t.Errorf("after a failed reload: rate %d, want 1250000", got)
+	}
+}
+
+func TestControlUnknownRoute(t *testing.T) {
+	_, _, c := newControlDaemon(t)
+	// The client only calls known routes; a wrong direction/class shape
+	// still answers with a JSON error.
+	_, err := c.Class(context.Background(), "egress/extra", "bulk")
+	wantStatus(t, err, http.StatusNotFound, "")
+}
+
+func TestParseClassErrorsNameSettings(t *testing.T) {
+	cfg, err := shaper.ParseConfig("t.yaml", []byte(controlTestConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = parseClass(cfg, "ingress", control.ClassConfig{Name: "x", Rate: "1mbits", Backlog: "soon"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"rate: unknown unit", "backlog: "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "ingress.classes[0]") || strings.Contains(err.Error(), "request:") {
+		t.Errorf("%q names the wrapper document", err)
+	}
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/stats"
+	"github.com/pacer-dev/pacer/stats/control"
+)
+
+// Sampling of the achieved rates that the control API reports.
+const (
+	sampleInterval = 100 * time.Millisecond
+	sampleWindow   = time.Second
+)
+
+// serverShutdownTimeout bounds how long the metrics and control servers
+// wait for requests in flight when pacerd stops.
+const serverShutdownTimeout = 2 * time.Second
+
+// Daemon states, as /healthz reports them.
+const (
+	stateStarting int32 = iota
+	stateUp
+	stateStopping
+)
+
+// daemon is a running pacerd: the link, the config it runs, and the
+// metrics and control servers around it.
+//
+// Every change of the running config (SIGHUP, or the control API) takes one
+// path, apply: fill in defaults and validate the new config (pure), install
+// its policies on the link, and only then make it the running one. A change
+// that fails leaves the running config and link as they were.
+type daemon struct {
+	path string // the config file, for reloads
+	log  *slog.Logger
+
+	mu  sync.Mutex // serialises changes; guards cfg
+	cfg *shaper.Config
+
+	link    atomic.Pointer[shaper.Link] // nil until the link runs
+	state   atomic.Int32
+	sampler *stats.Sampler
+
+	stopSampler context.CancelFunc
+	samplerDone chan struct{}
+	metrics     *server
+	control     *server
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// server is an HTTP server running on its own listener.
+type server struct {
+	srv  *http.Server
+	done chan error
+}
+
+func serve(ln net.Listener, h http.Handler, log *slog.Logger, what string) *server {
+	s := &server{
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		done: make(chan error, 1),
+	}
+	go func() {
+		err := s.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		} else if err != nil {
+			log.Error(what+" server failed", "err", err)
+		}
+		s.done <- err
+	}()
+	return s
+}
+
+// shutdown stops the server, letting requests in flight finish within
+// serverShutdownTimeout, and closes its listener.
+func (s *server) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), serverShutdownTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.srv.Close())
+	}
+	return errors.Join(err, <-s.done)
+}
+
+// start brings pacerd up, in this order: bind the metrics address (and
+// serve it: /healthz answers 503 until the link runs) and the control
+// socket, so that a taken port or socket fails before any device exists;
+// open and start the link; then serve the control API. On error
+// everything started is stopped again.
+func start(cfg *shaper.Config, path string, log *slog.Logger) (_ *daemon, err error) {
+	d := &daemon{path: path, log: log, cfg: cfg}
+	d.sampler = stats.NewSampler(d, sampleWindow)
+	defer func() {
+		if err != nil {
+			d.stopServers()
+		}
+	}()
+
+	collector := stats.NewCollector(d, stats.ReadBuildInfo(), func() bool { return d.state.Load() == stateUp })
+	reg, err := stats.NewRegistry(collector)
+	if err != nil {
+		return nil, err
+	}
+	mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	d.metrics = serve(mln, stats.Handler(reg, d.health, log), log, "metrics")
+	log.Info("metrics listening", "addr", mln.Addr().String())
+
+	cln, err := control.Listen(cfg.Control.Socket)
+	if err != nil {
+		return nil, err
+	}
+
+	l, err := shaper.Open(cfg, log)
+	if err != nil {
+		cln.Close()
+		return nil, err
+	}
+	l.Start()
+	d.link.Store(l)
+	d.state.Store(stateUp)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopSampler, d.samplerDone = cancel, make(chan struct{})
+	go func() {
+		defer close(d.samplerDone)
+		d.sampler.Run(ctx, sampleInterval)
+	}()
+	d.control = serve(cln, d.controlHandler(), log, "control")
+	log.Info("control socket listening", "path", cfg.Control.Socket)
+	return d, nil
+}
+
+// health is /healthz: nil once the link runs.
+func (d *daemon) health() error {
+	switch d.state.Load() {
+	case stateUp:
+		return nil
+	case stateStopping:
+		return errors.New("stopping")
+	}
+	return errors.New("starting: the link is not up yet")
+}
+
+// ClassStats makes the daemon a stats.Source: the link's, once it runs.
+func (d *daemon) ClassStats() []stats.ClassStats {
+	if l := d.link.Load(); l != nil {
+		return l.ClassStats()
+	}
+	return nil
+}
+
+// DirectionStats makes the daemon a stats.Source.
+func (d *daemon) DirectionStats() []stats.DirectionStats {
+	if l := d.link.Load(); l != nil {
+		return l.DirectionStats()
+	}
+	return nil
+}
+
+// running returns the running config. It is never modified: changes
+// replace it.
+func (d *daemon) running() *shaper.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// reload applies the config file's classes and rates, replacing changes
+// made through the control API. The link, metrics and control sections
+// need a restart; changes there are reported, not applied.
+func (d *daemon) reload() (*shaper.Config, error) {
+	cfg, err := shaper.LoadConfig(d.path)
+	if err != nil {
+		return nil, &requestError{status: http.StatusBadRequest, err: err}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.applyLocked(cfg); err != nil {
+		return nil, err
+	}
+	d.log.Info("reloaded", "config", d.path, "egress_classes", len(cfg.Egress.Classes), "ingress_classes", len(cfg.Ingress.Classes))
+	return cfg, nil
+}
+
+// change applies a modified copy of the running config: edit changes the
+// copy (returning a *requestError if the request cannot be met), and
+// apply does the rest.
+func (d *daemon) change(edit func(next *shaper.Config) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	next := cloneConfig(d.cfg)
+	if err := edit(next); err != nil {
+		return err
+	}
+	return d.applyLocked(next)
+}
+
+// applyLocked is the one path every change of the running config takes:
+// SetDefaults and Validate (pure), Link.Apply, then the swap. d.mu is held.
+func (d *daemon) applyLocked(next *shaper.Config) error {
+	next.SetDefaults()
+	if err := next.Validate(); err != nil {
+		return &requestError{status: http.StatusBadRequest, err: err}
+	}
+	l := d.link.Load()
+	if l == nil {
+		return &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
+	}
+	if err := l.Apply(next.Egress, next.Ingress); err != nil {
+		return &requestError{status: http.StatusInternalServerError, err: fmt.Errorf("apply: %w", err)}
+	}
+	for _, s := range []struct {
+		what     string
+		old, new any
+	}{
+		{"link", d.cfg.Link, next.Link},
+		{"metrics", d.cfg.Metrics, next.Metrics},
+		{"control", d.cfg.Control, next.Control},
+	} {
+		if !reflect.DeepEqual(s.old, s.new) {
+			d.log.Warn("the "+s.what+" section changed; restart pacerd to apply it", "config", d.path)
+		}
+	}
+	d.cfg = next
+	return nil
+}
+
+// cloneConfig copies the parts of c that a change may modify (the
+// directions and their class lists). The copy has no record of file
+// positions: errors in it name settings, not lines of a file that does not
+// hold them.
+func cloneConfig(c *shaper.Config) *shaper.Config {
+	dir := func(dc shaper.DirectionConfig) shaper.DirectionConfig {
+		dc.Classes = append([]shaper.ClassConfig(nil), dc.Classes...)
+		if dc.Default != nil {
+			def := *dc.Default
+			dc.Default = &def
+		}
+		return dc
+	}
+	return &shaper.Config{
+		Link:    c.Link,
+		Metrics: c.Metrics,
+		Control: c.Control,
+		Egress:  dir(c.Egress),
+		Ingress: dir(c.Ingress),
+	}
+}
+
+// close stops pacerd, once, in this order: /healthz turns 503; the link
+// stops reading, sends what it holds for at most drain and removes its
+// devices; the sampler and the metrics server stop; the control socket
+// goes last (so that pacerctl can watch the drain).
+func (d *daemon) close(drain time.Duration) error {
+	d.closeOnce.Do(func() {
+		d.state.Store(stateStopping)
+		var errs []error
+		if l := d.link.Load(); l != nil {
+			if err := l.Close(drain); err != nil {
+				errs = append(errs, fmt.Errorf("close link: %w", err))
+			}
+		}
+		errs = append(errs, d.stopServers())
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// stopServers stops the sampler, the metrics server and the control
+// server, in this order, whichever were started.
+func (d *daemon) stopServers() error {
+	var errs []error
+	if d.stopSampler != nil {
+		d.stopSampler()
+		<-d.samplerDone
+	}
+	if d.metrics != nil {
+		if err := d.metrics.shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("metrics server: %w", err))
+		}
+	}
+	if d.control != nil {
+		if err := d.control.shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("control server: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,78 @@
+package shaper
+
+import (
+	"github.com/pacer-dev/pacer/stats"
+)
+
+// The Link reports to package stats: it is a stats.Source.
+var _ stats.Source = (*Link)(nil)
+
+// delayBoundsSeconds returns DelayBuckets in seconds (a fresh slice).
+func delayBoundsSeconds() []float64 {
+	b := make([]float64, len(DelayBuckets))
+	for i, d := range DelayBuckets {
+		b[i] = d.Seconds()
+	}
+	return b
+}
+
+// ClassStats returns the configuration and counters of every class of both
+// directions (see Classes for the order), for package stats. Every drop
+// reason is listed for every class, 0 included.
+func (l *Link) ClassStats() []stats.ClassStats {
+	classes := l.Classes()
+	out := make([]stats.ClassStats, 0, len(classes))
+	bounds := delayBoundsSeconds() // shared by this call's results, read-only
+	for _, ci := range classes {
+		out = append(out, ci.stats(bounds))
+	}
+	return out
+}
+
+// Stats returns the class's configuration and counters for package stats.
+func (ci ClassInfo) Stats() stats.ClassStats { return ci.stats(delayBoundsSeconds()) }
+
+func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
+	cfg := ci.Config()
+	c := ci.Counters()
+	s := stats.ClassStats{
+		Direction:          ci.Direction,
+		Class:              ci.Name(),
+		Mode:               cfg.Mode.String(),
+		Capped:             cfg.Capped,
+		RateBytesPerSecond: cfg.Rate,
+		BurstBytes:         cfg.Burst,
+		PeakBytesPerSecond: cfg.Peak,
+		ReceivedPackets:    c.ReceivedPackets,
+		ReceivedBytes:      c.ReceivedBytes,
+		SentPackets:        c.SentPackets,
+		SentBytes:          c.SentBytes,
+		Dropped:            make(map[string]uint64, NumDropReasons),
+		BacklogBytes:       c.BacklogBytes,
+		BacklogPackets:     c.BacklogPackets,
+		DelayBucketBounds:  bounds,
+		DelayCounts:        append([]uint64(nil), c.DelayCounts[:]...),
+		DelaySumSeconds:    c.DelaySum.Seconds(),
+	}
+	if cfg.Rate == 0 {
+		s.Mode = "unthrottled"
+	}
+	for r := range NumDropReasons {
+		s.Dropped[r.String()] = c.Dropped[r]
+	}
+	return s
+}
+
+// DirectionStats returns both directions' total rates, for package stats.
+func (l *Link) DirectionStats() []stats.DirectionStats {
+	var out []stats.DirectionStats
+	for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
+		ds := stats.DirectionStats{Direction: d.name}
+		if d.link != nil {
+			ds.RateBytesPerSecond = d.link.Rate()
+			ds.BurstBytes = d.link.Limit()
+		}
+		out = append(out, ds)
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package shaper_test
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/stats"
+	"github.com/pacer-dev/pacer/tun"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// TestLinkStats runs packets through a link of fake devices and reads them
+// back as package stats sees them.
+func TestLinkStats(t *testing.T) {
+	cfg, err := shaper.ParseConfig("stats.yaml", []byte(`link:
+  inner: {name: st-in}
+  outer: {name: st-out}
+egress:
+  rate: 100mbit
+  classes:
+    - {name: video, match: {proto: udp}, rate: 10mbit, burst: 64kb, peak: 20mbit, backlog: 100ms}
+ingress:
+  classes:
+    - {name: pol, rate: 1mbit, mode: police, capped: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, outer := tuntest.NewFake("st-in", 1, 16, false), tuntest.NewFake("st-out", 1, 16, false)
+	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Start()
+	defer func() {
+		l.Stop(time.Second)
+		inner.Close()
+		outer.Close()
+	}()
+	udp := pkt4(t, &layers.IPv4{}, "udp", 100)
+	tcp := pkt4(t, &layers.IPv4{}, "tcp", 10)
+	for _, p := range [][]byte{udp, udp, tcp} {
+		if err := inner.Inject(0, p, tun.GSOInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		select {
+		case <-outer.Written(0):
+		case <-time.After(5 * time.Second):
+			t.Fatal("packets not written")
+		}
+	}
+
+	var s stats.Source = l
+	byKey := map[stats.Key]stats.ClassStats{}
+	for _, cs := range s.ClassStats() {
+		byKey[stats.Key{Direction: cs.Direction, Class: cs.Class}] = cs
+	}
+	if len(byKey) != 4 {
+		t.Fatalf("classes %v, want egress video and unclassified, ingress pol and unclassified", byKey)
+	}
+	video := byKey[stats.Key{Direction: "egress", Class: "video"}]
+	if video.Mode != "shape" || video.RateBytesPerSecond != 1_250_000 || video.BurstBytes != 64<<10 || video.PeakBytesPerSecond != 2_500_000 {
+		t.Errorf("video config %+v", video)
+	}
+	if video.ReceivedPackets != 2 || video.SentPackets != 2 || video.SentBytes != 2*uint64(len(udp)) || video.ReceivedBytes != video.SentBytes {
+		t.Errorf("video counters %+v", video)
+	}
+	if len(video.DelayCounts) != len(video.DelayBucketBounds)+1 || len(video.DelayBucketBounds) != len(shaper.DelayBuckets) {
+		t.Fatalf("delay buckets: %d counts for %d bounds", len(video.DelayCounts), len(video.DelayBucketBounds))
+	}
+	var n uint64
+	for _, c := range video.DelayCounts {
+		n += c
+	}
+	if n != 2 || video.DelayBucketBounds[0] != shaper.DelayBuckets[0].Seconds() {
+		t.Errorf("delay histogram: %d packets, first bound %v", n, video.DelayBucketBounds[0])
+	}
+	if len(video.Dropped) != int(shaper.NumDropReasons) {
+		t.Errorf("drop reasons %v, want all %d", video.Dropped, shaper.NumDropReasons)
+	}
+	for r := range shaper.NumDropReasons {
+		if v, ok := video.Dropped[r.String()]; !ok || v != 0 {
+			t.Errorf("drop reason %s: %d, %v; want 0, listed", r, v, ok)
+		}
+	}
+	un := byKey[stats.Key{Direction: "egress", Class: shaper.Unclassified}]
+	if un.Mode != "unthrottled" || un.RateBytesPerSecond != 0 || un.SentPackets != 1 {
+		t.Errorf("unclassified %+v", un)
+	}
+	if pol := byKey[stats.Key{Direction: "ingress", Class: "pol"}]; pol.Mode != "police" || !pol.Capped {
+		t.Errorf("pol %+v", pol)
+	}
+	dirs := s.DirectionStats()
+	if len(dirs) != 2 || dirs[0].Direction != "egress" || dirs[0].RateBytesPerSecond != 12_500_000 || dirs[0].BurstBytes == 0 ||
+		dirs[1].Direction != "ingress" || dirs[1].RateBytesPerSecond != 0 {
+		t.Errorf("directions %+v", dirs)
+	}
+}

@@ -1,0 +1,148 @@
+package stats
+
+import (
+	"runtime"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BuildInfo is what pacer_build_info reports.
+type BuildInfo struct {
+	Version   string // the main module's version, "(devel)" for a local build
+	Revision  string // the VCS revision, "unknown" when not recorded
+	GoVersion string
+}
+
+// ReadBuildInfo returns the running binary's BuildInfo.
+func ReadBuildInfo() BuildInfo {
+	b := BuildInfo{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	if bi.Main.Version != "" {
+		b.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			b.Revision = s.Value
+		}
+	}
+	return b
+}
+
+// Collector is a prometheus.Collector for pacer's own metrics (see the
+// package documentation). It reads its Source when scraped and emits const
+// metrics; it keeps no state of its own between scrapes and is safe for
+// concurrent use.
+type Collector struct {
+	src   Source
+	up    func() bool
+	build BuildInfo
+
+	receivedPackets, receivedBytes *prometheus.Desc
+	sentPackets, sentBytes         *prometheus.Desc
+	dropped                        *prometheus.Desc
+	backlogBytes, backlogPackets   *prometheus.Desc
+	delay                          *prometheus.Desc
+	rate, burst, peak              *prometheus.Desc
+	classInfo                      *prometheus.Desc
+	dirRate, dirBurst              *prometheus.Desc
+	linkUp                         *prometheus.Desc
+	buildInfo                      *prometheus.Desc
+}
+
+// NewCollector returns a collector reading src. up reports whether the
+// link runs (pacer_link_up); nil means always. It builds every descriptor
+// here, once.
+func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
+	class := []string{"direction", "class"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &Collector{
+		src: src, up: up, build: build,
+		receivedPackets: d("pacer_received_packets_total", "Packets read from the device and classified into the class, dropped ones included.", class...),
+		receivedBytes:   d("pacer_received_bytes_total", "On-wire IP bytes of the packets received into the class.", class...),
+		sentPackets:     d("pacer_sent_packets_total", "Packets of the class written to the other device.", class...),
+		sentBytes:       d("pacer_sent_bytes_total", "On-wire IP bytes of the class's packets written to the other device.", class...),
+		dropped:         d("pacer_dropped_packets_total", "Packets of the class dropped, by reason.", "direction", "class", "reason"),
+		backlogBytes:    d("pacer_backlog_bytes", "On-wire IP bytes the class holds, waiting for tokens.", class...),
+		backlogPackets:  d("pacer_backlog_packets", "Packets the class holds, waiting for tokens.", class...),
+		delay:           d("pacer_queue_delay_seconds", "Time from read to write of each sent packet of the class.", class...),
+		rate:            d("pacer_rate_bytes_per_second", "The class's configured rate (classes with a rate only).", class...),
+		burst:           d("pacer_burst_bytes", "The class's configured burst (classes with a rate only).", class...),
+		peak:            d("pacer_peak_rate_bytes_per_second", "The class's configured peak rate (classes with a peak rate only).", class...),
+		classInfo:       d("pacer_class_info", "A class and its mode (shape, police or unthrottled); always 1.", "direction", "class", "mode", "capped"),
+		dirRate:         d("pacer_direction_rate_bytes_per_second", "The direction's configured total rate (directions with one only).", "direction"),
+		dirBurst:        d("pacer_direction_burst_bytes", "The direction's configured total burst (directions with a rate only).", "direction"),
+		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
+		buildInfo:       d("pacer_build_info", "pacer's version; always 1.", "version", "revision", "goversion"),
+	}
+}
+
+// Describe sends every descriptor the collector uses.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.dropped,
+		c.backlogBytes, c.backlogPackets, c.delay, c.rate, c.burst, c.peak, c.classInfo,
+		c.dirRate, c.dirBurst, c.linkUp, c.buildInfo,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads the Source once and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(c.buildInfo, 1, c.build.Version, c.build.Revision, c.build.GoVersion)
+	up := 0.0
+	if c.up == nil || c.up() {
+		up = 1
+	}
+	gauge(c.linkUp, up)
+
+	for _, ds := range c.src.DirectionStats() {
+		if ds.RateBytesPerSecond > 0 {
+			gauge(c.dirRate, float64(ds.RateBytesPerSecond), ds.Direction)
+			gauge(c.dirBurst, float64(ds.BurstBytes), ds.Direction)
+		}
+	}
+	for _, cs := range c.src.ClassStats() {
+		l := []string{cs.Direction, cs.Class}
+		gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped))
+		counter(c.receivedPackets, cs.ReceivedPackets, l...)
+		counter(c.receivedBytes, cs.ReceivedBytes, l...)
+		counter(c.sentPackets, cs.SentPackets, l...)
+		counter(c.sentBytes, cs.SentBytes, l...)
+		for reason, n := range cs.Dropped {
+			counter(c.dropped, n, cs.Direction, cs.Class, reason)
+		}
+		gauge(c.backlogBytes, float64(cs.BacklogBytes), l...)
+		gauge(c.backlogPackets, float64(cs.BacklogPackets), l...)
+		if cs.RateBytesPerSecond > 0 {
+			gauge(c.rate, float64(cs.RateBytesPerSecond), l...)
+			gauge(c.burst, float64(cs.BurstBytes), l...)
+		}
+		if cs.PeakBytesPerSecond > 0 {
+			gauge(c.peak, float64(cs.PeakBytesPerSecond), l...)
+		}
+		if len(cs.DelayCounts) == len(cs.DelayBucketBounds)+1 {
+			buckets := make(map[float64]uint64, len(cs.DelayBucketBounds))
+			var cum uint64
+			for i, b := range cs.DelayBucketBounds {
+				cum += cs.DelayCounts[i]
+				buckets[b] = cum
+			}
+			count := cum + cs.DelayCounts[len(cs.DelayBucketBounds)]
+			ch <- prometheus.MustNewConstHistogram(c.delay, count, cs.DelaySumSeconds, buckets, l...)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package stats
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Rate is a class's achieved rates over the sampler's window.
+type Rate struct {
+	// SentBytesPerSecond is the on-wire IP bytes per second written to
+	// the other side: the rate the class achieved.
+	SentBytesPerSecond float64 `json:"sent_bytes_per_second"`
+	// ReceivedBytesPerSecond is the rate offered to the class (read from
+	// the device, dropped packets included).
+	ReceivedBytesPerSecond float64 `json:"received_bytes_per_second"`
+	// WindowSeconds is the time between the two samples the rates come
+	// from; 0 when there are not two samples yet (both rates are 0 then).
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// Sampler keeps the recent counter samples of every class of a Source, so
+// that the rate each class achieved over the last window is at hand
+// without waiting. Call Sample at a steady interval (Run does) with the
+// current time; Rate then compares the newest sample with the newest one
+// at least window older (or the oldest one while less than window has been
+// sampled). A class that disappears from the Source is forgotten; one whose
+// counters went backwards (removed and added again) starts over.
+//
+// A Sampler is safe for concurrent use.
+type Sampler struct {
+	src    Source
+	window time.Duration
+
+	mu     sync.Mutex
+	series map[Key][]sample // oldest first
+}
+
+type sample struct {
+	at             time.Time
+	sent, received uint64
+}
+
+// NewSampler returns a sampler of src over window (for example one second).
+func NewSampler(src Source, window time.Duration) *Sampler {
+	return &Sampler{src: src, window: window, series: map[Key][]sample{}}
+}
+
+// Run calls Sample every interval until ctx is done.
+func (s *Sampler) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	s.Sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.Sample(now)
+		}
+	}
+}
+
+// Sample reads the Source once and records its counters at time now.
+// Samples must come in increasing time order.
+func (s *Sampler) Sample(now time.Time) {
+	stats := s.src.ClassStats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[Key]bool, len(stats))
+	for _, cs := range stats {
+		k := Key{cs.Direction, cs.Class}
+		seen[k] = true
+		smp := sample{at: now, sent: cs.SentBytes, received: cs.ReceivedBytes}
+		ss := s.series[k]
+		if n := len(ss); n > 0 && (smp.sent < ss[n-1].sent || smp.received < ss[n-1].received) {
+			ss = ss[:0] // counters went backwards: a new class of the same name
+		}
+		ss = append(ss, smp)
+		// Keep one sample at least window old (the base for Rate), and
+		// nothing older than it.
+		drop := 0
+		for drop+1 < len(ss) && now.Sub(ss[drop+1].at) >= s.window {
+			drop++
+		}
+		if drop > 0 {
+			ss = append(ss[:0], ss[drop:]...)
+		}
+		s.series[k] = ss
+	}
+	for k := range s.series {
+		if !seen[k] {
+			delete(s.series, k)
+		}
+	}
+}
+
+// Rate returns the achieved rates of a class; the zero Rate if the class
+// is not known (yet) or has only one sample.
+func (s *Sampler) Rate(direction, class string) Rate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rateOf(s.series[Key{direction, class}])
+}
+
+// Rates returns the achieved rates of every class sampled.
+func (s *Sampler) Rates() map[Key]Rate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Key]Rate, len(s.series))
+	for k, ss := range s.series {
+		out[k] = rateOf(ss)
+	}
+	return out
+}
+
+func rateOf(ss []sample) Rate {
+	if len(ss) < 2 {
+		return Rate{}
+	}
+	a, b := ss[0], ss[len(ss)-1]
+	dt := b.at.Sub(a.at).Seconds()
+	if dt <= 0 {
+		return Rate{}
+	}
+	return Rate{
+		SentBytesPerSecond:     float64(b.sent-a.sent) / dt,
+		ReceivedBytesPerSecond: float64(b.received-a.received) / dt,
+		WindowSeconds:          dt,
+	}
+}

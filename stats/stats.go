@@ -1,0 +1,102 @@
+// Package stats exposes what pacer counts: a Prometheus collector that
+// reads a Source's counters at scrape time (so nothing on the packet path
+// touches a registry), a Sampler that keeps the last second of counter
+// samples for "achieved rate" readings, and the HTTP handler that serves
+// /metrics, /healthz and /debug/pprof/.
+//
+// The package defines the data it reads (ClassStats, DirectionStats) and the
+// interface it reads it through (Source); the shaper adapts its own types to
+// them, so that stats never imports the shaper.
+//
+// # Metrics
+//
+// Every class metric has the labels direction ("egress", "ingress") and
+// class (the class name, "default", or "unclassified"):
+//
+//	pacer_received_packets_total         counter    packets read and classified into the class
+//	pacer_received_bytes_total           counter    their on-wire L3 bytes
+//	pacer_sent_packets_total             counter    packets written to the other side
+//	pacer_sent_bytes_total               counter    their on-wire L3 bytes
+//	pacer_dropped_packets_total          counter    + label reason: every reason of Source, 0 included
+//	pacer_backlog_bytes                  gauge      bytes held (waiting for tokens) now
+//	pacer_backlog_packets                gauge      packets held now
+//	pacer_queue_delay_seconds            histogram  time from read to write of each sent packet
+//	pacer_rate_bytes_per_second          gauge      configured rate (classes with a rate only)
+//	pacer_burst_bytes                    gauge      configured burst (classes with a rate only)
+//	pacer_peak_rate_bytes_per_second     gauge      configured peak rate (classes with a peak only)
+//	pacer_class_info                     gauge (1)  + labels mode (shape, police, unthrottled), capped
+//
+// and per direction (label direction only), for directions with a total rate:
+//
+//	pacer_direction_rate_bytes_per_second gauge  the direction's configured total rate
+//	pacer_direction_burst_bytes           gauge  its burst
+//
+// plus pacer_link_up (1 once the link runs), pacer_build_info{version,
+// revision,goversion} and, through NewRegistry, the Go and process
+// collectors. Bytes are IP (L3) bytes as they occupy the wire: a GSO
+// super-packet counts one IP and transport header per segment.
+package stats
+
+// ClassStats is one class's configuration and counters at one moment.
+// Counters only grow while the class exists; a class removed and added
+// again starts from zero (Prometheus reads that as a counter reset).
+type ClassStats struct {
+	Direction string `json:"direction"`
+	Class     string `json:"class"`
+	// Mode is "shape", "police", or "unthrottled" for a class without a
+	// rate (the "unclassified" counters).
+	Mode   string `json:"mode"`
+	Capped bool   `json:"capped"`
+
+	// RateBytesPerSecond is the configured rate; 0 for an unthrottled
+	// class. BurstBytes is its burst; PeakBytesPerSecond the peak rate, 0
+	// when there is none.
+	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
+	BurstBytes         uint64 `json:"burst_bytes"`
+	PeakBytesPerSecond uint64 `json:"peak_bytes_per_second"`
+
+	ReceivedPackets uint64 `json:"received_packets"`
+	ReceivedBytes   uint64 `json:"received_bytes"`
+	SentPackets     uint64 `json:"sent_packets"`
+	SentBytes       uint64 `json:"sent_bytes"`
+	// Dropped counts dropped packets by reason. A Source should list every
+	// reason it knows, with 0 where nothing was dropped, so that each
+	// reason has a series from the start.
+	Dropped map[string]uint64 `json:"dropped"`
+
+	// BacklogBytes and BacklogPackets are what the class holds now.
+	BacklogBytes   int64 `json:"backlog_bytes"`
+	BacklogPackets int64 `json:"backlog_packets"`
+
+	// DelayBucketBounds are the upper bounds (seconds, increasing) of the
+	// queue delay histogram; DelayCounts has one more element: count i
+	// (i < len(bounds)) is the number of sent packets whose delay was above
+	// bound i-1 and at most bound i (not cumulative), the last counts the
+	// rest (+Inf). DelaySumSeconds is the total delay of all of them.
+	DelayBucketBounds []float64 `json:"delay_bucket_bounds_seconds"`
+	DelayCounts       []uint64  `json:"delay_counts"`
+	DelaySumSeconds   float64   `json:"delay_sum_seconds"`
+}
+
+// DirectionStats is one direction's own configuration: the total rate that
+// bounds all its classes together.
+type DirectionStats struct {
+	Direction string `json:"direction"`
+	// RateBytesPerSecond is the direction's total rate; 0: unlimited.
+	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
+	BurstBytes         uint64 `json:"burst_bytes"`
+}
+
+// Source is what the collector and the sampler read. Both methods are
+// called at scrape or sample time, from any goroutine, and must be safe for
+// concurrent use; they return fresh slices the caller may keep. A Source
+// with nothing to report (no link yet) returns nil.
+type Source interface {
+	ClassStats() []ClassStats
+	DirectionStats() []DirectionStats
+}
+
+// Key names one class of one direction.
+type Key struct {
+	Direction, Class string
+}

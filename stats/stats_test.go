@@ -1,0 +1,338 @@
+package stats_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pacer-dev/pacer/stats"
+)
+
+// fakeSource is a Source whose stats the test sets.
+type fakeSource struct {
+	mu      sync.Mutex
+	classes []stats.ClassStats
+	dirs    []stats.DirectionStats
+}
+
+func (f *fakeSource) ClassStats() []stats.ClassStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]stats.ClassStats(nil), f.classes...)
+}
+
+func (f *fakeSource) DirectionStats() []stats.DirectionStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]stats.DirectionStats(nil), f.dirs...)
+}
+
+func (f *fakeSource) set(cs ...stats.ClassStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.classes = cs
+}
+
+var build = stats.BuildInfo{Version: "v1.2.3", Revision: "abc", GoVersion: "go1.26"}
+
+func sampleSource() *fakeSource {
+	return &fakeSource{
+		dirs: []stats.DirectionStats{
+			{Direction: "egress", RateBytesPerSecond: 12_500_000, BurstBytes: 125_000},
+			{Direction: "ingress"},
+		},
+		classes: []stats.ClassStats{
+			{
+				Direction: "egress", Class: "bulk", Mode: "shape",
+				RateBytesPerSecond: 1_250_000, BurstBytes: 12_500, PeakBytesPerSecond: 2_500_000,
+				ReceivedPackets: 10, ReceivedBytes: 15000, SentPackets: 8, SentBytes: 12000,
+				Dropped:      map[string]uint64{"backlog": 2, "police": 0},
+				BacklogBytes: 1500, BacklogPackets: 1,
+				// 3 packets at most 1 ms, 4 at most 10 ms, 1 above.
+				DelayBucketBounds: []float64{0.001, 0.01},
+				DelayCounts:       []uint64{3, 4, 1},
+				DelaySumSeconds:   0.5,
+			},
+			{
+				Direction: "egress", Class: "unclassified", Mode: "unthrottled",
+				ReceivedPackets: 1, ReceivedBytes: 60, SentPackets: 1, SentBytes: 60,
+				Dropped:           map[string]uint64{"backlog": 0, "police": 0},
+				DelayBucketBounds: []float64{0.001, 0.01},
+				DelayCounts:       []uint64{1, 0, 0},
+			},
+		},
+	}
+}
+
+func TestCollector(t *testing.T) {
+	c := stats.NewCollector(sampleSource(), build, func() bool { return true })
+	want := `
+# HELP pacer_build_info pacer's version; always 1.
+# TYPE pacer_build_info gauge
+pacer_build_info{goversion="go1.26",revision="abc",version="v1.2.3"} 1
+# HELP pacer_link_up 1 while the link runs and shapes traffic, else 0.
+# TYPE pacer_link_up gauge
+pacer_link_up 1
+# HELP pacer_direction_rate_bytes_per_second The direction's configured total rate (directions with one only).
+# TYPE pacer_direction_rate_bytes_per_second gauge
+pacer_direction_rate_bytes_per_second{direction="egress"} 1.25e+07
+# HELP pacer_dropped_packets_total Packets of the class dropped, by reason.
+# TYPE pacer_dropped_packets_total counter
+pacer_dropped_packets_total{class="bulk",direction="egress",reason="backlog"} 2
+pacer_dropped_packets_total{class="bulk",direction="egress",reason="police"} 0
+pacer_dropped_packets_total{class="unclassified",direction="egress",reason="backlog"} 0
+pacer_dropped_packets_total{class="unclassified",direction="egress",reason="police"} 0
+# HELP pacer_sent_bytes_total On-wire IP bytes of the class's packets written to the other device.
+# TYPE pacer_sent_bytes_total counter
+pacer_sent_bytes_total{class="bulk",direction="egress"} 12000
+pacer_sent_bytes_total{class="unclassified",direction="egress"} 60
+# HELP pacer_rate_bytes_per_second The class's configured rate (classes with a rate only).
+# TYPE pacer_rate_bytes_per_second gauge
+pacer_rate_bytes_per_second{class="bulk",direction="egress"} 1.25e+06
+# HELP pacer_peak_rate_bytes_per_second The class's configured peak rate (classes with a peak rate only).
+# TYPE pacer_peak_rate_bytes_per_second gauge
+pacer_peak_rate_bytes_per_second{class="bulk",direction="egress"} 2.5e+06
+# HELP pacer_backlog_bytes On-wire IP bytes the class holds, waiting for tokens.
+# TYPE pacer_backlog_bytes gauge
+pacer_backlog_bytes{class="bulk",direction="egress"} 1500
+pacer_backlog_bytes{class="unclassified",direction="egress"} 0
+# HELP pacer_class_info A class and its mode (shape, police or unthrottled); always 1.
+# TYPE pacer_class_info gauge
+pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape"} 1
+pacer_class_info{capped="false",class="unclassified",direction="egress",mode="unthrottled"} 1
+# HELP pacer_queue_delay_seconds Time from read to write of each sent packet of the class.
+# TYPE pacer_queue_delay_seconds histogram
+pacer_queue_delay_seconds_bucket{class="bulk",direction="egress",le="0.001"} 3
+pacer_queue_delay_seconds_bucket{class="bulk",direction="egress",le="0.01"} 7
+pacer_queue_delay_seconds_bucket{class="bulk",direction="egress",le="+Inf"} 8
+pacer_queue_delay_seconds_sum{class="bulk",direction="egress"} 0.5
+pacer_queue_delay_seconds_count{class="bulk",direction="egress"} 8
+pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="0.001"} 1
+pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="0.01"} 1
+pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="+Inf"} 1
+pacer_queue_delay_seconds_sum{class="unclassified",direction="egress"} 0
+pacer_queue_delay_seconds_count{class="unclassified",direction="egress"} 1
+`
+	names := []string{
+		"pacer_build_info", "pacer_link_up", "pacer_direction_rate_bytes_per_second",
+		"pacer_dropped_packets_total", "pacer_sent_bytes_total", "pacer_rate_bytes_per_second",
+		"pacer_peak_rate_bytes_per_second", "pacer_backlog_bytes", "pacer_class_info",
+		"pacer_queue_delay_seconds",
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	// Every class metric is there for both classes (rate, burst and peak
+	// only where configured), the direction burst only where limited.
+	for name, n := range map[string]int{
+		"pacer_received_packets_total": 2, "pacer_received_bytes_total": 2, "pacer_sent_packets_total": 2,
+		"pacer_backlog_packets": 2, "pacer_burst_bytes": 1, "pacer_direction_burst_bytes": 1,
+	} {
+		if got := testutil.CollectAndCount(c, name); got != n {
+			t.Errorf("%s: %d series, want %d", name, got, n)
+		}
+	}
+}
+
+func TestCollectorLint(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(stats.NewCollector(sampleSource(), build, nil))
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestCollectorNoSource(t *testing.T) {
+	down := &fakeSource{}
+	c := stats.NewCollector(down, build, func() bool { return false })
+	if got := testutil.ToFloat64(collectOnly(c, "pacer_link_up")); got != 0 {
+		t.Errorf("pacer_link_up = %v before the link runs, want 0", got)
+	}
+	if n := testutil.CollectAndCount(c); n != 2 {
+		t.Errorf("%d metrics without a link, want 2 (build info, link up)", n)
+	}
+}
+
+// collectOnly wraps c to emit only the named metric.
+func collectOnly(c prometheus.Collector, name string) prometheus.Collector {
+	return filtered{c, name}
+}
+
+type filtered struct {
+	prometheus.Collector
+	name string
+}
+
+func (f filtered) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric)
+	go func() { f.Collector.Collect(all); close(all) }()
+	for m := range all {
+		if strings.Contains(m.Desc().String(), `"`+f.name+`"`) {
+			ch <- m
+		}
+	}
+}
+
+func TestHandler(t *testing.T) {
+	reg, err := stats.NewRegistry(stats.NewCollector(sampleSource(), build, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var healthErr error
+	var mu sync.Mutex
+	h := stats.Handler(reg, func() error { mu.Lock(); defer mu.Unlock(); return healthErr }, nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	mu.Lock()
+	healthErr = context.DeadlineExceeded
+	mu.Unlock()
+	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/healthz before the link is up: %d, want 503", code)
+	}
+	mu.Lock()
+	healthErr = nil
+	mu.Unlock()
+	if code, body := get("/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz: %d %q, want 200 ok", code, body)
+	}
+	code, body := get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{"pacer_sent_bytes_total{", "go_goroutines ", "pacer_build_info{"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
+	if runtime.GOOS == "linux" && !strings.Contains(body, "process_cpu_seconds_total ") {
+		t.Errorf("/metrics has no process collector")
+	}
+	if code, body := get("/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/: %d", code)
+	}
+	if code, _ := get("/nope"); code != http.StatusNotFound {
+		t.Errorf("/nope: %d, want 404", code)
+	}
+}
+
+// TestPromtoolCheckMetrics runs `promtool check metrics` (the Prometheus
+// project's linter) on a scrape. The live-daemon version of this test is in
+// cmd/pacerd.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool := requirePromtool(t)
+	reg, err := stats.NewRegistry(stats.NewCollector(sampleSource(), build, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(stats.Handler(reg, func() error { return nil }, nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(scrape)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func TestSampler(t *testing.T) {
+	src := &fakeSource{}
+	s := stats.NewSampler(src, time.Second)
+	t0 := time.Unix(1000, 0)
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * 100 * time.Millisecond) }
+	class := func(sent, received uint64) stats.ClassStats {
+		return stats.ClassStats{Direction: "egress", Class: "bulk", SentBytes: sent, ReceivedBytes: received}
+	}
+	for i, step := range []struct {
+		k              int // sample at t0 + k*100ms
+		sent, received uint64
+		present        bool
+		want           stats.Rate
+	}{
+		{k: 0, sent: 0, received: 0, present: true, want: stats.Rate{}},
+		// 100 kB per 100 ms sent, 200 kB received: 1 MB/s and 2 MB/s.
+		{k: 1, sent: 100e3, received: 200e3, present: true, want: stats.Rate{SentBytesPerSecond: 1e6, ReceivedBytesPerSecond: 2e6, WindowSeconds: 0.1}},
+		{k: 5, sent: 500e3, received: 1000e3, present: true, want: stats.Rate{SentBytesPerSecond: 1e6, ReceivedBytesPerSecond: 2e6, WindowSeconds: 0.5}},
+		{k: 10, sent: 1000e3, received: 2000e3, present: true, want: stats.Rate{SentBytesPerSecond: 1e6, ReceivedBytesPerSecond: 2e6, WindowSeconds: 1}},
+		// The window slides: only the last second counts, at 3 MB/s now.
+		{k: 20, sent: 4000e3, received: 5000e3, present: true, want: stats.Rate{SentBytesPerSecond: 3e6, ReceivedBytesPerSecond: 3e6, WindowSeconds: 1}},
+		// Sampled late (irregular ticks): the base is the newest sample at
+		// least a second old, k=10, 1.1 s back.
+		{k: 21, sent: 4000e3, received: 5000e3, present: true, want: stats.Rate{SentBytesPerSecond: 3000e3 / 1.1, ReceivedBytesPerSecond: 3000e3 / 1.1, WindowSeconds: 1.1}},
+		// Counters went backwards (removed and re-added): start over.
+		{k: 22, sent: 10, received: 10, present: true, want: stats.Rate{}},
+		{k: 23, sent: 110, received: 110, present: true, want: stats.Rate{SentBytesPerSecond: 1000, ReceivedBytesPerSecond: 1000, WindowSeconds: 0.1}},
+		// Gone from the source: forgotten.
+		{k: 24, present: false, want: stats.Rate{}},
+	} {
+		if step.present {
+			src.set(class(step.sent, step.received))
+		} else {
+			src.set()
+		}
+		s.Sample(at(step.k))
+		got := s.Rate("egress", "bulk")
+		if !near(got.SentBytesPerSecond, step.want.SentBytesPerSecond) ||
+			!near(got.ReceivedBytesPerSecond, step.want.ReceivedBytesPerSecond) ||
+			!near(got.WindowSeconds, step.want.WindowSeconds) {
+			t.Errorf("step %d (t0+%dms): rate %+v, want %+v", i, step.k*100, got, step.want)
+		}
+		if _, ok := s.Rates()[stats.Key{Direction: "egress", Class: "bulk"}]; ok != step.present {
+			t.Errorf("step %d: Rates has the class: %v, want %v", i, ok, step.present)
+		}
+	}
+}
+
+func near(a, b float64) bool {
+	d := a - b
+	return d < 1e-6*max(1, b) && d > -1e-6*max(1, b)
+}
+
+func TestSamplerRun(t *testing.T) {
+	src := sampleSource()
+	s := stats.NewSampler(src, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx, 5*time.Millisecond); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Rate("egress", "bulk").WindowSeconds == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if r := s.Rate("egress", "bulk"); r.WindowSeconds == 0 || r.SentBytesPerSecond != 0 {
+		t.Errorf("constant counters: %+v, want a window and rate 0", r)
+	}
+}
