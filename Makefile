@@ -30,8 +30,10 @@ fmt-check:
 # test runs the whole suite with the race detector. Tests that need root,
 # TUN devices or network namespaces run here too; with CI=true they fail
 # instead of skipping when those are missing.
+# Packages run one at a time (-p 1): the traffic tests of different
+# packages would otherwise share the two cores and judge each other's load.
 test: deps fmt-check vet
-	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+	$(GO) test -race -count=1 -p 1 -timeout 14m $(PKGS)
 
 # test-short skips the traffic tests (no root needed).
 test-short:

@@ -62,6 +62,9 @@ echo "== ${SECS}s at once: TCP to :5201 (class bulk-tcp), UDP offered at 40 Mbit
 tcp=$(mktemp); udp=$(mktemp); free=$(mktemp)
 ip netns exec "$NS_A" iperf3 -c 198.18.0.2 -p 5201 -t "$SECS" -O 1 >"$tcp" 2>&1 & c1=$!
 ip netns exec "$NS_A" iperf3 -c 198.18.0.2 -p 5202 -t "$SECS" -O 1 -u -b 40M -l 1400 >"$udp" 2>&1 & c2=$!
+sleep $((SECS / 2 + 1))
+echo "== pacerctl status, mid-run (achieved: IP bytes over the last second)"
+"${PACERCTL:-bin/pacerctl}" -socket /run/pacerd-demo.sock status | sed 's/^/   /'
 wait "$c1" "$c2"
 echo "== ${SECS}s: TCP to :5203, which matches no class (unthrottled)"
 ip netns exec "$NS_A" iperf3 -c 198.18.0.2 -p 5203 -t "$SECS" -O 1 >"$free" 2>&1

@@ -343,16 +343,23 @@ egress:
 	if c.Dropped[DropBacklog] == 0 {
 		t.Errorf("no backlog drops: %+v", c)
 	}
-	// 20ms backlog, plus scheduling slack: nothing in the buckets above 25ms.
-	var late uint64
+	// The backlog is enforced when a packet arrives, by the wait it would
+	// have. What it really waits may exceed that by the worker's wake-up
+	// latency: allow the odd packet over 25ms (a preempted worker on a
+	// busy two-core machine), none over 50ms.
+	var late, veryLate uint64
 	for i, b := range DelayBuckets {
 		if b > 25*time.Millisecond {
 			late += c.DelayCounts[i]
 		}
+		if b > 50*time.Millisecond {
+			veryLate += c.DelayCounts[i]
+		}
 	}
 	late += c.DelayCounts[len(DelayBuckets)]
-	if late > 0 {
-		t.Errorf("%d packets waited longer than 25ms with a 20ms backlog", late)
+	veryLate += c.DelayCounts[len(DelayBuckets)]
+	if float64(late) > 0.005*float64(c.SentPackets) || veryLate > 0 {
+		t.Errorf("with a 20ms backlog, %d of %d packets waited over 25ms, %d over 50ms", late, c.SentPackets, veryLate)
 	}
 	mean := c.DelaySum / time.Duration(max(c.SentPackets, 1))
 	t.Logf("sent %d, dropped %d, mean queue delay %v", c.SentPackets, c.Dropped[DropBacklog], mean)
