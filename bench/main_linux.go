@@ -1,0 +1,411 @@
+//go:build linux
+
+// Command bench measures pacer against its references in one run and
+// writes BENCHMARKS.md with PNG plots (issue 6). Run it as root from the
+// module root, through `sudo make bench` (about 6 minutes) or `make
+// bench-quick` (under 2 minutes):
+//
+//	go run ./bench [-quick] [-out BENCHMARKS.md] [-plots bench/] [-only 3,7]
+//
+// Every network scenario builds its variants one at a time between the
+// same two network namespaces, which the harness creates and removes: pacer
+// (shaper.Open, in this process, so that this process's rusage is pacer's
+// CPU), the bare copy loop (tuntest.BareCopy, also in this process), and a
+// veth pair, with `tc qdisc tbf` where a shaper is compared. Traffic is
+// iperf3 and ping between 198.18.0.1 and 198.18.0.2 only.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pacer-dev/pacer/shaper"
+)
+
+// params are the durations and counts of one run.
+type params struct {
+	quick          bool
+	reps           int
+	benchCount     int
+	benchTime      string
+	warm, window   time.Duration // scenarios 3 and 7
+	shapeWarm      time.Duration // scenarios 4 and 5
+	shapeWindow    time.Duration
+	pings          int           // idle
+	pingInterval   time.Duration // idle
+	loadedPings    int
+	loadedInterval time.Duration
+	loadedWarm     time.Duration
+	changeAt       time.Duration // scenario 9
+	changeTotal    time.Duration
+}
+
+var fullParams = params{
+	reps: 3, benchCount: 5, benchTime: "300ms",
+	warm: time.Second, window: 3 * time.Second,
+	shapeWarm: 1500 * time.Millisecond, shapeWindow: 3 * time.Second,
+	pings: 200, pingInterval: 10 * time.Millisecond, loadedPings: 200, loadedInterval: 10 * time.Millisecond,
+	loadedWarm: 1500 * time.Millisecond,
+	changeAt:   3 * time.Second, changeTotal: 6 * time.Second,
+}
+
+var quickParams = params{
+	quick: true, reps: 3, benchCount: 3, benchTime: "100ms",
+	warm: 250 * time.Millisecond, window: 500 * time.Millisecond,
+	shapeWarm: 400 * time.Millisecond, shapeWindow: 800 * time.Millisecond,
+	pings: 100, pingInterval: 5 * time.Millisecond, loadedPings: 60, loadedInterval: 10 * time.Millisecond,
+	loadedWarm: 500 * time.Millisecond,
+	changeAt:   1500 * time.Millisecond, changeTotal: 3 * time.Second,
+}
+
+// results is everything a run measured, for the report.
+type results struct {
+	Micro       microResults
+	Throughput  map[string]*flowResult // scenario 3 by variant key
+	Small       map[string]*flowResult // scenario 7
+	Shaping     []*shapeResult         // scenarios 4 and 5
+	IdlePing    map[string]*pingResult // scenario 6
+	LoadedPing  map[string]*pingResult
+	DelayCounts [len(shaper.DelayBuckets) + 1]uint64
+	RateChange  []*rateSeries
+	Plots       map[string]string // plot name → path relative to the report
+	Errors      []string
+}
+
+// runner runs the scenarios.
+type runner struct {
+	p     params
+	e     *env
+	res   results
+	start time.Time
+}
+
+func (r *runner) progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	quick := flag.Bool("quick", false, "short runs (3 repetitions each, whole run under 2 minutes)")
+	out := flag.String("out", "BENCHMARKS.md", "the report to write")
+	plots := flag.String("plots", "bench/", "directory for the PNG plots")
+	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9), for development; default all")
+	flag.Parse()
+
+	r := &runner{p: fullParams, start: time.Now()}
+	if *quick {
+		r.p = quickParams
+	}
+	want := func(s ...string) bool {
+		if *only == "" {
+			return true
+		}
+		for _, x := range s {
+			if slices.Contains(strings.Split(*only, ","), x) {
+				return true
+			}
+		}
+		return false
+	}
+	if err := preflight(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	modDir, err := moduleDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	m := machineInfo(modDir)
+	m.LoadStart = loadavg()
+	cpu0 := readCPUStat()
+	r.progress("pacer benchmarks (%s), %s, %d cores, Linux %s, commit %s, load %s",
+		map[bool]string{true: "quick", false: "full"}[r.p.quick], m.CPU, m.Cores, m.Kernel, m.Commit, m.LoadStart)
+
+	fail := func(what string, err error) {
+		if err == nil {
+			return
+		}
+		msg := fmt.Sprintf("%s: %v", what, err)
+		r.res.Errors = append(r.res.Errors, msg)
+		r.progress("FAILED %s", msg)
+	}
+
+	if want("1", "2") {
+		r.res.Micro, err = runMicro(ctx, goTool(*goFlag), modDir, r.p.benchCount, r.p.benchTime, r.progress)
+		fail("scenarios 1-2", err)
+	}
+
+	if ctx.Err() != nil {
+		r.progress("interrupted, no report written")
+		return 130
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, err := newEnv(log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	r.e = e
+	defer func() {
+		if err := e.close(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: cleanup:", err)
+		}
+	}()
+	m.TCPCC = tcpCongestion + " (iperf3 -C), host default "
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
+		m.TCPCC += strings.TrimSpace(string(b))
+	} else {
+		m.TCPCC += "unknown"
+	}
+	r.progress("namespaces %s and %s, TCP congestion control %s", e.ns1, e.ns2, m.TCPCC)
+
+	for _, s := range []struct {
+		ids  []string
+		name string
+		fn   func(context.Context) error
+	}{
+		{[]string{"6"}, "scenario 6 (idle)", r.runIdleLatency},
+		{[]string{"3", "8"}, "scenario 3", r.runThroughput},
+		{[]string{"7", "8"}, "scenario 7", r.runSmallPackets},
+		{[]string{"4", "5"}, "scenarios 4-5", r.runShaping},
+		{[]string{"6", "9"}, "scenario 6 (loaded)", r.runLoadedLatency},
+		{[]string{"9"}, "scenario 9", r.runRateChange},
+	} {
+		if ctx.Err() != nil {
+			break
+		}
+		if want(s.ids...) {
+			fail(s.name, s.fn(ctx))
+		}
+	}
+	if ctx.Err() != nil {
+		r.progress("interrupted: cleaning up, no report written")
+		return 130
+	}
+	m.LoadEnd = loadavg()
+	m.Duration = time.Since(r.start)
+	cpu1 := readCPUStat()
+	m.BusyCPU, m.OwnCPU, m.StealCPU = cpu1.busy-cpu0.busy, cpu1.self-cpu0.self, cpu1.steal-cpu0.steal
+
+	r.res.Plots = map[string]string{}
+	if err := r.writePlots(*out, *plots); err != nil {
+		fail("plots", err)
+	}
+	var buf bytes.Buffer
+	benchLink := "bench/"
+	if l, err := filepath.Rel(filepath.Dir(absPath(*out)), filepath.Join(modDir, "bench")); err == nil {
+		benchLink = filepath.ToSlash(l) + "/"
+	}
+	writeReport(&buf, m, r.p, &r.res, benchLink)
+	if err := os.MkdirAll(filepath.Dir(absPath(*out)), 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	r.progress("wrote %s (run time %v, load %s → %s)", *out, m.Duration.Round(time.Second), m.LoadStart, m.LoadEnd)
+	if len(r.res.Errors) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// writePlots saves the plots of scenario 9 into dir and records their
+// paths relative to the report.
+func (r *runner) writePlots(report, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rel := func(file string) string {
+		p, err := filepath.Rel(filepath.Dir(absPath(report)), absPath(file))
+		if err != nil {
+			return file
+		}
+		return filepath.ToSlash(p)
+	}
+	var errs []error
+	if len(r.res.RateChange) > 0 {
+		f := filepath.Join(dir, "rate-change.png")
+		if err := plotRateChange(f, r.res.RateChange, rateBefore/1e6, rateAfter/1e6, r.p.changeTotal); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.res.Plots["rate-change"] = rel(f)
+		}
+	}
+	var total uint64
+	for _, c := range r.res.DelayCounts {
+		total += c
+	}
+	if total > 0 {
+		f := filepath.Join(dir, "queue-delay.png")
+		title := fmt.Sprintf("pacer queue delay: 10 Mbit/s class filled by TCP, backlog %v (%d packets)", shapeBacklog, total)
+		if err := plotQueueDelay(f, title, r.res.DelayCounts[:], shaper.DelayBuckets[:]); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.res.Plots["queue-delay"] = rel(f)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// absPath returns p made absolute (p itself if that fails).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// preflight checks for root and the tools the scenarios run.
+func preflight() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (TUN devices, network namespaces): sudo make bench")
+	}
+	var missing []string
+	for _, tool := range []string{"ip", "tc", "iperf3", "ping", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s (make bench-deps, or apt-get install -y iproute2 iperf3 iputils-ping ethtool)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// moduleDir finds the directory of go.mod, from the working directory up.
+func moduleDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod in %s or above: run from the pacer module", dir)
+		}
+	}
+}
+
+// machine describes where and what was measured.
+type machine struct {
+	CPU, Kernel, Commit, GoVersion string
+	TCPCC                          string // TCP congestion control in the namespaces
+	Cores                          int
+	Date                           time.Time
+	LoadStart, LoadEnd             string
+	Duration                       time.Duration
+	// BusyCPU is the machine's busy CPU time during the run (/proc/stat,
+	// tick-sampled), OwnCPU this process's and its waited-for children's
+	// (rusage), StealCPU the time the hypervisor ran something else.
+	BusyCPU, OwnCPU, StealCPU time.Duration
+}
+
+func machineInfo(modDir string) machine {
+	m := machine{CPU: "unknown", Kernel: "unknown", Commit: "unknown", GoVersion: runtime.Version(),
+		Cores: runtime.NumCPU(), Date: time.Now().UTC()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"-c", "safe.directory=" + modDir, "-C", modDir}, args...)...)
+		b, err := cmd.Output()
+		return strings.TrimSpace(string(b)), err
+	}
+	if c, err := git("rev-parse", "--short", "HEAD"); err == nil {
+		m.Commit = c
+		if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil && st != "" {
+			m.Commit += "+dirty"
+		}
+	}
+	return m
+}
+
+// loadavg returns the three load averages of /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// loadHigh reports whether a load average string's 1-minute figure is
+// above half the number of cores: before the run starts, that much other
+// work makes the figures noisy.
+func loadHigh(load string, cores int) bool {
+	f := strings.Fields(load)
+	if len(f) == 0 {
+		return false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && v > float64(cores)*0.5
+}
+
+// cpuStat is the machine's busy CPU time (/proc/stat: user, nice, system,
+// irq, softirq) and this process's own and its waited-for children's.
+type cpuStat struct {
+	busy, steal, self time.Duration
+}
+
+func readCPUStat() cpuStat {
+	var s cpuStat
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[0] == "cpu" {
+			ticks := func(i int) time.Duration {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				return time.Duration(v) * time.Second / 100 // USER_HZ
+			}
+			s.busy = ticks(1) + ticks(2) + ticks(3) + ticks(6) + ticks(7) // user nice system irq softirq
+			if len(f) > 8 {
+				s.steal = ticks(8)
+			}
+		}
+	}
+	var self, children unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &self) == nil && unix.Getrusage(unix.RUSAGE_CHILDREN, &children) == nil {
+		s.self = time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
+	}
+	return s
+}

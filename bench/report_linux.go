@@ -1,0 +1,518 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+)
+
+// rep is a report being written.
+type rep struct {
+	w         io.Writer
+	headlines []string
+}
+
+func (r *rep) p(format string, args ...any) { fmt.Fprintf(r.w, format+"\n", args...) }
+
+func (r *rep) headline(format string, args ...any) {
+	r.headlines = append(r.headlines, fmt.Sprintf(format, args...))
+}
+
+// flow returns the summary of one field of a variant, or an empty summary.
+func flow(m map[string]*flowResult, key string, field func(*flowResult) []float64) summary {
+	if fr := m[key]; fr != nil {
+		return summarize(field(fr))
+	}
+	return summary{}
+}
+
+func goodput(f *flowResult) []float64   { return f.Goodput }
+func ipRate(f *flowResult) []float64    { return f.IPRate }
+func pps(f *flowResult) []float64       { return f.PPS }
+func cpuPerGB(f *flowResult) []float64  { return f.CPUPerGB }
+func cpuPerPkt(f *flowResult) []float64 { return f.CPUPerPkt }
+
+// writeReport writes BENCHMARKS.md. The sections are rendered into a
+// buffer first, so that the headline figures they collect can go on top.
+func writeReport(w io.Writer, m machine, p params, res *results, benchLink string) {
+	var body strings.Builder
+	r := &rep{w: &body}
+	r.bucket(res)
+	r.decision(res)
+	r.throughput(res)
+	r.shaping(res)
+	r.conformance(res)
+	r.latency(res)
+	r.small(res)
+	r.cpu(res)
+	r.plots(res)
+	r.method(p)
+
+	h := &rep{w: w}
+	h.p("# pacer benchmarks")
+	h.p("")
+	kind := "full run"
+	if p.quick {
+		kind = "**quick run** (`-quick`: short windows, for development; the full run is `sudo make bench`)"
+	}
+	h.p("Written by `make bench` (`go run ./bench`, the harness in [bench/](%s)); %s.", benchLink, kind)
+	h.p("")
+	t := newTable("", "")
+	t.add("machine", fmt.Sprintf("%s, %d cores, Linux %s", m.CPU, m.Cores, m.Kernel))
+	t.add("commit", "`"+m.Commit+"`")
+	t.add("Go", m.GoVersion)
+	t.add("TCP congestion control", m.TCPCC)
+	t.add("date", m.Date.Format("2006-01-02 15:04 MST"))
+	t.add("run time", fmt.Sprintf("%v, %d repetitions per figure", m.Duration.Round(time.Second), p.reps))
+	t.add("load average (1, 5, 15 min)", fmt.Sprintf("%s at the start, %s at the end (the end includes this run's own load)", m.LoadStart, m.LoadEnd))
+	avail := m.Duration.Seconds() * float64(m.Cores)
+	other := max(m.BusyCPU-m.OwnCPU, 0)
+	t.add("CPU during the run", fmt.Sprintf("machine busy %.0f core-seconds, %.0f%% of %d cores (/proc/stat); this run's own processes %.0f (rusage); other work about %.0f%% of the machine (the difference, clipped at 0; the two counts are sampled differently and agree only to a few percent); hypervisor steal %.1f core-seconds",
+		m.BusyCPU.Seconds(), 100*m.BusyCPU.Seconds()/avail, m.Cores, m.OwnCPU.Seconds(), 100*other.Seconds()/avail, m.StealCPU.Seconds()))
+	h.p("%s", t)
+	if loadHigh(m.LoadStart, m.Cores) || other.Seconds() > 0.15*avail {
+		h.p("> **Noisy run.** Other work shared the machine (load average %s on %d cores at the start; about %.0f%% of its CPU time during the run went to other work), so every figure below is disturbed by it, the throughput and CPU figures most. Re-run `sudo make bench` on a quiet machine for figures to quote.",
+			m.LoadStart, m.Cores, 100*other.Seconds()/avail)
+		h.p("")
+	}
+	h.p("## How to read this")
+	h.p("")
+	h.p("Each scenario measures pacer and its reference in the same run, between the same two network namespaces with the same addresses (198.18.0.1 → 198.18.0.2); the variants are built one at a time and alternate repetition by repetition, so drifting background load touches each alike. A figure is the **median of %d repetitions, with the range (min–max) in parentheses**. A **ratio is pacer's median over the reference's**: for throughput and packet rates higher is better (1.00× is as fast as the reference); for costs (ns/op, CPU, RTT) lower is better. The references: [golang.org/x/time/rate](https://pkg.go.dev/golang.org/x/time/rate) for the bucket; the **bare loop**, two single-queue TUN devices without offloads joined by one `read(2)` and one `write(2)` per packet in this process (`tuntest.BareCopy`), the floor for forwarding through userspace, so pacer's own overhead is its gap to it; a **veth pair**, the kernel's path with no userspace at all; and **`tc qdisc tbf`** on that veth pair for shaping. Shaping is judged on the IP bytes the receiving device delivered.", p.reps)
+	h.p("")
+	if len(res.Errors) > 0 {
+		h.p("**Scenarios that failed in this run** (their sections are missing or partial):")
+		h.p("")
+		for _, e := range res.Errors {
+			h.p("- %s", strings.ReplaceAll(e, "\n", " "))
+		}
+		h.p("")
+	}
+	h.p("## Headline figures")
+	h.p("")
+	for _, l := range r.headlines {
+		h.p("- %s", l)
+	}
+	h.p("")
+	io.WriteString(w, body.String())
+}
+
+func (r *rep) bucket(res *results) {
+	if len(res.Micro.Bucket) == 0 {
+		return
+	}
+	r.p("## 1. Bucket operations: rover bucket vs golang.org/x/time/rate")
+	r.p("")
+	r.p("`bucket/bench_test.go`, run as `%s`. One operation is the decision for one 1500-byte packet at 10 Gbit/s: *shape* is pacer's `Replenish` + `Grab` + `Deficiency` against x/time/rate's `ReserveN` + `DelayFrom`; *police* is `TryGrab` against `AllowN`. *clock=batch32* reads the clock once per 32 operations (as pacer's workers do per batch), *clock=each* for every one; *parallel* runs `b.RunParallel` on all %d CPUs against one shared bucket (limiter). Lower is better.", res.Micro.Command[0], runtime.NumCPU())
+	r.p("")
+	t := newTable("decision", "clock", "goroutines", "pacer ns/op", "x/time/rate ns/op", "ratio", "allocs/op (pacer / x/time/rate)")
+	for _, b := range res.Micro.Bucket {
+		t.add(b.Job, b.Clock, b.Mode, fmtSummary(b.Pacer, 1), fmtSummary(b.XRef, 1), fmtRatio(ratio(b.Pacer, b.XRef)),
+			fmtNum(b.PacerAlloc.Median, 0)+" / "+fmtNum(b.XAlloc.Median, 0))
+	}
+	r.p("%s", t)
+	for _, b := range res.Micro.Bucket {
+		if b.Clock == "batch32" && strings.HasPrefix(b.Job, "shape") {
+			r.headline("Bucket, shape decision (clock per batch, %s): %s ns vs x/time/rate %s ns, **%s**.",
+				b.Mode, fmtNum(b.Pacer.Median, 1), fmtNum(b.XRef.Median, 1), fmtRatio(ratio(b.Pacer, b.XRef)))
+		}
+	}
+}
+
+func (r *rep) decision(res *results) {
+	if len(res.Micro.Decision) == 0 {
+		return
+	}
+	r.p("## 2. Per-packet decision: parse + classify + grab")
+	r.p("")
+	r.p("`BenchmarkDecision` in `shaper/decision_bench_test.go`, run as `%s`: parse a 1500-byte IPv4/TCP packet, find its class among *n* (the packet matches the last class, so a linear scan would try them all), replenish (clock once per 32 packets) and grab the class's tokens. The reference is the same decision with one class; the last column sets the cost against the time the bare loop spends per packet at its small-packet rate (scenario 7), the whole budget of a forwarder that keeps up with it. The design budget is 100 ns with 100 classes.", res.Micro.Command[1])
+	r.p("")
+	barePkt := math.NaN()
+	if s := flow(res.Small, "bare", pps); s.ok() && s.Median > 0 {
+		barePkt = 1e9 / s.Median
+	}
+	t := newTable("classes", "ns/op", "allocs/op", "vs 1 class", "share of the bare loop's time per packet")
+	base := res.Micro.Decision[0].NsOp
+	for _, d := range res.Micro.Decision {
+		share := "n/a"
+		if !math.IsNaN(barePkt) {
+			share = fmt.Sprintf("%.1f%% of %.0f ns", 100*d.NsOp.Median/barePkt, barePkt)
+		}
+		t.add(fmt.Sprint(d.Classes), fmtSummary(d.NsOp, 1), fmtNum(d.Allocs.Median, 0), fmtRatio(ratio(d.NsOp, base)), share)
+	}
+	r.p("%s", t)
+	var parts []string
+	for _, d := range res.Micro.Decision {
+		parts = append(parts, fmt.Sprintf("%s ns with %d", fmtNum(d.NsOp.Median, 1), d.Classes))
+	}
+	r.headline("Decision per packet: %s classes (%s for 10,000 vs 1).", strings.Join(parts, ", "),
+		fmtRatio(ratio(res.Micro.Decision[len(res.Micro.Decision)-1].NsOp, base)))
+}
+
+func (r *rep) throughput(res *results) {
+	if len(res.Throughput) == 0 {
+		return
+	}
+	m := res.Throughput
+	r.p("## 3. Pass-through throughput (iperf3 TCP, MTU 1500, no rate set)")
+	r.p("")
+	r.p("One iperf3 TCP stream from ns1 to ns2 through each path; pacer has no classes, so every packet passes unclassified (parsed and counted, no bucket). Goodput is the TCP payload the receiving device delivered per second, measured over a window after a warm-up: its IP bytes minus 52 header bytes (IP, TCP, timestamps) per received packet, which counts a GSO super-packet's headers once, as it carries them, so offloads on and off compare fairly. *IP Gbit/s* is the raw IP byte rate of the receiving device. Higher is better.")
+	r.p("")
+	t := newTable("path", "TCP goodput Gbit/s", "IP Gbit/s", "packets/s received", "vs bare loop", "vs veth (same offloads)")
+	for _, k := range []string{"pacer-off", "pacer-on", "bare", "veth-off", "veth-on"} {
+		fr := m[k]
+		if fr == nil {
+			continue
+		}
+		g := summarize(fr.Goodput)
+		vsVeth := "—"
+		switch k {
+		case "pacer-off":
+			vsVeth = fmtRatio(ratio(g, flow(m, "veth-off", goodput)))
+		case "pacer-on":
+			vsVeth = fmtRatio(ratio(g, flow(m, "veth-on", goodput)))
+		}
+		t.add(fr.Name, fmtSummary(g, 2), fmtSummary(flow(m, k, ipRate), 2), fmtSummary(flow(m, k, pps), 0),
+			fmtRatio(ratio(g, flow(m, "bare", goodput))), vsVeth)
+	}
+	r.p("%s", t)
+	r.p("The bare loop has no offloads by definition (one packet per system call), so pacer with offloads on is not a like-for-like comparison with it: with offloads, one read moves a GSO super-packet of up to 64 KiB.")
+	r.p("")
+	bare := flow(m, "bare", goodput)
+	r.headline("Pass-through TCP: pacer %s Gbit/s with offloads (%s the bare loop's %s, %s veth's %s), %s Gbit/s without (%s the bare loop, %s veth without offloads).",
+		fmtNum(flow(m, "pacer-on", goodput).Median, 2), fmtRatio(ratio(flow(m, "pacer-on", goodput), bare)), fmtNum(bare.Median, 2),
+		fmtRatio(ratio(flow(m, "pacer-on", goodput), flow(m, "veth-on", goodput))), fmtNum(flow(m, "veth-on", goodput).Median, 2),
+		fmtNum(flow(m, "pacer-off", goodput).Median, 2), fmtRatio(ratio(flow(m, "pacer-off", goodput), bare)),
+		fmtRatio(ratio(flow(m, "pacer-off", goodput), flow(m, "veth-off", goodput))))
+}
+
+// shapingPair returns pacer's and tbf's results at a rate.
+func shapingPair(res *results, rate uint64) (pc, tb *shapeResult) {
+	for _, s := range res.Shaping {
+		if s.RateBits == rate {
+			if s.Shaper == "pacer" {
+				pc = s
+			} else {
+				tb = s
+			}
+		}
+	}
+	return pc, tb
+}
+
+func relErr(s summary, want float64) float64 {
+	if !s.ok() {
+		return math.NaN()
+	}
+	return s.Median/want - 1
+}
+
+func (r *rep) shaping(res *results) {
+	if len(res.Shaping) == 0 {
+		return
+	}
+	r.p("## 4. Shaping accuracy: pacer vs tc tbf")
+	r.p("")
+	r.p("One iperf3 TCP stream through a class at each rate: pacer with one default class (offloads off) against `tc qdisc tbf` on the sending end of a veth pair (offloads off), both with the same rate, the same burst (pacer's default: 10 ms of the rate, at least two 1500-byte packets) and the same queue bound (pacer `backlog: 100ms`, tbf `latency 100ms`). *Delivered* is the IP bytes per second the receiving device counted over the window; *capture* is the same from the packet capture of scenario 5, from the first to the last packet in the window, which has no error from a packet straddling the window's edges. Error is against the configured rate; the ratio is pacer's delivered rate over tbf's.")
+	r.p("")
+	t := newTable("rate", "burst", "pacer delivered Mbit/s", "error", "tbf delivered Mbit/s", "error", "pacer ÷ tbf", "pacer error (capture)", "tbf error (capture)")
+	worstP, worstT := 0.0, 0.0
+	for _, rate := range shapeRates {
+		pc, tb := shapingPair(res, rate)
+		if pc == nil || tb == nil || len(pc.Delivered) == 0 || len(tb.Delivered) == 0 {
+			continue
+		}
+		want := float64(rate) / 8
+		dp, dt := summarize(pc.Delivered), summarize(tb.Delivered)
+		t.add(fmt.Sprintf("%d Mbit/s", rate/1e6), fmt.Sprintf("%d B", pc.Burst),
+			fmtSummary(dp.scale(8/1e6), 3), fmtPct(relErr(dp, want)),
+			fmtSummary(dt.scale(8/1e6), 3), fmtPct(relErr(dt, want)),
+			fmtRatio(ratio(dp, dt)),
+			fmtPct(relErr(summarize(pc.SpanRate), want)), fmtPct(relErr(summarize(tb.SpanRate), want)))
+		worstP = math.Max(worstP, math.Abs(relErr(dp, want)))
+		worstT = math.Max(worstT, math.Abs(relErr(dt, want)))
+	}
+	r.p("%s", t)
+	for _, rate := range shapeRates {
+		pc, _ := shapingPair(res, rate)
+		if pc == nil || len(pc.Delivered) == 0 {
+			continue
+		}
+		d := summarize(pc.Delivered)
+		if d.Min < float64(rate)/8*0.995 {
+			r.p("At %d Mbit/s pacer fell short of the rate in some repetitions (lowest %s Mbit/s). Without offloads it forwards at most %s Gbit/s of IP on this machine unshaped (scenario 3, median), with iperf3 on the same %d CPUs, so this rate is close to its limit here.",
+				rate/1_000_000, fmtNum(d.Min*8/1e6, 1), fmtNum(flow(res.Throughput, "pacer-off", ipRate).Median, 2), runtime.NumCPU())
+			r.p("")
+		}
+	}
+	r.headline("Shaping accuracy (1–1000 Mbit/s, delivered IP bytes): pacer within %s of the configured rate at every rate, tbf within %s.",
+		strings.TrimPrefix(fmtPct(worstP), "+"), strings.TrimPrefix(fmtPct(worstT), "+"))
+}
+
+func (r *rep) conformance(res *results) {
+	if len(res.Shaping) == 0 {
+		return
+	}
+	r.p("## 5. Conformance: largest excess over burst + rate × window")
+	r.p("")
+	r.p("During each run of scenario 4, an AF_PACKET socket (SOCK_DGRAM, TPACKET_V3 ring, software receive timestamps) on the receiving device in ns2 records the receive time and IP length of every incoming packet in the window. For each window length *w*, the figure is the largest number of bytes received in any window of length *w* minus (burst + rate × *w*), clipped at 0: the token bucket guarantee that tbf gives, so **0 is perfect**. Bytes, median over repetitions ([max] when it differs). *Largest burst seen* is the maximum over all intervals between two packets of the bytes received minus rate × the interval: the part of its burst a shaper really used (at most the burst for a conforming shaper; a single packet counts its length).")
+	r.p("")
+	head := []string{"rate", "shaper", "burst"}
+	for _, w := range conformanceWindows {
+		head = append(head, "excess, w = "+shortDuration(w))
+	}
+	head = append(head, "largest burst seen", "packets per run")
+	t := newTable(head...)
+	var drops []string
+	worst := map[string]float64{}
+	burstUse := map[string]float64{}
+	for _, rate := range shapeRates {
+		pc, tb := shapingPair(res, rate)
+		for _, s := range []*shapeResult{pc, tb} {
+			if s == nil || len(s.LargestBurst) == 0 {
+				continue
+			}
+			row := []string{fmt.Sprintf("%d Mbit/s", rate/1e6), s.Shaper, fmt.Sprintf("%d B", s.Burst)}
+			for _, w := range conformanceWindows {
+				x := summarize(s.Excess[w])
+				row = append(row, fmtExcess(x, float64(s.Burst)))
+				worst[s.Shaper] = math.Max(worst[s.Shaper], x.Median/float64(s.Burst))
+			}
+			lb := summarize(s.LargestBurst)
+			row = append(row, fmt.Sprintf("%s B (%.0f%%)", fmtSummary(lb, 0), 100*lb.Median/float64(s.Burst)),
+				fmtNum(summarize(s.Captured).Median, 0))
+			burstUse[s.Shaper] = math.Max(burstUse[s.Shaper], lb.Median/float64(s.Burst))
+			t.add(row...)
+			if s.CaptureDrops > 0 {
+				drops = append(drops, fmt.Sprintf("%s at %d Mbit/s: %d", s.Name, rate/1e6, s.CaptureDrops))
+			}
+		}
+	}
+	r.p("%s", t)
+	if len(drops) > 0 {
+		r.p("The capture lost packets (ring full) in: %s; those runs' figures are lower bounds.", strings.Join(drops, "; "))
+		r.p("")
+	}
+	var over []string
+	for _, s := range res.Shaping {
+		if lb := summarize(s.LargestBurst); lb.Max > float64(s.Burst) {
+			over = append(over, fmt.Sprintf("%s at %d Mbit/s (by up to %.0f B, %.2f ms at the rate)", s.Shaper, s.RateBits/1_000_000,
+				lb.Max-float64(s.Burst), (lb.Max-float64(s.Burst))/(float64(s.RateBits)/8)*1000))
+		}
+	}
+	if len(over) > 0 {
+		r.p("Seen at the receiver, the burst was exceeded by %s. Neither bucket grants more than burst + rate × time when it decides (pacer's bucket tests check that bound); the receive timestamps add the time from the decision to the receiving stack, and when that time varies, a packet delayed more than the ones after it lands on top of them: an apparent burst of rate × the difference (the time in parentheses). For pacer that is the time between a worker's decision, made at its batch's clock reading, and its write, which grows when the worker is descheduled or at its CPU limit; for tbf it is the time between its dequeue and the capture in the receiving stack, which the veth reaches through the receiving CPU's backlog queue.",
+			strings.Join(over, "; "))
+		r.p("")
+	}
+	r.headline("Conformance (largest excess over burst + rate × w, w = 1 ms … 1 s, median): pacer %.0f%% of its burst at worst, tbf %.0f%%; largest burst seen: pacer %.0f%% of the burst, tbf %.0f%%.",
+		100*worst["pacer"], 100*worst["tbf"], 100*burstUse["pacer"], 100*burstUse["tbf"])
+}
+
+func fmtExcess(x summary, burst float64) string {
+	if !x.ok() {
+		return "n/a"
+	}
+	s := fmt.Sprintf("%.0f", x.Median)
+	if x.Median > 0 {
+		s += fmt.Sprintf(" (%.0f%% of burst)", 100*x.Median/burst)
+	}
+	if x.Max != x.Median {
+		s += fmt.Sprintf(" [max %.0f]", x.Max)
+	}
+	return s
+}
+
+func (r *rep) latency(res *results) {
+	if len(res.IdlePing) == 0 && len(res.LoadedPing) == 0 {
+		return
+	}
+	r.p("## 6. Latency")
+	r.p("")
+	if m := res.IdlePing; len(m) > 0 {
+		r.p("**Idle:** `ping -i` through each path with nothing else running; pacer has no classes. The added RTT is pacer's percentile minus the bare loop's.")
+		r.p("")
+		bare := m["bare"]
+		t := newTable("path", "RTT p50 ms", "RTT p99 ms", "added p50 µs", "added p99 µs", "lost")
+		for _, k := range []string{"pacer-off", "pacer-on", "bare", "veth-off"} {
+			pr := m[k]
+			if pr == nil {
+				continue
+			}
+			p50, p99 := summarize(pr.P50), summarize(pr.P99)
+			add50, add99 := "—", "—"
+			if bare != nil && k != "bare" {
+				add50 = fmtNum(1000*(p50.Median-summarize(bare.P50).Median), 0)
+				add99 = fmtNum(1000*(p99.Median-summarize(bare.P99).Median), 0)
+			}
+			t.add(pr.Name, fmtSummary(p50, 3), fmtSummary(p99, 3), add50, add99, fmt.Sprintf("%d of %d", pr.Lost, pr.Sent))
+		}
+		r.p("%s", t)
+		if bare != nil && m["pacer-on"] != nil {
+			r.headline("Idle ping RTT, pacer (offloads on) minus the bare loop: %s µs at p50, %s µs at p99 (bare loop p50 %s ms).",
+				fmtNum(1000*(summarize(m["pacer-on"].P50).Median-summarize(bare.P50).Median), 0),
+				fmtNum(1000*(summarize(m["pacer-on"].P99).Median-summarize(bare.P99).Median), 0),
+				fmtNum(summarize(bare.P50).Median, 3))
+		}
+	}
+	if m := res.LoadedPing; len(m) > 0 {
+		r.p("**Under load:** ping through a %d Mbit/s class that one bulk iperf3 TCP flow keeps full: pacer (one default class, offloads off, backlog 100 ms) against tbf on veth (latency 100 ms), same rate and burst. The RTT is mostly the queue the TCP flow builds; lower is better.", loadedRate/1_000_000)
+		r.p("")
+		t := newTable("shaper", "RTT p50 ms", "RTT p99 ms", "lost")
+		for _, k := range []string{"pacer", "tbf"} {
+			if pr := m[k]; pr != nil {
+				t.add(pr.Name, fmtSummary(summarize(pr.P50), 1), fmtSummary(summarize(pr.P99), 1), fmt.Sprintf("%d of %d", pr.Lost, pr.Sent))
+			}
+		}
+		if pc, tb := m["pacer"], m["tbf"]; pc != nil && tb != nil {
+			p50, p99 := ratio(summarize(pc.P50), summarize(tb.P50)), ratio(summarize(pc.P99), summarize(tb.P99))
+			t.add("ratio pacer ÷ tbf", fmtRatio(p50), fmtRatio(p99), "")
+			r.headline("Ping through a full 10 Mbit/s class: pacer p50 %s ms / p99 %s ms, tbf %s / %s ms (%s, %s).",
+				fmtNum(summarize(pc.P50).Median, 1), fmtNum(summarize(pc.P99).Median, 1),
+				fmtNum(summarize(tb.P50).Median, 1), fmtNum(summarize(tb.P99).Median, 1), fmtRatio(p50), fmtRatio(p99))
+		}
+		r.p("%s", t)
+		bounds := shaper.DelayBuckets[:]
+		if d := delayPercentile(res.DelayCounts[:], bounds, 50); d >= 0 {
+			r.p("pacer's own queue delay histogram for these runs (class counters, scenario 9's second plot) puts the median packet's wait at ≤ %s and the 99th percentile at ≤ %s.",
+				fmtBound(d), fmtBound(delayPercentile(res.DelayCounts[:], bounds, 99)))
+			r.p("")
+		}
+	}
+}
+
+func fmtBound(d time.Duration) string {
+	if d == time.Duration(math.MaxInt64) {
+		return "more than " + shortDuration(shaper.DelayBuckets[len(shaper.DelayBuckets)-1])
+	}
+	return shortDuration(d)
+}
+
+func (r *rep) small(res *results) {
+	if len(res.Small) == 0 {
+		return
+	}
+	m := res.Small
+	r.p("## 7. Small packets (iperf3 UDP, 64-byte payload)")
+	r.p("")
+	r.p("`iperf3 -u -l 64 -b 0` (as fast as it can send) from ns1 to ns2; the figure is the packets per second the receiving device delivered. pacer has no classes. The sender shares the %d CPUs with the forwarder, so this is the rate of the whole system, as a user would see it. Higher is better.", runtime.NumCPU())
+	r.p("")
+	t := newTable("path", "delivered packets/s", "vs bare loop")
+	bare := flow(m, "bare", pps)
+	for _, k := range []string{"pacer-off", "pacer-on", "bare", "veth-off"} {
+		if fr := m[k]; fr != nil {
+			t.add(fr.Name, fmtSummary(summarize(fr.PPS), 0), fmtRatio(ratio(summarize(fr.PPS), bare)))
+		}
+	}
+	r.p("%s", t)
+	r.headline("Small packets (UDP, 64 B): pacer %s packets/s with offloads, %s without, vs the bare loop's %s (%s, %s).",
+		fmtNum(flow(m, "pacer-on", pps).Median, 0), fmtNum(flow(m, "pacer-off", pps).Median, 0), fmtNum(bare.Median, 0),
+		fmtRatio(ratio(flow(m, "pacer-on", pps), bare)), fmtRatio(ratio(flow(m, "pacer-off", pps), bare)))
+}
+
+func (r *rep) cpu(res *results) {
+	if len(res.Throughput) == 0 && len(res.Small) == 0 {
+		return
+	}
+	r.p("## 8. CPU cost per byte and per packet")
+	r.p("")
+	r.p("pacer and the bare loop run inside the harness's process, so the CPU time `getrusage(RUSAGE_SELF)` reports over a measurement window (user + system, all threads) is theirs; iperf3 and ping run in child processes and are not counted. System time includes the kernel work done in the forwarder's `read`/`write` calls (the TUN devices, and the receiving stack when it runs in the writer's context), the same kernel work for both. The veth pair has no process to charge, so it has no figure here. Lower is better.")
+	r.p("")
+	t := newTable("path", "CPU s per GB of TCP payload (scenario 3)", "vs bare loop", "CPU µs per packet (scenario 7, UDP 64 B)", "vs bare loop")
+	for _, k := range []string{"pacer-off", "pacer-on", "bare"} {
+		a, b := res.Throughput[k], res.Small[k]
+		if a == nil && b == nil {
+			continue
+		}
+		name := ""
+		if a != nil {
+			name = a.Name
+		} else {
+			name = b.Name
+		}
+		gb, pk := flow(res.Throughput, k, cpuPerGB), flow(res.Small, k, cpuPerPkt)
+		t.add(name, fmtSummary(gb, 2), fmtRatio(ratio(gb, flow(res.Throughput, "bare", cpuPerGB))),
+			fmtSummary(pk, 2), fmtRatio(ratio(pk, flow(res.Small, "bare", cpuPerPkt))))
+	}
+	r.p("%s", t)
+	bare := flow(res.Throughput, "bare", cpuPerGB)
+	r.headline("CPU per GB forwarded (TCP): pacer %s s with offloads (%s the bare loop's %s s), %s s without (%s).",
+		fmtNum(flow(res.Throughput, "pacer-on", cpuPerGB).Median, 2), fmtRatio(ratio(flow(res.Throughput, "pacer-on", cpuPerGB), bare)),
+		fmtNum(bare.Median, 2), fmtNum(flow(res.Throughput, "pacer-off", cpuPerGB).Median, 2),
+		fmtRatio(ratio(flow(res.Throughput, "pacer-off", cpuPerGB), bare)))
+}
+
+func (r *rep) plots(res *results) {
+	if len(res.RateChange) == 0 && res.Plots["queue-delay"] == "" {
+		return
+	}
+	r.p("## 9. Plots")
+	r.p("")
+	if f := res.Plots["rate-change"]; f != "" {
+		r.p("**Rate change.** One TCP flow through a class at %d Mbit/s, changed to %d Mbit/s mid-run: pacer through `Link.Apply` (the class keeps its name, counters and held packets), tbf through `tc qdisc change`; the burst stays %d B (the default at %d Mbit/s) and the backlog (latency) 100 ms. The receiving device's byte counter is read every 100 ms. (Lowering tbf's burst in the same change can wedge it for good: a GSO packet queued under the larger burst is then larger than the bucket, tbf can never gather its tokens, and nothing behind it leaves; it happened in 3 of 5 tries while this harness was being built.)",
+			rateBefore/1_000_000, rateAfter/1_000_000, rateChangeBurst, rateBefore/1_000_000)
+		r.p("")
+		r.p("![delivered rate over time through a rate change](%s)", f)
+		r.p("")
+		t := newTable("shaper", "mean before the change (from 1 s)", "mean from 0.5 s after the change")
+		for _, s := range res.RateChange {
+			t.add(s.Name, fmt.Sprintf("%.2f Mbit/s (%s)", s.Before, fmtPct(s.Before/(rateBefore/1e6)-1)),
+				fmt.Sprintf("%.2f Mbit/s (%s)", s.After, fmtPct(s.After/(rateAfter/1e6)-1)))
+		}
+		r.p("%s", t)
+	}
+	if f := res.Plots["queue-delay"]; f != "" {
+		r.p("**Queue delay distribution.** pacer's per-class queue delay histogram (`shaper.Counters.DelayCounts` over `shaper.DelayBuckets`), summed over the loaded-latency runs of scenario 6: a %d Mbit/s class with backlog 100 ms, filled by one TCP flow plus the pings.", loadedRate/1_000_000)
+		r.p("")
+		r.p("![queue delay histogram](%s)", f)
+		r.p("")
+		var total, over uint64
+		t := newTable("queue delay at most", "packets", "share")
+		for i, c := range res.DelayCounts {
+			total += c
+			if i > 0 && shaper.DelayBuckets[i-1] >= shapeBacklog {
+				over += c
+			}
+		}
+		for i, c := range res.DelayCounts {
+			bound := "+Inf"
+			if i < len(shaper.DelayBuckets) {
+				bound = shortDuration(shaper.DelayBuckets[i])
+			}
+			t.add(bound, fmt.Sprint(c), fmt.Sprintf("%.2f%%", 100*float64(c)/float64(max(total, 1))))
+		}
+		r.p("%s", t)
+		if over > 0 {
+			r.p("%.2f%% of the packets (%d of %d) are counted above the class's backlog of %v. pacer admits a packet whose expected wait is at most the backlog, and a TCP flow keeps the queue at that edge, so these are packets admitted with a wait just under %v that left a little after it (timer and scheduling latency); the histogram's buckets cannot say by how much.",
+				100*float64(over)/float64(max(total, 1)), over, total, shapeBacklog, shapeBacklog)
+		} else {
+			r.p("No packet is counted above the class's backlog of %v.", shapeBacklog)
+		}
+		r.p("")
+	}
+}
+
+func (r *rep) method(p params) {
+	r.p("## Method")
+	r.p("")
+	lines := []string{
+		"Topology: two network namespaces created for the run; for each measurement one path is built between them and removed afterwards: pacer (`shaper.Open` with two TUN devices, one queue per CPU, in the harness's process), the bare loop (`tuntest.OpenBare` + `tuntest.BareCopy`, in the harness's process) or a veth pair. Every path gives the sending side 198.18.0.1/32 with peer 198.18.0.2 and the receiving side the reverse, MTU 1500. IPv6 autoconfiguration is off in the namespaces and the veth pair has static neighbour entries instead of ARP, so the only packets are the benchmark's.",
+		"Offloads: *pacer (offloads on)* is pacer's default (`offload: true`: virtio-net headers, TSO/USO, GSO super-packets passed through whole); *offloads off* is plain packets. *veth (offloads off)* has checksum offload, TSO, GSO and GRO turned off on both ends with `ethtool -K`, so that it, like pacer's devices without offloads and the bare loop, carries whole, checksummed wire packets; *veth (offloads on)* is the kernel default. The shaping scenarios (4, 5, 6 under load, 9) compare pacer with offloads off against tbf on the veth with offloads off: like with like, one wire packet per packet.",
+		"tbf: `tc qdisc add dev <veth end in ns1> root tbf rate R' burst B' latency 100ms`, with R' and B' the rate and burst pacer gets times 1514/1500: tbf charges each packet's length at the qdisc, Ethernet header included (for a GSO packet, once per segment), so these are the same rate and burst in IP bytes for full-size packets. The veth's receive byte counter also counts the Ethernet header; it is corrected by 14 bytes per packet. (A size table, `stab overhead -14`, would make tbf charge IP bytes for every size, but it charges a GSO packet without its later segments' headers, and TCP hands the qdisc GSO packets even with GSO off on the device, because segmentation happens after the qdisc: tbf then delivered 3.6% too much. Forcing one segment per packet with `gso_max_segs 1` instead capped the kernel's own TCP over veth at about 450 Mbit/s, qdisc or not.)",
+		"Delivered bytes are read from the receiving device's counters (netlink, IFLA_STATS64) at the start and end of a window after a warm-up: " +
+			fmt.Sprintf("%v + %v for scenarios 3 and 7, %v + %v for 4 and 5. Ping sends %d echo requests every %v (idle), or %d every %v after %v of load (loaded). The rate change runs %v with the change at %v.",
+				p.warm, p.window, p.shapeWarm, p.shapeWindow, p.pings, p.pingInterval, p.loadedPings, p.loadedInterval, p.loadedWarm, p.changeTotal, p.changeAt),
+		fmt.Sprintf("Scenarios 1 and 2 run `go test -bench` as a subprocess, %d times each (`-count %d -benchtime %s`); the benchmarks stay in their `_test.go` files.", p.benchCount, p.benchCount, p.benchTime),
+		"The run measures on whatever else the machine is doing: the header gives the load average and the other CPU time during the run.",
+	}
+	for _, l := range lines {
+		r.p("- %s", l)
+	}
+	r.p("")
+}

@@ -1,0 +1,134 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+)
+
+// shapeRates are the rates of scenarios 4 and 5, in bit/s.
+var shapeRates = []uint64{1_000_000, 10_000_000, 100_000_000, 1_000_000_000}
+
+// conformanceWindows are the windows of scenario 5.
+var conformanceWindows = []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second}
+
+// shapeBacklog is pacer's backlog and tbf's latency in the shaping
+// scenarios: the longest a packet may wait.
+const shapeBacklog = 100 * time.Millisecond
+
+// burstFor is the burst both shapers get at a rate (bytes per second):
+// pacer's default, 10 ms of the rate but at least two 1500-byte packets.
+func burstFor(rateBytes uint64) uint64 { return shaper.DefaultBurst(rateBytes, 1500) }
+
+// shapeResult is one rate and one shaper of scenarios 4 and 5.
+type shapeResult struct {
+	RateBits     uint64
+	Burst        uint64
+	Shaper       string // "pacer" or "tbf"
+	Name         string
+	Delivered    []float64 // IP bytes/s from the receiving device's counters
+	SpanRate     []float64 // IP bytes/s from the capture, first to last packet
+	Excess       map[time.Duration][]float64
+	LargestBurst []float64 // bytes, see largestBurst
+	CaptureDrops uint64
+	Captured     []float64 // packets captured per repetition
+}
+
+// shapedPolicy is a pacer policy whose default class shapes all of egress
+// at rateBits with the given burst and backlog.
+func shapedPolicy(rateBits, burst uint64, backlog time.Duration) string {
+	return fmt.Sprintf("egress:\n  default: {rate: %dbit, burst: %db, backlog: %dms}\n", rateBits, burst, backlog.Milliseconds())
+}
+
+// buildShaped builds the path of a shaper at a rate: pacer (offloads off,
+// one default class) or a veth pair (offloads off) with tbf on the sending
+// end, both with the same rate, burst and backlog/latency.
+func (r *runner) buildShaped(ctx context.Context, shaperName string, rateBits, burst uint64, backlog time.Duration) (*path, error) {
+	if shaperName == "pacer" {
+		return r.e.pacerPath(false, 0, shapedPolicy(rateBits, burst, backlog))
+	}
+	p, err := r.e.vethPath(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.e.tbf(ctx, p, "add", rateBits/8, burst, backlog); err != nil {
+		p.close()
+		return nil, err
+	}
+	p.name = "tbf on veth (offloads off)"
+	return p, nil
+}
+
+// runShaping is scenarios 4 and 5: one TCP stream through pacer and through
+// tbf at each rate; the receiving device's counters give the delivered
+// rate, a capture of every packet's receive time gives the conformance.
+func (r *runner) runShaping(ctx context.Context) error {
+	r.progress("scenarios 4 and 5: shaping accuracy and conformance")
+	byKey := map[string]*shapeResult{}
+	for rep := range r.p.reps {
+		for _, rate := range shapeRates {
+			for _, sh := range []string{"pacer", "tbf"} {
+				burst := burstFor(rate / 8)
+				key := fmt.Sprintf("%d/%s", rate, sh)
+				res := byKey[key]
+				if res == nil {
+					res = &shapeResult{RateBits: rate, Burst: burst, Shaper: sh, Excess: map[time.Duration][]float64{}}
+					byKey[key] = res
+					r.res.Shaping = append(r.res.Shaping, res)
+				}
+				if err := r.shapeOnce(ctx, res, rep); err != nil {
+					return fmt.Errorf("shaping %s at %d bit/s: %w", sh, rate, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *runner) shapeOnce(ctx context.Context, res *shapeResult, rep int) error {
+	p, err := r.buildShaped(ctx, res.Shaper, res.RateBits, res.Burst, shapeBacklog)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	res.Name = p.name
+	capt, err := startCapture(r.e.ns2, p.rxDev)
+	if err != nil {
+		return err
+	}
+	c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
+	pkts, drops, cerr := capt.stopCapture()
+	if err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	res.CaptureDrops += drops
+	d := c1.sub(c0)
+	res.Delivered = append(res.Delivered, d.ipBytes/d.seconds)
+	// The packets received within the counters' window.
+	lo, hi := c0.at.UnixNano(), c1.at.UnixNano()
+	var win []arrival
+	for _, a := range pkts {
+		if a.At >= lo && a.At <= hi {
+			win = append(win, a)
+		}
+	}
+	res.Captured = append(res.Captured, float64(len(win)))
+	res.SpanRate = append(res.SpanRate, spanRate(win))
+	rate := float64(res.RateBits) / 8
+	for _, w := range conformanceWindows {
+		res.Excess[w] = append(res.Excess[w], maxExcess(win, rate, float64(res.Burst), w))
+	}
+	res.LargestBurst = append(res.LargestBurst, largestBurst(win, rate))
+	r.progress("  rep %d %-28s at %5d Mbit/s: %8.3f Mbit/s (%+.2f%%), %d packets captured, excess@1ms %.0f B, @1s %.0f B, largest burst %.0f of %d B",
+		rep+1, p.name, res.RateBits/1e6, d.ipBytes*8/d.seconds/1e6, d.ipBytes/d.seconds/rate*100-100, len(win),
+		res.Excess[time.Millisecond][len(res.Excess[time.Millisecond])-1], res.Excess[time.Second][len(res.Excess[time.Second])-1],
+		res.LargestBurst[len(res.LargestBurst)-1], res.Burst)
+	return nil
+}
