@@ -87,34 +87,15 @@ func withOuterAddr(prefix string) linkOption {
 	}
 }
 
-// rxBytes reads the receive byte counter of device dev in namespace ns: the
-// IP bytes the kernel received from pacer there.
-func rxBytes(t *testing.T, ns, dev string) uint64 {
-	t.Helper()
-	var n uint64
-	err := tuntest.RunIn(ns, func() error {
-		l, err := netlink.LinkByName(dev)
-		if err != nil {
-			return err
-		}
-		n = l.Attrs().Statistics.RxBytes
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("rx bytes of %s in %s: %v", dev, ns, err)
-	}
-	return n
-}
-
 // measure runs load in the background and returns the bytes per second the
 // receiving device (outer, in ns2) got between warmup and warmup+window.
 func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load func(ctx context.Context)) float64 {
 	t.Helper()
 	defer background(load)()
 	time.Sleep(warmup)
-	b0, t0 := rxBytes(t, tl.ns2, tl.outer), time.Now()
+	b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
 	time.Sleep(window)
-	b1, t1 := rxBytes(t, tl.ns2, tl.outer), time.Now()
+	b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
 	return float64(b1-b0) / t1.Sub(t0).Seconds()
 }
 
@@ -133,15 +114,6 @@ func (tl *testLink) iperf(t *testing.T, s *tuntest.Iperf3Server, d time.Duration
 		if _, err := s.Client(ctx, tl.ns1, d, extra...); err != nil && ctx.Err() == nil {
 			t.Errorf("iperf3: %v", err)
 		}
-	}
-}
-
-func within(t *testing.T, what string, got, want, tol float64) {
-	t.Helper()
-	dev := got/want - 1
-	t.Logf("%s: %.0f B/s, configured %.0f B/s (%+.2f%%)", what, got, want, 100*dev)
-	if dev > tol || dev < -tol {
-		t.Errorf("%s: delivered %.0f B/s, configured %.0f B/s: off by %+.2f%% (tolerance %.1f%%)", what, got, want, 100*dev, 100*tol)
 	}
 }
 
@@ -181,10 +153,10 @@ egress:
 				// the wire (and the class) once per segment: judge by the
 				// receiver's goodput instead (next test) and only check the
 				// device here against the header-less floor.
-				within(t, "tcp "+tc.name+" (device bytes, GSO headers once)", got, tc.bytesPS*1448/1500, 0.02)
+				tuntest.WithinRate(t, "tcp "+tc.name+" (device bytes, GSO headers once)", got, tc.bytesPS*1448/1500, 0.02)
 				return
 			}
-			within(t, "tcp "+tc.name, got, tc.bytesPS, 0.02)
+			tuntest.WithinRate(t, "tcp "+tc.name, got, tc.bytesPS, 0.02)
 		})
 	}
 }
@@ -208,7 +180,7 @@ egress:
 	runtime.ReadMemStats(&before)
 	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second, "-u", "-b", "80M", "-l", "1400"))
 	runtime.ReadMemStats(&after)
-	within(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
+	tuntest.WithinRate(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
 	// Memory stays bounded: what is held is bounded by rate × backlog
 	// (125 KB here); the heap may not grow with the offered load.
 	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 16<<20 {
@@ -273,8 +245,8 @@ egress:
 			if r2.err != nil {
 				t.Fatal(r2.err)
 			}
-			within(t, "class slow (10mbit)", ipRate(r1, 0), 1.25e6, 0.02)
-			within(t, "class fast (30mbit)", ipRate(r2.r, 0), 3.75e6, 0.02)
+			tuntest.WithinRate(t, "class slow (10mbit)", ipRate(r1, 0), 1.25e6, 0.02)
+			tuntest.WithinRate(t, "class fast (30mbit)", ipRate(r2.r, 0), 3.75e6, 0.02)
 		})
 	}
 }
@@ -306,7 +278,7 @@ egress:
 	close(stop)
 	<-sampled
 	c := tl.Class(Egress, "pol").Counters()
-	within(t, "police 10mbit at 3x", got, 1.25e6, 0.03)
+	tuntest.WithinRate(t, "police 10mbit at 3x", got, 1.25e6, 0.03)
 	if c.Dropped[DropPolice] == 0 {
 		t.Errorf("police class counted no drops: %+v", c)
 	}
@@ -338,7 +310,7 @@ egress:
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	got := tl.measure(t, 1*time.Second, 3*time.Second, tl.iperf(t, s, 5*time.Second, "-u", "-b", "20M", "-l", "1400"))
-	within(t, "udp 5mbit backlog 20ms", got, 625e3, 0.03)
+	tuntest.WithinRate(t, "udp 5mbit backlog 20ms", got, 625e3, 0.03)
 	c := tl.Class(Egress, "short").Counters()
 	if c.Dropped[DropBacklog] == 0 {
 		t.Errorf("no backlog drops: %+v", c)
@@ -379,7 +351,7 @@ egress:
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second))
-	within(t, "capped 40mbit", got, 5e6, 0.02)
+	tuntest.WithinRate(t, "capped 40mbit", got, 5e6, 0.02)
 	if got < 0.99*5e6 {
 		t.Errorf("capped class delivered %.2f%% of its rate, want >= 99%%", 100*got/5e6)
 	}
@@ -407,10 +379,10 @@ egress:
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	b0, t0 := rxBytes(t, tl.ns2, tl.outer), time.Now()
+	b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
 	time.Sleep(4 * time.Second)
-	got := float64(rxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
-	within(t, "after Apply(25mbit)", got, 3.125e6, 0.02)
+	got := float64(tuntest.RxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
+	tuntest.WithinRate(t, "after Apply(25mbit)", got, 3.125e6, 0.02)
 	if after := tl.Class(Egress, "bulk").Counters().SentPackets; after <= before {
 		t.Errorf("class counters restarted on Apply: %d then %d", before, after)
 	}
@@ -477,22 +449,17 @@ egress:
 		}()
 		tl.iperf(t, s, 7*time.Second)(ctx)
 	})
-	within(t, "tcp 10mbit beside malformed packets", got, 1.25e6, 0.02)
+	tuntest.WithinRate(t, "tcp 10mbit beside malformed packets", got, 1.25e6, 0.02)
 	u := tl.Class(Egress, Unclassified).Counters()
 	want := uint64(rounds * len(malformedPackets))
 	// The kernel may drop a few at the TUN's own queue (tx_dropped) when
 	// the injector outruns the reader; every packet that reached pacer
 	// must be counted.
-	var kernelDropped uint64
-	if err := tuntest.RunIn(tl.ns1, func() error {
-		l, err := netlink.LinkByName(tl.inner)
-		if err == nil {
-			kernelDropped = l.Attrs().Statistics.TxDropped
-		}
-		return err
-	}); err != nil {
+	st, err := tuntest.LinkStats(tl.ns1, tl.inner)
+	if err != nil {
 		t.Fatal(err)
 	}
+	kernelDropped := st.TxDropped
 	t.Logf("malformed counted: %d of %d sent, %d dropped by the kernel", u.Dropped[DropMalformed], want, kernelDropped)
 	if u.Dropped[DropMalformed]+kernelDropped != want || u.Dropped[DropMalformed] < want*9/10 {
 		t.Errorf("malformed drops = %d (+%d kernel drops), want %d", u.Dropped[DropMalformed], kernelDropped, want)
@@ -515,7 +482,7 @@ egress:
 	var times []time.Time
 	stop := background(tl.iperf(t, s, 3*time.Second, "-u", "-b", "100M", "-l", "1400"))
 	for i := 0; i < 25; i++ {
-		samples = append(samples, rxBytes(t, tl.ns2, tl.outer))
+		samples = append(samples, tuntest.RxBytes(t, tl.ns2, tl.outer))
 		times = append(times, time.Now())
 		time.Sleep(window)
 	}
@@ -556,7 +523,7 @@ egress:
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, "fast class beside a flooded slow class", ipRate(r, 0), 5e6, 0.02)
+	tuntest.WithinRate(t, "fast class beside a flooded slow class", ipRate(r, 0), 5e6, 0.02)
 	c := tl.Class(Egress, "slow").Counters()
 	if c.Dropped[DropBacklog] == 0 || c.BacklogPackets == 0 {
 		t.Errorf("the slow class was not flooded (drops %d, held %d)", c.Dropped[DropBacklog], c.BacklogPackets)

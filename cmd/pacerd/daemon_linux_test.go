@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -128,29 +126,6 @@ func startDaemon(t *testing.T, bin, config string) *daemonProc {
 
 var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 
-func rxBytesIn(t *testing.T, ns, dev string) uint64 {
-	t.Helper()
-	var n uint64
-	if err := tuntest.RunIn(ns, func() error {
-		l, err := netlink.LinkByName(dev)
-		if err == nil {
-			n = l.Attrs().Statistics.RxBytes
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("rx bytes of %s in %s: %v", dev, ns, err)
-	}
-	return n
-}
-
-func linkExists(ns, dev string) bool {
-	err := tuntest.RunIn(ns, func() error {
-		_, err := netlink.LinkByName(dev)
-		return err
-	})
-	return err == nil
-}
-
 // TestDaemonReloadAndStop runs pacerd between two namespaces with iperf3
 // traffic: SIGHUP to a new rate holds within 1s, an invalid file keeps the
 // running rate, and SIGTERM exits 0 leaving no device behind.
@@ -178,7 +153,7 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	}
 	writeFile(t, config, policy("10mbit"))
 	p := startDaemon(t, bin, config)
-	if !linkExists(ns1, inner) || !linkExists(ns2, outer) {
+	if !tuntest.LinkExists(ns1, inner) || !tuntest.LinkExists(ns2, outer) {
 		t.Fatalf("devices not in their namespaces")
 	}
 
@@ -193,9 +168,9 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	rate := func(window time.Duration) float64 {
-		b0, t0 := rxBytesIn(t, ns2, outer), time.Now()
+		b0, t0 := tuntest.RxBytes(t, ns2, outer), time.Now()
 		time.Sleep(window)
-		return float64(rxBytesIn(t, ns2, outer)-b0) / time.Since(t0).Seconds()
+		return float64(tuntest.RxBytes(t, ns2, outer)-b0) / time.Since(t0).Seconds()
 	}
 	check := func(what string, got, want float64) {
 		t.Helper()
@@ -232,7 +207,7 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("pacerd still running 10s after SIGTERM")
 	}
-	if linkExists(ns1, inner) || linkExists(ns2, outer) {
+	if tuntest.LinkExists(ns1, inner) || tuntest.LinkExists(ns2, outer) {
 		t.Errorf("a device is left after SIGTERM")
 	}
 }

@@ -102,9 +102,9 @@ func runPacerctl(bin, socket string, args ...string) (stdout, stderr string, err
 // received over window.
 func (td *testDaemon) deliveredRate(t *testing.T, window time.Duration) float64 {
 	t.Helper()
-	b0, t0 := rxBytesIn(t, td.ns2, td.outer), time.Now()
+	b0, t0 := tuntest.RxBytes(t, td.ns2, td.outer), time.Now()
 	time.Sleep(window)
-	b1, t1 := rxBytesIn(t, td.ns2, td.outer), time.Now()
+	b1, t1 := tuntest.RxBytes(t, td.ns2, td.outer), time.Now()
 	return float64(b1-b0) / t1.Sub(t0).Seconds()
 }
 
@@ -136,15 +136,6 @@ func background(t *testing.T, s *tuntest.Iperf3Server, ns string, d time.Duratio
 	return wait
 }
 
-func within(t *testing.T, what string, got, want, tol float64) {
-	t.Helper()
-	dev := got/want - 1
-	t.Logf("%s: %.0f B/s, want %.0f B/s (%+.2f%%)", what, got, want, 100*dev)
-	if dev > tol || dev < -tol {
-		t.Errorf("%s: %.0f B/s, want %.0f B/s ±%.0f%% (off by %+.2f%%)", what, got, want, 100*tol, 100*dev)
-	}
-}
-
 // TestPacerctlSetMidFlow is the acceptance test of `pacerctl set`: with
 // iperf3 TCP running through a 10 Mbit/s class, `pacerctl set egress bulk
 // rate=20mbit` (and then rate=5mbit) changes the delivered rate, measured
@@ -161,7 +152,7 @@ func TestPacerctlSetMidFlow(t *testing.T) {
 	srv := tuntest.StartIperf3Server(t, td.ns2, addr2)
 	wait := background(t, srv, td.ns1, 20*time.Second)
 	time.Sleep(2 * time.Second)
-	within(t, "10mbit before set", td.deliveredRate(t, 3*time.Second), 1.25e6, 0.02)
+	tuntest.WithinRate(t, "10mbit before set", td.deliveredRate(t, 3*time.Second), 1.25e6, 0.02)
 
 	for _, step := range []struct {
 		rate string
@@ -172,7 +163,7 @@ func TestPacerctlSetMidFlow(t *testing.T) {
 			t.Errorf("pacerctl set printed %q, want the new rate", out)
 		}
 		time.Sleep(time.Second)
-		within(t, "after pacerctl set rate="+step.rate, td.deliveredRate(t, 3*time.Second), step.want, 0.02)
+		tuntest.WithinRate(t, "after pacerctl set rate="+step.rate, td.deliveredRate(t, 3*time.Second), step.want, 0.02)
 	}
 	wait(true)
 }
@@ -221,8 +212,8 @@ ingress:
 		t.Fatalf("iperf3 measured nothing: tcp %+v, udp %+v", tcp, udp)
 	}
 	for i, r := range readings {
-		within(t, fmt.Sprintf("reading %d: status egress bulk vs iperf3 tcp", i), r.tcp, tcpRate, 0.05)
-		within(t, fmt.Sprintf("reading %d: status ingress video vs iperf3 udp", i), r.udp, udpRate, 0.05)
+		tuntest.WithinRate(t, fmt.Sprintf("reading %d: status egress bulk vs iperf3 tcp", i), r.tcp, tcpRate, 0.05)
+		tuntest.WithinRate(t, fmt.Sprintf("reading %d: status ingress video vs iperf3 udp", i), r.udp, udpRate, 0.05)
 		t.Logf("reading %d with IP headers taken out: tcp %+.2f%%, udp %+.2f%%", i,
 			100*(r.tcp*1448/1500/tcpRate-1), 100*(r.udp*1400/1428/udpRate-1))
 	}
