@@ -37,13 +37,37 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 const nsPerSecond = uint64(time.Second)
 
-// cacheLinePad keeps the hot rovers on separate cache lines (128 bytes
-// covers the adjacent-line prefetcher of current x86 cores).
-type cacheLinePad [128 - 8]byte
+// The hot counters live in their own pointer-free block, each on a
+// 128-byte-aligned pair of cache lines (the pair the adjacent-line
+// prefetcher of current x86 cores moves together). Struct padding cannot
+// promise that: Go aligns a heap object only to its size class, and an
+// object with pointers may start 8 bytes in, after its malloc header.
+const (
+	pairBytes   = 128
+	pairWords   = pairBytes / 8
+	roverCount  = 5 // tail, head, released, issued, tailSeen
+	roverBlockN = roverCount*pairWords + pairWords
+)
+
+// newRovers returns roverCount counters, each at the start of its own
+// 128-byte-aligned 128-byte pair.
+func newRovers() [roverCount]*atomic.Uint64 {
+	mem := make([]atomic.Uint64, roverBlockN)
+	off := 0
+	for uintptr(unsafe.Pointer(&mem[off]))%pairBytes != 0 {
+		off++
+	}
+	var r [roverCount]*atomic.Uint64
+	for i := range r {
+		r[i] = &mem[off+i*pairWords]
+	}
+	return r
+}
 
 // epoch is an immutable snapshot of the bucket's rate and limit, and of the
 // time origin from which tokens accrue at that rate: the tokens due by time t
@@ -60,29 +84,24 @@ type epoch struct {
 // Create one with New; the zero value is not usable. All methods are safe
 // for concurrent use.
 type Bucket struct {
-	tail cacheLineUint64 // tokens claimed
-	head cacheLineUint64 // tokens put in
+	tail *atomic.Uint64 // tokens claimed
+	head *atomic.Uint64 // tokens put in
 	// released counts tokens whose packets have left (capped mode); the
 	// upper bound for head is released + limit.
-	released cacheLineUint64
+	released *atomic.Uint64
 	// issued counts the tokens that time has accounted for since the
 	// epoch's base: put in, discarded because the bucket was full, but not
 	// tokens deferred in capped mode (their time stays due).
-	issued cacheLineUint64
+	issued *atomic.Uint64
 	// tailSeen is a tail value that a replenisher read: a lower bound of
 	// tail, written once per replenish that does work.
-	tailSeen atomic.Uint64
+	tailSeen *atomic.Uint64
 
 	ep        atomic.Pointer[epoch]
 	threshold uint64 // smallest replenish worth doing; immutable after New
 	capped    bool   // immutable after New
 
 	setMu sync.Mutex // serialises SetRate and SetLimit (never taken on the data path)
-}
-
-type cacheLineUint64 struct {
-	atomic.Uint64
-	_ cacheLinePad
 }
 
 // Option configures a Bucket in New.
@@ -128,7 +147,9 @@ func New(rate, limit uint64, opts ...Option) *Bucket {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	b := &Bucket{capped: o.capped, threshold: o.threshold}
+	r := newRovers()
+	b := &Bucket{tail: r[0], head: r[1], released: r[2], issued: r[3], tailSeen: r[4],
+		capped: o.capped, threshold: o.threshold}
 	if !o.hasThreshold {
 		b.threshold = DefaultThreshold(rate, limit)
 	}
