@@ -42,7 +42,7 @@ func newTestLink(t *testing.T, offload bool, policy string, opts ...linkOption) 
 	for _, o := range opts {
 		o(&lo)
 	}
-	ns1, ns2 := tuntest.NewNetns(t), tuntest.NewNetns(t)
+	ns1, ns2 := tuntest.NewNetnsIPv4(t), tuntest.NewNetnsIPv4(t)
 	inner, outer := tuntest.RandomName("pi"), tuntest.RandomName("po")
 	linkYAML := fmt.Sprintf(`
 link:
@@ -157,6 +157,11 @@ egress:
 				return
 			}
 			tuntest.WithinRate(t, "tcp "+tc.name, got, tc.bytesPS, 0.02)
+			// Only the test's own traffic crossed: everything egress
+			// is the iperf3 flow to 198.18.0.2 (no kernel chatter).
+			if u := tl.Class(Egress, Unclassified).Counters(); u.ReceivedPackets != 0 {
+				t.Errorf("%d packets other than the test's crossed egress", u.ReceivedPackets)
+			}
 		})
 	}
 }

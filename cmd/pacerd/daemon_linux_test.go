@@ -135,7 +135,7 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	}
 	tuntest.RequireIperf3(t)
 	bin := buildPacerd(t)
-	ns1, ns2 := tuntest.NewNetns(t), tuntest.NewNetns(t)
+	ns1, ns2 := tuntest.NewNetnsIPv4(t), tuntest.NewNetnsIPv4(t)
 	inner, outer := tuntest.RandomName("di"), tuntest.RandomName("do")
 	config := filepath.Join(t.TempDir(), "pacer.yaml")
 	services, _ := servicesYAML(t)

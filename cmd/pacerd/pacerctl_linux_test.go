@@ -48,7 +48,7 @@ func startTestDaemon(t *testing.T, policy string) *testDaemon {
 	t.Helper()
 	tuntest.RequireIperf3(t)
 	td := &testDaemon{
-		ns1: tuntest.NewNetns(t), ns2: tuntest.NewNetns(t),
+		ns1: tuntest.NewNetnsIPv4(t), ns2: tuntest.NewNetnsIPv4(t),
 		inner: tuntest.RandomName("ci"), outer: tuntest.RandomName("co"),
 		config: filepath.Join(t.TempDir(), "pacer.yaml"),
 	}

@@ -94,6 +94,27 @@ func NewNetns(t testing.TB) string {
 	return name
 }
 
+// NewNetnsIPv4 is NewNetns for tests that need no IPv6: IPv6 is disabled in
+// the namespace (links moved in later take that default), so nothing but
+// the test's own IPv4 traffic, in 198.18.0.0/15, crosses its links; not
+// even the kernel's IPv6 multicast listener reports.
+func NewNetnsIPv4(t testing.TB) string {
+	t.Helper()
+	name := NewNetns(t)
+	err := RunIn(name, func() error {
+		for _, f := range []string{"/proc/sys/net/ipv6/conf/default/disable_ipv6", "/proc/sys/net/ipv6/conf/all/disable_ipv6"} {
+			if err := os.WriteFile(f, []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("netns %s: disable IPv6: %v", name, err)
+	}
+	return name
+}
+
 // quietIPv6 sets the namespace's IPv6 defaults (which links moved in later
 // take) so that the kernel sends nothing by itself: no link-local address
 // and so no router solicitations, no router advertisements accepted. Test
