@@ -231,17 +231,24 @@ func ParseHeaders(pkt []byte, h *Headers) error {
 	h.Frag = frag
 	h.IPHdrLen = off
 	h.Len = total
-	if l4 := pkt[off:]; frag != FragLater && len(l4) >= 8 {
-		if n := portsLen(l4, proto); n != 0 {
+	h.setL4(pkt[off:])
+	return nil
+}
+
+// setL4 reads the transport header at the start of l4 for h.Proto and
+// h.Frag: the common TCP/UDP case inline, everything else through
+// setTransport. Every other field must be set already.
+func (h *Headers) setL4(l4 []byte) {
+	if h.Frag != FragLater && len(l4) >= 8 {
+		if n := portsLen(l4, h.Proto); n != 0 {
 			h.Sport = binary.BigEndian.Uint16(l4[0:2])
 			h.Dport = binary.BigEndian.Uint16(l4[2:4])
-			h.HdrLen = off + n
+			h.HdrLen = h.IPHdrLen + n
 			h.L4 = L4Parsed
-			return nil
+			return
 		}
 	}
-	h.setTransport(pkt[off:])
-	return nil
+	h.setTransport(l4)
 }
 
 // portsLen returns the length of a complete TCP or UDP header at the start
@@ -344,16 +351,7 @@ func parse6(pkt []byte, h *Headers) error {
 	h.Frag = frag
 	h.IPHdrLen = off
 	h.Len = total
-	if l4 := pkt[off:]; frag != FragLater && len(l4) >= 8 {
-		if n := portsLen(l4, nh); n != 0 {
-			h.Sport = binary.BigEndian.Uint16(l4[0:2])
-			h.Dport = binary.BigEndian.Uint16(l4[2:4])
-			h.HdrLen = off + n
-			h.L4 = L4Parsed
-			return nil
-		}
-	}
-	h.setTransport(pkt[off:])
+	h.setL4(pkt[off:])
 	return nil
 }
 
