@@ -77,13 +77,7 @@ func TestSumKnownVectors(t *testing.T) {
 // right, computed with the reference sum.
 func l4Verifies(pkt []byte) bool {
 	off := l4Offset(pkt)
-	var proto uint8
-	var src, dst []byte
-	if pkt[0]>>4 == 4 {
-		proto, src, dst = pkt[9], pkt[12:16], pkt[16:20]
-	} else {
-		proto, src, dst = pkt[6], pkt[8:24], pkt[24:40]
-	}
+	proto, src, dst := ipFields(pkt)
 	l4 := pkt[off:]
 	pseudo := sumReference(src, 0)
 	pseudo = sumReference(dst, pseudo)
@@ -117,13 +111,7 @@ func TestPseudoHeaderSumMatchesGopacket(t *testing.T) {
 			// PseudoHeaderSum must then be 0xffff.
 			pkt := tc.pkt
 			off := l4Offset(pkt)
-			var src, dst []byte
-			var proto uint8
-			if pkt[0]>>4 == 4 {
-				proto, src, dst = pkt[9], pkt[12:16], pkt[16:20]
-			} else {
-				proto, src, dst = pkt[6], pkt[8:24], pkt[24:40]
-			}
+			proto, src, dst := ipFields(pkt)
 			if got := tun.Sum(pkt[off:], tun.PseudoHeaderSum(proto, src, dst, len(pkt)-off)); got != 0xffff {
 				t.Errorf("sum with pseudo-header = %#04x, want 0xffff", got)
 			}

@@ -108,13 +108,7 @@ func l4Offset(pkt []byte) int {
 // pseudo-header sum, and the virtio header says NEEDS_CSUM.
 func makePartial(pkt []byte) tun.GSOInfo {
 	off := l4Offset(pkt)
-	var proto uint8
-	var src, dst []byte
-	if pkt[0]>>4 == 4 {
-		proto, src, dst = pkt[9], pkt[12:16], pkt[16:20]
-	} else {
-		proto, src, dst = pkt[6], pkt[8:24], pkt[24:40]
-	}
+	proto, src, dst := ipFields(pkt)
 	csumOff := 6
 	if proto == 6 {
 		csumOff = 16
@@ -150,4 +144,13 @@ func pattern(n int, seed byte) []byte {
 		b[i] = seed + byte(i*7+i/251)
 	}
 	return b
+}
+
+// ipFields returns the protocol and addresses of a test packet (no IPv6
+// extension headers), for pseudo-header checksums.
+func ipFields(pkt []byte) (proto uint8, src, dst []byte) {
+	if pkt[0]>>4 == 4 {
+		return pkt[9], pkt[12:16], pkt[16:20]
+	}
+	return pkt[6], pkt[8:24], pkt[24:40]
 }
