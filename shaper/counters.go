@@ -3,6 +3,8 @@ package shaper
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pacer-dev/pacer/shaper/fq"
 )
 
 // DropReason says why a packet was dropped.
@@ -15,10 +17,12 @@ const (
 	DropMalformed                    // its IP header could not be parsed (counted in class "unclassified")
 	DropWriteError                   // the write to the other side failed
 	DropShutdown                     // still held when the drain deadline passed
+	DropAQM                          // fair queueing: the flow's AQM (CoDel or COBALT) dropped it
+	DropOverlimit                    // fair queueing: the class's queue was full; dropped from the head of the fattest flow
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown"}
+var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown", "aqm", "overlimit"}
 
 // String returns the reason's name as used in metrics labels ("backlog", ...).
 func (r DropReason) String() string {
@@ -47,9 +51,27 @@ type shard struct {
 	backlogPackets     atomic.Int64
 	delay              [len(DelayBuckets) + 1]atomic.Uint64 // last: +Inf
 	delaySumNs         atomic.Uint64
+	fqc                fq.Counters // the fair queue's marks and active flows
 
 	held fifo // packets this worker holds for the class (worker-owned, not shared)
-	_    [64]byte
+
+	// Fair queueing (worker-owned but for the atomics): the scheduler, the
+	// packet it picked whose tokens are being waited for, and whether the
+	// class is on the worker's active list.
+	fq         *fq.Sched
+	pending    heldPacket
+	hasPending bool
+	listed     bool
+	// vt is the bytes this worker sent for the class per unit of its
+	// scheduler's weight (its flow count); weight is that weight (1/65536
+	// units), 0 while its scheduler is empty. Workers read each other's to
+	// share the class's rate between them by flows (see worker.fairWait).
+	vt, weight atomic.Uint64
+	flowsAt    int64 // when flows was last published (clock ns)
+	// flows is the worker's last published view of its fair queue's flows
+	// for the class (for Link.Flows); the worker replaces it whole.
+	flows atomic.Pointer[[]fq.FlowInfo]
+	_     [64]byte
 }
 
 func (s *shard) observeDelay(ns int64) {
@@ -72,6 +94,11 @@ type Counters struct {
 	// counts the rest. DelaySum is the total delay.
 	DelayCounts [len(DelayBuckets) + 1]uint64
 	DelaySum    time.Duration
+	// Marked counts packets the AQM marked CE (ECN) instead of dropping.
+	Marked uint64
+	// ActiveFlows is the number of flows queued or recently served in the
+	// class's fair queues (0 for FIFO and police classes).
+	ActiveFlows int64
 }
 
 // DroppedTotal returns the drops of every reason.
@@ -97,4 +124,6 @@ func (c *Counters) add(s *shard) {
 		c.DelayCounts[i] += s.delay[i].Load()
 	}
 	c.DelaySum += time.Duration(s.delaySumNs.Load())
+	c.Marked += s.fqc.Marked.Load()
+	c.ActiveFlows += s.fqc.ActiveFlows.Load()
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -53,6 +54,7 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 		return nil, fmt.Errorf("link %s-%s: queue counts differ (%d and %d)", inner.Name(), outer.Name(), len(qi), len(qo))
 	}
 	l := &Link{inner: inner, outer: outer, log: log, start: time.Now(), queues: len(qi)}
+	hasher := fq.NewHasher()
 	if err := l.install(egress, ingress); err != nil {
 		return nil, err
 	}
@@ -71,6 +73,7 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 			}
 			w := newWorker(i, side.dir, src, side.dst, inner.Offload() || outer.Offload())
 			w.clock, w.start, w.stopping = l.now, l.start, &l.stopping
+			w.hasher = hasher
 			w.log = log.With("direction", side.name)
 			l.workers = append(l.workers, w)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/fq"
 )
 
 // Unclassified is the name under which packets that match no class (and no
@@ -22,6 +23,9 @@ type Class struct {
 	name   string
 	state  atomic.Pointer[classState]
 	shards []shard // one per worker (queue) of the direction
+	// hosts counts active flows per host across the class's workers, for
+	// host isolation; made by the first apply that asks for it, then kept.
+	hosts *fq.Hosts
 }
 
 // classState is a class's immutable settings and buckets. A reload or a
@@ -33,6 +37,13 @@ type classState struct {
 	peak    *bucket.Bucket // nil: no peak rate
 	police  bool
 	backlog time.Duration
+	// Fair queueing (queue fq, shape mode): the scheduler's settings, the
+	// class's host table for host isolation (nil otherwise), and whether
+	// GSO super-packets are split into segments before they queue.
+	fq       bool
+	fqParams fq.Params
+	hosts    *fq.Hosts
+	splitGSO bool
 }
 
 // Name returns the class's name.
@@ -59,6 +70,17 @@ func newClass(name string, workers int) *Class {
 func (c *Class) apply(cfg ClassConfig, now int64) {
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == ModePolice, backlog: cfg.Backlog}
+	if !st.police && cfg.Rate > 0 && cfg.Queue == QueueFQ {
+		st.fq = true
+		st.fqParams = fqParams(cfg)
+		st.splitGSO = cfg.Rate < SplitGSOBelow
+		if cfg.FQ.Isolate != fq.IsolateFlows {
+			if c.hosts == nil {
+				c.hosts = fq.NewHosts(fqHostSlots)
+			}
+			st.hosts = c.hosts
+		}
+	}
 	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
 		st.rate = old.rate
 		st.rate.SetRate(cfg.Rate)
@@ -81,6 +103,42 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 		}
 	}
 	c.state.Store(st)
+}
+
+// SplitGSOBelow is the class rate (bytes per second, 1 Gbit/s) below which
+// a fair-queued class splits GSO super-packets into their segments before
+// they queue, as CAKE does by default below 1 Gbit/s. A 64 KiB super-packet
+// holds the class for 64 KiB/rate: 0.5 ms at 1 Gbit/s, a tenth of the AQM's
+// 5 ms target, but 26 ms at 20 Mbit/s, during which every other flow of
+// the class would wait. Splitting costs a copy and checksums per segment,
+// which the CPU affords at these rates.
+const SplitGSOBelow = 125_000_000
+
+// fqHostSlots is the size of a class's host table for host isolation.
+const fqHostSlots = 1024
+
+// minFQLimitBytes is the least a fair-queued class may hold per worker,
+// whatever its rate and backlog: 64 full-size packets.
+const minFQLimitBytes = 64 * 1514
+
+// fqParams returns the scheduler settings of a fair-queued class: its
+// config, its rate, and a memory bound of rate x backlog per worker (at
+// least minFQLimitBytes): a packet beyond it could not leave in time
+// anyway.
+func fqParams(cfg ClassConfig) fq.Params {
+	limit := cfg.Rate * uint64(cfg.Backlog) / uint64(time.Second)
+	return fq.Params{
+		Rate:       cfg.Rate,
+		MTU:        DefaultMTU,
+		Flows:      cfg.FQ.Flows,
+		Quantum:    int(cfg.FQ.Quantum),
+		Isolate:    cfg.FQ.Isolate,
+		AQM:        cfg.FQ.AQM,
+		NoECN:      cfg.FQ.NoECN,
+		Target:     cfg.FQ.Target,
+		Interval:   cfg.FQ.Interval,
+		LimitBytes: int(min(max(limit, minFQLimitBytes), 1<<31-1)),
+	}.Resolve()
 }
 
 // peakBurst is the size of a class's peak bucket: two full-size packets

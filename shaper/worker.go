@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -62,6 +63,10 @@ type worker struct {
 	deadline  int64 // when the next held packet is due, in clock ns; 0: none
 	armed     int64 // the read deadline set on src (clock ns; 0: none)
 	headers   Headers
+
+	hasher   fq.Hasher // the link's flow hash (one secret seed per link)
+	segBufs  [][]byte  // buffers for the segments of a split GSO packet
+	segSizes []int
 }
 
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
@@ -75,6 +80,8 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 		w.bufs[i] = make([]byte, size)
 	}
 	w.pkts = make([]tun.Packet, batchSize)
+	w.segBufs = make([][]byte, 0, tun.MaxPacketSize/64+1)
+	w.segSizes = make([]int, tun.MaxPacketSize/64+1)
 	return w
 }
 
@@ -115,10 +122,10 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		}
 		now := w.clock()
 		d := w.dir.Load()
-		w.serviceHeld(now)
 		for i := 0; i < n; i++ {
 			w.handle(d, i, now)
 		}
+		w.serviceHeld(now)
 		w.flush(w.clock())
 		w.armDeadline()
 	}
@@ -148,6 +155,10 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		return
 	}
 	cost := uint64(p.Cost)
+	if st.fq {
+		w.enqueueFQ(d, c, sh, st, buf, p, now)
+		return
+	}
 	if st.police {
 		if !w.police(st, d.link, cost, now) {
 			sh.drops[DropPolice].Add(1)
@@ -204,7 +215,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	copy(hp.buf[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
 	if sh.held.len() == 0 {
 		// It heads its class's queue: wake up when it is due.
-		w.active = append(w.active, c)
+		w.list(c, sh)
 		w.wakeAt(now + int64(w.advance(&hp, now)))
 	}
 	sh.held.push(hp)
@@ -261,13 +272,19 @@ func (w *worker) serviceHeld(now int64) {
 			sh.backlogPackets.Add(-1)
 			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf})
 		}
-		if sh.held.len() == 0 {
+		if len(w.outPkts) >= 2*batchSize && sh.held.len() > 0 {
+			w.wakeAt(now) // write batch full: come back at once
+		}
+		if sh.fq != nil {
+			w.serviceFQ(c, sh, now)
+			w.publishFlows(sh, now, false)
+		}
+		if sh.held.len() == 0 && !sh.hasPending && (sh.fq == nil || sh.fq.Len() == 0) {
+			sh.listed = false
+			w.publishFlows(sh, now, true)
 			w.active[i] = w.active[len(w.active)-1]
 			w.active = w.active[:len(w.active)-1]
 			continue
-		}
-		if len(w.outPkts) >= 2*batchSize {
-			w.wakeAt(now) // write batch full: come back at once
 		}
 		i++
 	}
@@ -386,6 +403,8 @@ func (w *worker) dropAllHeld() {
 			sh.backlogPackets.Add(-1)
 			w.slabs.put(h.buf)
 		}
+		w.dropFQ(sh)
+		sh.listed = false
 	}
 	w.active, w.heldBytes = w.active[:0], 0
 }

@@ -1,0 +1,239 @@
+package shaper
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper/fq"
+	"gopkg.in/yaml.v3"
+)
+
+// QueueKind is how a shaped class holds the packets that must wait.
+type QueueKind uint8
+
+const (
+	// QueueFQ (the default) holds them in per-flow queues served by DRR++
+	// with an AQM (package fq): flows share the class fairly and a sparse
+	// flow does not wait behind a bulk one.
+	QueueFQ QueueKind = iota
+	// QueueFIFO holds them in one first-in first-out queue per worker, each
+	// packet's tokens claimed when it arrives.
+	QueueFIFO
+)
+
+// String returns the kind's config name ("fq" or "fifo").
+func (q QueueKind) String() string {
+	switch q {
+	case QueueFQ:
+		return "fq"
+	case QueueFIFO:
+		return "fifo"
+	}
+	return "QueueKind(?)"
+}
+
+// FQConfig is a class's fair-queueing settings (for QueueFQ). The zero
+// value asks for every default.
+type FQConfig struct {
+	// AQM is the per-flow AQM (default COBALT).
+	AQM fq.AQM
+	// NoECN drops ECN-capable packets where the AQM would mark them.
+	NoECN bool
+	// Target and Interval are the AQM's; SetDefaults sets 0 to 5 ms and
+	// 100 ms. At low rates the data path raises them to their floors (see
+	// fq.Params.Resolve).
+	Target, Interval time.Duration
+	// Flows is the number of flow queues per worker (a power of two from 8
+	// to 65536); SetDefaults sets 0 to 1024.
+	Flows int
+	// Isolate chooses fairness between flows (default) or hosts.
+	Isolate fq.Isolation
+	// Quantum is the bytes a flow may send per round; 0 follows the rate
+	// (fq.Quantum).
+	Quantum uint64
+}
+
+// Bounds of the queue settings that Validate checks.
+const (
+	// MaxTarget and MaxInterval bound an AQM's target and interval.
+	MaxTarget   = time.Second
+	MaxInterval = 10 * time.Second
+	// MinQuantum and MaxQuantum bound a quantum set in the config (0
+	// follows the rate).
+	MinQuantum = 64
+	MaxQuantum = 1 << 20
+)
+
+// ParseQueueKind reads a queue kind's config name ("fq" or "fifo").
+func ParseQueueKind(s string) (QueueKind, error) {
+	switch s {
+	case "fq":
+		return QueueFQ, nil
+	case "fifo":
+		return QueueFIFO, nil
+	}
+	return 0, fmt.Errorf("unknown queue %q (use fq or fifo)", s)
+}
+
+// queueKeys are the config keys of a class's queue settings: queue, then
+// the keys of FQConfig (fqKeys).
+var queueKeys = append([]string{"queue"}, fqKeys[:]...)
+
+// fqKeys are the config keys of FQConfig's fields, in the order setKeys
+// reports them.
+var fqKeys = [...]string{"aqm", "ecn", "target", "interval", "flows", "isolate", "quantum"}
+
+// setKeys returns the config keys of f's non-zero fields.
+func (f *FQConfig) setKeys() []string {
+	set := [len(fqKeys)]bool{f.AQM != 0, f.NoECN, f.Target != 0, f.Interval != 0, f.Flows != 0, f.Isolate != 0, f.Quantum != 0}
+	var keys []string
+	for i, k := range fqKeys {
+		if set[i] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// queueFields decodes a class's queue settings:
+//
+//	queue: fq | fifo
+//	aqm: cobalt | codel | none
+//	ecn: true | false           (false drops where the AQM would mark)
+//	target: 5ms                 (a duration)
+//	interval: 100ms             (a duration)
+//	flows: 1024                 (a power of two, 8 to 65536)
+//	isolate: flows | src-host | dst-host | hosts
+//	quantum: 1514               (a size; omitted: follows the rate)
+func (d *decoder) queueFields(cc *ClassConfig) []field {
+	f := &cc.FQ
+	return []field{
+		{"queue", named(d, &cc.Queue, "fq or fifo", ParseQueueKind)},
+		{"aqm", named(d, &f.AQM, "cobalt, codel or none", fq.ParseAQM)},
+		{"ecn", func(v *yaml.Node, p string) {
+			ecn := !f.NoECN
+			d.boolean(&ecn)(v, p)
+			f.NoECN = !ecn
+		}},
+		{"target", d.duration(&f.Target)},
+		{"interval", d.duration(&f.Interval)},
+		{"flows", d.integer(&f.Flows, fq.MinFlows, fq.MaxFlows)},
+		{"isolate", named(d, &f.Isolate, "flows, src-host, dst-host or hosts", fq.ParseIsolation)},
+		{"quantum", d.size(&f.Quantum)},
+	}
+}
+
+// named decodes a name that parse turns into a value of an enumeration.
+func named[T any](d *decoder, dst *T, what string, parse func(string) (T, error)) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, what)
+		if !ok {
+			return
+		}
+		v, err := parse(s)
+		if err != nil {
+			d.failf(n, path, "%v", err)
+			return
+		}
+		*dst = v
+	}
+}
+
+// queueKeysUsed reports queue settings that a class's file gives but that
+// do not apply to it: any of them in mode police, and the fq settings with
+// queue fifo. Validate finds the ones with values other than the default
+// too, but not "queue: fq" or "ecn: true" written out, which would
+// otherwise be silently ignored.
+func (d *decoder) queueKeysUsed(path string, cc *ClassConfig) {
+	keys := queueKeys
+	if cc.Mode != ModePolice {
+		if cc.Queue != QueueFIFO {
+			return
+		}
+		keys = fqKeys[:]
+	}
+	for _, k := range keys {
+		p := joinPath(path, k)
+		if _, given := d.src.lines[p]; given {
+			d.errs = append(d.errs, d.src.errorf(p, "%s", queueMisuse(cc.Mode, k)))
+		}
+	}
+}
+
+// queueMisuse is the reason a queue setting k does not apply to a class
+// of mode m (police), or to a fifo class.
+func queueMisuse(m Mode, k string) string {
+	if m == ModePolice {
+		return "mode police drops instead of queueing: remove " + k
+	}
+	return k + " applies to queue fq only"
+}
+
+// queue checks a class's queue settings.
+func (v *validator) queue(path string, cc *ClassConfig) {
+	switch cc.Mode {
+	case ModePolice:
+		if cc.Queue != QueueFQ {
+			v.errorf(path+".queue", "%s", queueMisuse(ModePolice, "queue"))
+		}
+		for _, k := range cc.FQ.setKeys() {
+			v.errorf(path+"."+k, "%s", queueMisuse(ModePolice, k))
+		}
+		return
+	case ModeShape:
+	default:
+		return // reported with the mode
+	}
+	switch cc.Queue {
+	case QueueFQ:
+		v.fq(path, &cc.FQ)
+	case QueueFIFO:
+		for _, k := range cc.FQ.setKeys() {
+			v.errorf(path+"."+k, "%s", queueMisuse(ModeShape, k))
+		}
+	default:
+		v.errorf(path+".queue", "%v is not fq or fifo", cc.Queue)
+	}
+}
+
+func (v *validator) fq(path string, f *FQConfig) {
+	if _, err := fq.ParseAQM(f.AQM.String()); err != nil {
+		v.errorf(path+".aqm", "%v", err)
+	}
+	if _, err := fq.ParseIsolation(f.Isolate.String()); err != nil {
+		v.errorf(path+".isolate", "%v", err)
+	}
+	switch {
+	case f.Target <= 0:
+		v.errorf(path+".target", "must be above 0 (SetDefaults fills in a default)")
+	case f.Target > MaxTarget:
+		v.errorf(path+".target", "%v is above %v", f.Target, MaxTarget)
+	case f.Interval > 0 && f.Target >= f.Interval:
+		v.errorf(path+".target", "%v must be below the interval (%v); fq_codel and CAKE use 5%% of it", f.Target, f.Interval)
+	}
+	switch {
+	case f.Interval <= 0:
+		v.errorf(path+".interval", "must be above 0 (SetDefaults fills in a default)")
+	case f.Interval > MaxInterval:
+		v.errorf(path+".interval", "%v is above %v", f.Interval, MaxInterval)
+	}
+	if err := fq.CheckFlows(f.Flows); err != nil {
+		v.errorf(path+".flows", "%v", err)
+	}
+	if q := f.Quantum; q != 0 && (q < MinQuantum || q > MaxQuantum) {
+		v.errorf(path+".quantum", "%s is out of range [%s, %s] (omit it to follow the rate)", FormatSize(q), FormatSize(MinQuantum), FormatSize(MaxQuantum))
+	}
+}
+
+// setDefaults fills in an fq class's AQM times and flow count.
+func (f *FQConfig) setDefaults() {
+	if f.Target == 0 {
+		f.Target = fq.DefaultTarget
+	}
+	if f.Interval == 0 {
+		f.Interval = fq.DefaultInterval
+	}
+	if f.Flows == 0 {
+		f.Flows = fq.DefaultFlows
+	}
+}

@@ -1,0 +1,556 @@
+// Package fq is pacer's per-flow scheduler: the packets of one class on one
+// worker wait in per-flow queues, found through a keyed hash in a
+// set-associative table, served by DRR++ (a list of new, sparse flows
+// served before the old ones) and kept short by an AQM on each flow's
+// sojourn time (COBALT or CoDel) that marks ECN-capable packets and drops
+// the others. It follows fq_codel (RFC 8290) and CAKE (tc-cake(8)).
+//
+// A Sched belongs to one goroutine: none of its methods may be called
+// concurrently. Only Hosts, the per-class host counts of host isolation, is
+// shared between the Scheds of a class.
+package fq
+
+import (
+	"sync/atomic"
+
+	"github.com/pacer-dev/pacer/tun"
+)
+
+// Packet is a packet a Sched holds. Its IP bytes are
+// Buf[tun.Headroom:tun.Headroom+Pkt.Size]; Buf belongs to the caller and is
+// handed back through Dequeue or the drop function.
+type Packet struct {
+	Buf     []byte
+	Pkt     tun.Packet
+	Arrival int64 // clock ns when it arrived
+}
+
+// ip returns the packet's IP bytes.
+func (p *Packet) ip() []byte { return p.Buf[tun.Headroom : tun.Headroom+p.Pkt.Size] }
+
+// Reason says why a Sched dropped a packet.
+type Reason uint8
+
+const (
+	// ReasonAQM: the flow's AQM dropped it (a Not-ECT packet when a signal
+	// was due, or a BLUE drop).
+	ReasonAQM Reason = iota
+	// ReasonOverlimit: the Sched was over its limits and dropped from the
+	// head of its fattest flow.
+	ReasonOverlimit
+	// ReasonTooOld: it had waited longer than Dequeue's bound allows.
+	ReasonTooOld
+)
+
+// Counters are the Sched figures that other goroutines may read while it
+// runs. The owner passes them to New (for example inside its per-worker
+// counters) and reads them atomically.
+type Counters struct {
+	Marked      atomic.Uint64 // packets marked CE
+	ActiveFlows atomic.Int64  // flows on the new or old list
+	Collisions  atomic.Uint64 // flows that found their set full and shared a queue
+}
+
+const (
+	listNone uint8 = iota
+	listNew
+	listOld
+)
+
+const none = -1
+
+type node struct {
+	pkt  Packet
+	next int32
+}
+
+type flow struct {
+	head, tail int32 // nodes; none when empty
+	next       int32 // next flow on its list
+	list       uint8
+	tagged     bool
+	tag        uint64
+	deficit    int32
+	packets    int32
+	bytes      int64 // wire cost of the queued packets
+	src, dst   int32 // Hosts slots held while on a list; none
+	aqm        aqmVars
+	id         FlowID
+
+	sentPackets, sentBytes, dropped, marked uint64
+	delay                                   int64 // sojourn of the last dequeued packet
+}
+
+type list struct{ head, tail int32 }
+
+// Sched is the per-flow scheduler of one class on one worker. Make one with
+// New.
+type Sched struct {
+	p            Params // resolved
+	mtuTime      int64
+	pending      *Params // settings to take once the Sched is idle
+	pendingHosts *Hosts
+
+	flows   []flow
+	mask    uint64
+	nodes   []node
+	free    int32 // free node list
+	newList list
+	oldList list
+
+	packets int
+	bytes   int64
+	active  int
+
+	hosts  *Hosts
+	onDrop func(p *Packet, r Reason)
+	c      *Counters
+	rnd    uint64
+
+	weight   uint64 // cached Weight for host isolation
+	weightAt int64
+}
+
+// New returns a scheduler with params p. hosts is the class's shared host
+// table (nil unless p.Isolate is a host mode). onDrop is called for every
+// packet the Sched drops, with the packet (its Buf to recycle) and why; c
+// receives the figures other goroutines read (nil: a private set).
+func New(p Params, hosts *Hosts, onDrop func(*Packet, Reason), c *Counters) *Sched {
+	if c == nil {
+		c = new(Counters)
+	}
+	s := &Sched{hosts: hosts, onDrop: onDrop, c: c, free: none, rnd: 0x9e3779b97f4a7c15}
+	s.newList, s.oldList = list{none, none}, list{none, none}
+	s.setParams(p.Resolve())
+	return s
+}
+
+func (s *Sched) setParams(p Params) {
+	s.p = p
+	s.mtuTime = int64(p.mtuTime())
+	if len(s.flows) != p.Flows {
+		s.flows = make([]flow, p.Flows)
+		for i := range s.flows {
+			s.flows[i] = flow{head: none, tail: none, next: none, src: none, dst: none}
+		}
+		s.mask = uint64(p.Flows - 1)
+	}
+	s.weightAt = -1 << 62
+}
+
+// Params returns the settings in force (resolved).
+func (s *Sched) Params() Params { return s.p }
+
+// Reconfigure changes the settings. Quantum, AQM, ECN, target, interval
+// and limits apply at once; a new table size or isolation mode (and hosts,
+// the class's host table for it) waits until the Sched holds no flow.
+func (s *Sched) Reconfigure(p Params, hosts *Hosts) {
+	p = p.Resolve()
+	if p.Flows == s.p.Flows && p.Isolate == s.p.Isolate && hosts == s.hosts {
+		s.setParams(p)
+		s.pending = nil
+		return
+	}
+	s.pending = &p
+	s.hosts = hostsIfIdle(s, hosts)
+	s.applyPending()
+}
+
+// hostsIfIdle returns the host table to keep until the pending change
+// applies: the new one only if no flow holds a slot of the old one.
+func hostsIfIdle(s *Sched, hosts *Hosts) *Hosts {
+	if s.active == 0 {
+		return hosts
+	}
+	s.pendingHosts = hosts
+	return s.hosts
+}
+
+func (s *Sched) applyPending() {
+	if s.pending == nil || s.active != 0 || s.packets != 0 {
+		return
+	}
+	if s.pendingHosts != nil {
+		s.hosts, s.pendingHosts = s.pendingHosts, nil
+	}
+	p := *s.pending
+	s.pending = nil
+	s.flows = nil // new table
+	s.setParams(p)
+}
+
+// Len returns the number of packets held.
+func (s *Sched) Len() int { return s.packets }
+
+// Bytes returns the wire bytes (tun.Packet.Cost) of the packets held.
+func (s *Sched) Bytes() int64 { return s.bytes }
+
+// Active returns the number of flows on the new or old list.
+func (s *Sched) Active() int { return s.active }
+
+func (s *Sched) rand32() uint32 {
+	// xorshift64*
+	s.rnd ^= s.rnd >> 12
+	s.rnd ^= s.rnd << 25
+	s.rnd ^= s.rnd >> 27
+	return uint32((s.rnd * 2685821657736338717) >> 32)
+}
+
+// lookup returns the flow slot for key k, taking a free slot of its set
+// for a new flow (or, with the set full, sharing the slot the hash points
+// at, as CAKE does).
+func (s *Sched) lookup(k Key, id *FlowID) int32 {
+	idx := k.Flow & s.mask
+	if f := &s.flows[idx]; f.tagged && f.tag == k.Flow {
+		return int32(idx)
+	}
+	base := idx &^ (Ways - 1)
+	for i := uint64(1); i < Ways; i++ {
+		j := base + (idx+i)&(Ways-1)
+		if f := &s.flows[j]; f.tagged && f.tag == k.Flow {
+			return int32(j)
+		}
+	}
+	for i := uint64(0); i < Ways; i++ {
+		j := base + (idx+i)&(Ways-1)
+		if f := &s.flows[j]; f.list == listNone && f.packets == 0 {
+			s.flows[j] = flow{head: none, tail: none, next: none, src: none, dst: none, tagged: true, tag: k.Flow, id: *id}
+			return int32(j)
+		}
+	}
+	s.c.Collisions.Add(1)
+	f := &s.flows[idx]
+	f.tag, f.id = k.Flow, *id
+	return int32(idx)
+}
+
+// Enqueue adds p to its flow's queue (k from a Hasher; id is shown by
+// Snapshot). A flow that was on no list joins the new list with a fresh
+// quantum. If the Sched is then over its limits, it drops from the head of
+// its fattest flow (ReasonOverlimit) until it is not.
+func (s *Sched) Enqueue(p Packet, k Key, id *FlowID, now int64) {
+	fi := s.lookup(k, id)
+	f := &s.flows[fi]
+	ni := s.alloc()
+	s.nodes[ni] = node{pkt: p, next: none}
+	if f.tail == none {
+		f.head = ni
+	} else {
+		s.nodes[f.tail].next = ni
+	}
+	f.tail = ni
+	f.packets++
+	f.bytes += int64(p.Pkt.Cost)
+	s.packets++
+	s.bytes += int64(p.Pkt.Cost)
+	if f.list == listNone {
+		s.activate(fi, k)
+	}
+	for s.packets > s.p.LimitPackets || s.p.LimitBytes > 0 && s.bytes > int64(s.p.LimitBytes) {
+		s.DropFattest(now)
+	}
+}
+
+func (s *Sched) alloc() int32 {
+	if s.free != none {
+		i := s.free
+		s.free = s.nodes[i].next
+		return i
+	}
+	s.nodes = append(s.nodes, node{})
+	return int32(len(s.nodes) - 1)
+}
+
+func (s *Sched) release(i int32) {
+	s.nodes[i] = node{next: s.free}
+	s.free = i
+}
+
+// activate puts flow fi on the new list.
+func (s *Sched) activate(fi int32, k Key) {
+	f := &s.flows[fi]
+	if s.hosts != nil {
+		switch s.p.Isolate {
+		case IsolateSrcHost:
+			f.src = s.hosts.acquire(k.Src)
+		case IsolateDstHost:
+			f.dst = s.hosts.acquire(k.Dst)
+		case IsolateHosts:
+			f.src = s.hosts.acquire(k.Src)
+			f.dst = s.hosts.acquire(k.Dst | 1<<63) // destinations count apart from sources
+		}
+	}
+	f.deficit = s.quantum(f)
+	f.list = listNew
+	s.push(&s.newList, fi)
+	s.active++
+	s.c.ActiveFlows.Store(int64(s.active))
+	s.weightAt = -1 << 62
+}
+
+// deactivate takes flow fi, just popped off its list, out of the lists.
+func (s *Sched) deactivate(fi int32) {
+	f := &s.flows[fi]
+	f.list = listNone
+	if f.src != none {
+		s.hosts.release(f.src)
+		f.src = none
+	}
+	if f.dst != none {
+		s.hosts.release(f.dst)
+		f.dst = none
+	}
+	s.active--
+	s.c.ActiveFlows.Store(int64(s.active))
+	s.weightAt = -1 << 62
+}
+
+// hostLoad is the number of active flows that share flow f's host share.
+func (s *Sched) hostLoad(f *flow) uint64 {
+	var n uint64 = 1
+	if f.src != none {
+		n = s.hosts.load(f.src)
+	}
+	if f.dst != none {
+		n = max(n, s.hosts.load(f.dst))
+	}
+	return n
+}
+
+// quantum is what flow f gets per round: the quantum, divided by its
+// host's flow count under host isolation (with random rounding, so that
+// the long-run share is exact).
+func (s *Sched) quantum(f *flow) int32 {
+	q := int64(s.p.Quantum)
+	if f.src == none && f.dst == none {
+		return int32(q)
+	}
+	n := s.hostLoad(f)
+	return int32(max((q<<16/int64(n)+int64(s.rand32()>>16))>>16, 1))
+}
+
+func (s *Sched) push(l *list, fi int32) {
+	s.flows[fi].next = none
+	if l.tail == none {
+		l.head = fi
+	} else {
+		s.flows[l.tail].next = fi
+	}
+	l.tail = fi
+}
+
+func (s *Sched) pop(l *list) int32 {
+	fi := l.head
+	l.head = s.flows[fi].next
+	if l.head == none {
+		l.tail = none
+	}
+	s.flows[fi].next = none
+	return fi
+}
+
+// Dequeue returns the next packet by DRR++: new flows first, then old
+// ones, each sending up to its quantum per round. On the way it drops
+// (through the drop function) packets that arrived before tooOld
+// (ReasonTooOld), and packets the AQM condemns (ReasonAQM); a flow's last
+// queued packet is never dropped by the AQM. It marks ECN-capable packets
+// CE where the AQM signals and ECN is on. ok is false when nothing is
+// queued.
+func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
+	for {
+		l := &s.newList
+		if l.head == none {
+			l = &s.oldList
+			if l.head == none {
+				s.applyPending()
+				return Packet{}, false
+			}
+		}
+		fi := l.head
+		f := &s.flows[fi]
+		if f.deficit <= 0 {
+			f.deficit += s.quantum(f)
+			s.pop(l)
+			f.list = listOld
+			s.push(&s.oldList, fi)
+			continue
+		}
+		if p, ok = s.dequeueFlow(f, now, tooOld); ok {
+			f.deficit -= int32(p.Pkt.Cost)
+			return p, true
+		}
+		// The flow ran empty. A new flow goes to the old list (so that it
+		// cannot stay new by emptying every round), unless nothing is there.
+		if s.p.AQM == AQMCobalt {
+			f.aqm.blueEmpty(&s.p, now)
+		}
+		s.pop(l)
+		if l == &s.newList && s.oldList.head != none {
+			f.list = listOld
+			s.push(&s.oldList, fi)
+		} else {
+			s.deactivate(fi)
+		}
+	}
+}
+
+// dequeueFlow takes the next packet of flow f that survives the backlog
+// bound and the AQM.
+func (s *Sched) dequeueFlow(f *flow, now, tooOld int64) (Packet, bool) {
+	for f.head != none {
+		ni := f.head
+		n := &s.nodes[ni]
+		sojourn := now - n.pkt.Arrival
+		v := pass
+		if n.pkt.Arrival < tooOld {
+			v = drop
+		} else {
+			switch s.p.AQM {
+			case AQMCobalt:
+				v = f.aqm.cobalt(&s.p, s.mtuTime, sojourn, now, isECT(n.pkt.ip()), s.rand32())
+			case AQMCoDel:
+				v = f.aqm.codel(&s.p, sojourn, now, int(s.bytes), isECT(n.pkt.ip()))
+			}
+			if v == drop && n.next == none {
+				v = pass // the last packet of a queue is never dropped
+			}
+		}
+		p := n.pkt
+		f.head = n.next
+		if f.head == none {
+			f.tail = none
+		}
+		s.release(ni)
+		f.packets--
+		f.bytes -= int64(p.Pkt.Cost)
+		s.packets--
+		s.bytes -= int64(p.Pkt.Cost)
+		switch v {
+		case drop:
+			f.dropped++
+			r := ReasonAQM
+			if p.Arrival < tooOld {
+				r = ReasonTooOld
+			}
+			s.onDrop(&p, r)
+			continue
+		case mark:
+			if SetCE(p.ip()) {
+				f.marked++
+				s.c.Marked.Add(1)
+			}
+		}
+		f.sentPackets++
+		f.sentBytes += uint64(p.Pkt.Cost)
+		f.delay = sojourn
+		return p, true
+	}
+	return Packet{}, false
+}
+
+// DropFattest drops from the head of the flow holding the most bytes until
+// half its bytes, or 64 packets, are gone (at least one packet), as
+// fq_codel does on overload; under COBALT the flow's BLUE probability
+// rises. The owner calls it when a bound of its own (beyond the Sched's
+// limits) is exceeded. It returns the wire bytes dropped.
+func (s *Sched) DropFattest(now int64) int64 {
+	fat, most := int32(none), int64(0)
+	for i := range s.flows {
+		if b := s.flows[i].bytes; b > most {
+			fat, most = int32(i), b
+		}
+	}
+	if fat == none {
+		return 0
+	}
+	f := &s.flows[fat]
+	if s.p.AQM == AQMCobalt {
+		f.aqm.blueFull(&s.p, now)
+	}
+	var dropped int64
+	for n := 0; f.head != none && (n == 0 || dropped < most/2 && n < 64); n++ {
+		ni := f.head
+		p := s.nodes[ni].pkt
+		f.head = s.nodes[ni].next
+		if f.head == none {
+			f.tail = none
+		}
+		s.release(ni)
+		f.packets--
+		f.bytes -= int64(p.Pkt.Cost)
+		s.packets--
+		s.bytes -= int64(p.Pkt.Cost)
+		f.dropped++
+		dropped += int64(p.Pkt.Cost)
+		s.onDrop(&p, ReasonOverlimit)
+	}
+	return dropped
+}
+
+// Weight returns the Sched's claim on its class's rate in 1/65536 units:
+// the number of active flows, or under host isolation the sum over them
+// of 1/(their host's flow count in the whole class), so that the Scheds of
+// one class, each paced by its weight, share it fairly between flows or
+// hosts. Under host isolation it is recomputed at most once per
+// millisecond.
+func (s *Sched) Weight(now int64) uint64 {
+	if s.hosts == nil || s.p.Isolate == IsolateFlows {
+		return uint64(s.active) << 16
+	}
+	if now-s.weightAt < 1e6 {
+		return s.weight
+	}
+	var w uint64
+	for _, l := range [2]*list{&s.newList, &s.oldList} {
+		for fi := l.head; fi != none; fi = s.flows[fi].next {
+			w += 1 << 16 / s.hostLoad(&s.flows[fi])
+		}
+	}
+	s.weight, s.weightAt = w, now
+	return w
+}
+
+// Snapshot appends to dst every flow that holds packets or has sent since
+// it took its slot, and returns the extended slice.
+func (s *Sched) Snapshot(dst []FlowInfo) []FlowInfo {
+	for i := range s.flows {
+		f := &s.flows[i]
+		if !f.tagged || f.packets == 0 && f.sentPackets == 0 && f.dropped == 0 {
+			continue
+		}
+		dst = append(dst, FlowInfo{
+			FlowID:        f.id,
+			QueuedPackets: int(f.packets),
+			QueuedBytes:   int(f.bytes),
+			SentPackets:   f.sentPackets,
+			SentBytes:     f.sentBytes,
+			Dropped:       f.dropped,
+			Marked:        f.marked,
+			Delay:         durationOf(f.delay),
+			Active:        f.list != listNone,
+		})
+	}
+	return dst
+}
+
+// Drain removes every held packet, handing each to fn, and empties the
+// lists.
+func (s *Sched) Drain(fn func(*Packet)) {
+	for _, l := range [2]*list{&s.newList, &s.oldList} {
+		for l.head != none {
+			fi := s.pop(l)
+			f := &s.flows[fi]
+			for f.head != none {
+				ni := f.head
+				p := s.nodes[ni].pkt
+				f.head = s.nodes[ni].next
+				s.release(ni)
+				fn(&p)
+			}
+			f.tail, f.packets, f.bytes = none, 0, 0
+			s.deactivate(fi)
+		}
+	}
+	s.packets, s.bytes = 0, 0
+	s.applyPending()
+}

@@ -1,0 +1,86 @@
+//go:build linux
+
+package tuntest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// pingTimeRE matches one reply line of iputils ping:
+// "64 bytes from 198.18.0.2: icmp_seq=1 ttl=64 time=0.054 ms".
+var pingTimeRE = regexp.MustCompile(`icmp_seq=(\d+) .*time=([0-9.]+) ms`)
+
+// Ping sends count echo requests from namespace ns to addr, one every
+// interval (root may go below 200 ms), and returns the round-trip times of
+// the replies in order of sequence number (duplicates once) and how many
+// requests went unanswered.
+func Ping(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, count int) (rtts []time.Duration, lost int, err error) {
+	args := []string{"netns", "exec", ns, "ping", "-n", "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64),
+		"-c", strconv.Itoa(count), "-W", "2", addr.String()}
+	out, err := exec.CommandContext(ctx, "ip", args...).Output()
+	rtts = ParsePing(out)
+	// ping exits 1 when some replies were missing: that is what lost says.
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		return rtts, count - len(rtts), fmt.Errorf("ping %s in %s: %w", addr, ns, err)
+	}
+	return rtts, count - len(rtts), nil
+}
+
+// ParsePing returns the round-trip times of the replies in ping's output,
+// each sequence number once.
+func ParsePing(out []byte) []time.Duration {
+	seen := map[int]bool{}
+	var rtts []time.Duration
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := pingTimeRE.FindSubmatch(sc.Bytes())
+		if m == nil {
+			continue
+		}
+		seq, _ := strconv.Atoi(string(m[1]))
+		ms, err := strconv.ParseFloat(string(m[2]), 64)
+		if err != nil || seen[seq] {
+			continue
+		}
+		seen[seq] = true
+		rtts = append(rtts, time.Duration(ms*float64(time.Millisecond)))
+	}
+	return rtts
+}
+
+// Percentile returns the q-quantile (0..1) of ds by the nearest-rank
+// method (0 for an empty slice). ds is not modified.
+func Percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Jain returns Jain's fairness index of xs: (Σx)²/(n·Σx²), 1 when all are
+// equal, 1/n when one takes everything.
+func Jain(xs []float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 0
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
