@@ -75,23 +75,28 @@ func (r *runner) runIdleLatency(ctx context.Context) error {
 	return nil
 }
 
+// loadedShapers are the variants of the loaded half of scenario 6: pacer
+// with queue fq and with queue fifo, and tbf.
+var loadedShapers = []string{"pacer-fq", "pacer-fifo", "tbf"}
+
 // runLoadedLatency is the second half of scenario 6: ping through a
-// 10 Mbit/s class that a bulk TCP flow fills, pacer against tbf with the
-// same rate, burst and backlog (latency). Pacer's class counters give the
-// queue delay distribution of scenario 9.
+// 10 Mbit/s class that a bulk TCP flow fills, pacer (queue fq and queue
+// fifo) against tbf with the same rate, burst and backlog (latency). The
+// class counters of pacer fifo give the queue delay distribution of
+// scenario 9.
 func (r *runner) runLoadedLatency(ctx context.Context) error {
 	r.progress("scenario 6b: ping RTT through a full 10 Mbit/s class")
 	out := map[string]*pingResult{}
 	r.res.LoadedPing = out
 	burst := burstFor(loadedRate / 8)
 	for rep := range r.p.reps {
-		for _, sh := range []string{"pacer", "tbf"} {
+		for _, sh := range loadedShapers {
 			p, err := r.buildShaped(ctx, sh, loadedRate, burst, shapeBacklog)
 			if err != nil {
 				return fmt.Errorf("loaded ping: build %s: %w", sh, err)
 			}
 			rtts, lost, err := r.pingUnderLoad(ctx, p)
-			if err == nil && p.link != nil {
+			if err == nil && sh == "pacer-fifo" {
 				c := p.link.Class(shaper.Egress, shaper.DefaultClass).Counters()
 				for i, n := range c.DelayCounts {
 					r.res.DelayCounts[i] += n

@@ -2,8 +2,8 @@
 
 // Command bench measures pacer against its references in one run and
 // writes BENCHMARKS.md with PNG plots (issue 6). Run it as root from the
-// module root, through `sudo make bench` (about 6 minutes) or `make
-// bench-quick` (under 2 minutes):
+// module root, through `sudo make bench` (about 8 minutes) or `make
+// bench-quick` (about 2 minutes):
 //
 //	go run ./bench [-quick] [-out BENCHMARKS.md] [-plots bench/] [-only 3,7]
 //
@@ -11,8 +11,9 @@
 // same two network namespaces, which the harness creates and removes: pacer
 // (shaper.Open, in this process, so that this process's rusage is pacer's
 // CPU), the bare copy loop (tuntest.BareCopy, also in this process), and a
-// veth pair, with `tc qdisc tbf` where a shaper is compared. Traffic is
-// iperf3 and ping between 198.18.0.1 and 198.18.0.2 only.
+// veth pair, with `tc qdisc tbf` (and fq_codel and cake, where the kernel
+// has them) where a shaper is compared. Traffic is iperf3, ping and the
+// harness's UDP probe between 198.18.0.1 and 198.18.0.2 only.
 package main
 
 import (
@@ -54,6 +55,9 @@ type params struct {
 	loadedWarm     time.Duration
 	changeAt       time.Duration // scenario 9
 	changeTotal    time.Duration
+	lulTime        time.Duration // scenario 10: iperf3 -t per run (whole seconds)
+	lulSkip        time.Duration // scenario 10: the start of the steady window
+	lulReps        int           // scenario 10
 }
 
 var fullParams = params{
@@ -63,6 +67,7 @@ var fullParams = params{
 	pings: 200, pingInterval: 10 * time.Millisecond, loadedPings: 200, loadedInterval: 10 * time.Millisecond,
 	loadedWarm: 1500 * time.Millisecond,
 	changeAt:   3 * time.Second, changeTotal: 6 * time.Second,
+	lulTime: 7 * time.Second, lulSkip: 2 * time.Second, lulReps: 3,
 }
 
 var quickParams = params{
@@ -72,6 +77,7 @@ var quickParams = params{
 	pings: 100, pingInterval: 5 * time.Millisecond, loadedPings: 60, loadedInterval: 10 * time.Millisecond,
 	loadedWarm: 500 * time.Millisecond,
 	changeAt:   1500 * time.Millisecond, changeTotal: 3 * time.Second,
+	lulTime: 6 * time.Second, lulSkip: 2 * time.Second, lulReps: 1,
 }
 
 // results is everything a run measured, for the report.
@@ -84,6 +90,7 @@ type results struct {
 	LoadedPing  map[string]*pingResult
 	DelayCounts [len(shaper.DelayBuckets) + 1]uint64
 	RateChange  []*rateSeries
+	LUL         []*lulResult      // scenario 10, by rate then variant
 	Plots       map[string]string // plot name → path relative to the report
 	Errors      []string
 }
@@ -103,11 +110,11 @@ func (r *runner) progress(format string, args ...any) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	quick := flag.Bool("quick", false, "short runs (3 repetitions each, whole run under 2 minutes)")
+	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenario 10; whole run about 2 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9), for development; default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10), for development; default all")
 	flag.Parse()
 
 	r := &runner{p: fullParams, start: time.Now()}
@@ -192,6 +199,7 @@ func run() int {
 		{[]string{"4", "5"}, "scenarios 4-5", r.runShaping},
 		{[]string{"6", "9"}, "scenario 6 (loaded)", r.runLoadedLatency},
 		{[]string{"9"}, "scenario 9", r.runRateChange},
+		{[]string{"10"}, "scenario 10", r.runLatencyUnderLoad},
 	} {
 		if ctx.Err() != nil {
 			break
@@ -234,7 +242,7 @@ func run() int {
 	return 0
 }
 
-// writePlots saves the plots of scenario 9 into dir and records their
+// writePlots saves the plots of scenarios 9 and 10 into dir and records their
 // paths relative to the report.
 func (r *runner) writePlots(report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -267,6 +275,14 @@ func (r *runner) writePlots(report, dir string) error {
 			errs = append(errs, err)
 		} else {
 			r.res.Plots["queue-delay"] = rel(f)
+		}
+	}
+	if series := lulSeries(r.res.LUL); len(series) > 0 {
+		f := filepath.Join(dir, "latency-under-load.png")
+		if err := plotProbeRTT(f, series, r.p.lulSkip, r.p.lulTime-500*time.Millisecond); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.res.Plots["latency-under-load"] = rel(f)
 		}
 	}
 	return errors.Join(errs...)

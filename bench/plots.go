@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -108,4 +109,71 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%gms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%gs", d.Seconds())
+}
+
+// lulColors are the colours of scenario 10's variants in its plot.
+var lulColors = map[string]color.RGBA{
+	"pacer-fq":   colorPacer,
+	"pacer-fifo": {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"tbf":        colorRef,
+	"fq_codel":   {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"cake":       {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+}
+
+// plotProbeRTT draws the UDP probe's RTT over time for each variant (the
+// time each probe was sent, from the start of the load), on a logarithmic
+// axis, with the steady window [from, to] marked; lost probes are left
+// out.
+func plotProbeRTT(file string, series []*lulResult, from, to time.Duration) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("UDP probe RTT, %d TCP flows through one %d Mbit/s class", lulFlows, lulPlotRate/1_000_000)
+	p.Title.Padding = vg.Points(10)
+	p.X.Label.Text = "time the probe was sent, since the iperf3 client started (s)"
+	p.Y.Label.Text = "RTT (ms, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	lo, hi := math.Inf(1), 0.0
+	var tmax float64
+	for _, s := range series {
+		var xy plotter.XYs
+		for _, pr := range s.Series {
+			if math.IsNaN(pr.RTT) || pr.RTT <= 0 {
+				continue
+			}
+			xy = append(xy, plotter.XY{X: pr.Sent.Seconds(), Y: pr.RTT})
+			lo, hi = math.Min(lo, pr.RTT), math.Max(hi, pr.RTT)
+			tmax = math.Max(tmax, pr.Sent.Seconds())
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = lulColors[s.Key]
+		l.Width = vg.Points(1)
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+	}
+	if hi == 0 {
+		return fmt.Errorf("latency-under-load plot: no probe replies")
+	}
+	// Whole decades around the data, so the log axis gets its ticks.
+	p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo)))
+	// Headroom above the top decade for the legend.
+	p.Y.Max = 5 * math.Pow(10, math.Ceil(math.Log10(hi*1.5)))
+	p.X.Min, p.X.Max = 0, tmax
+	for _, x := range []float64{from.Seconds(), to.Seconds()} {
+		m, err := plotter.NewLine(plotter.XYs{{X: x, Y: p.Y.Min}, {X: x, Y: p.Y.Max}})
+		if err != nil {
+			return err
+		}
+		m.Color, m.Dashes = colorGrey, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(m)
+	}
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
 }

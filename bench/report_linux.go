@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pacer-dev/pacer/shaper"
 )
 
@@ -53,6 +55,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.small(res)
 	r.cpu(res)
 	r.plots(res)
+	r.latencyUnderLoad(res, p)
 	r.method(p)
 
 	h := &rep{w: w}
@@ -362,25 +365,34 @@ func (r *rep) latency(res *results) {
 		}
 	}
 	if m := res.LoadedPing; len(m) > 0 {
-		r.p("**Under load:** ping through a %d Mbit/s class that one bulk iperf3 TCP flow keeps full: pacer (one default class, offloads off, backlog 100 ms) against tbf on veth (latency 100 ms), same rate and burst. The RTT is mostly the queue the TCP flow builds; lower is better.", loadedRate/1_000_000)
+		r.p("**Under load:** ping through a %d Mbit/s class that one bulk iperf3 TCP flow keeps full: pacer (one default class, offloads off, backlog 100 ms) with `queue: fq` (per-flow queues with COBALT, the default) and with `queue: fifo` (one queue per worker), against tbf on veth (latency 100 ms), same rate and burst. With fifo and tbf the RTT is mostly the queue the TCP flow builds; with fq the ping is a flow of its own and waits only behind its own packets. Lower is better.", loadedRate/1_000_000)
 		r.p("")
 		t := newTable("shaper", "RTT p50 ms", "RTT p99 ms", "lost")
-		for _, k := range []string{"pacer", "tbf"} {
+		for _, k := range loadedShapers {
 			if pr := m[k]; pr != nil {
 				t.add(pr.Name, fmtSummary(summarize(pr.P50), 1), fmtSummary(summarize(pr.P99), 1), fmt.Sprintf("%d of %d", pr.Lost, pr.Sent))
 			}
 		}
-		if pc, tb := m["pacer"], m["tbf"]; pc != nil && tb != nil {
+		tb := m["tbf"]
+		var heads []string
+		for _, k := range []string{"pacer-fq", "pacer-fifo"} {
+			pc := m[k]
+			if pc == nil || tb == nil {
+				continue
+			}
 			p50, p99 := ratio(summarize(pc.P50), summarize(tb.P50)), ratio(summarize(pc.P99), summarize(tb.P99))
-			t.add("ratio pacer ÷ tbf", fmtRatio(p50), fmtRatio(p99), "")
-			r.headline("Ping through a full 10 Mbit/s class: pacer p50 %s ms / p99 %s ms, tbf %s / %s ms (%s, %s).",
-				fmtNum(summarize(pc.P50).Median, 1), fmtNum(summarize(pc.P99).Median, 1),
-				fmtNum(summarize(tb.P50).Median, 1), fmtNum(summarize(tb.P99).Median, 1), fmtRatio(p50), fmtRatio(p99))
+			t.add("ratio "+strings.TrimPrefix(k, "pacer-")+" ÷ tbf", fmtRatio(p50), fmtRatio(p99), "")
+			heads = append(heads, fmt.Sprintf("pacer %s p50 %s ms / p99 %s ms", strings.TrimPrefix(k, "pacer-"),
+				fmtNum(summarize(pc.P50).Median, 1), fmtNum(summarize(pc.P99).Median, 1)))
+		}
+		if tb != nil && len(heads) > 0 {
+			r.headline("Ping through a 10 Mbit/s class that one TCP flow fills: %s, tbf %s / %s ms.", strings.Join(heads, ", "),
+				fmtNum(summarize(tb.P50).Median, 1), fmtNum(summarize(tb.P99).Median, 1))
 		}
 		r.p("%s", t)
 		bounds := shaper.DelayBuckets[:]
 		if d := delayPercentile(res.DelayCounts[:], bounds, 50); d >= 0 {
-			r.p("pacer's own queue delay histogram for these runs (class counters, scenario 9's second plot) puts the median packet's wait at ≤ %s and the 99th percentile at ≤ %s.",
+			r.p("pacer fifo's own queue delay histogram for these runs (class counters, scenario 9's second plot) puts the median packet's wait at ≤ %s and the 99th percentile at ≤ %s.",
 				fmtBound(d), fmtBound(delayPercentile(res.DelayCounts[:], bounds, 99)))
 			r.p("")
 		}
@@ -468,7 +480,7 @@ func (r *rep) plots(res *results) {
 		r.p("%s", t)
 	}
 	if f := res.Plots["queue-delay"]; f != "" {
-		r.p("**Queue delay distribution.** pacer's per-class queue delay histogram (`shaper.Counters.DelayCounts` over `shaper.DelayBuckets`), summed over the loaded-latency runs of scenario 6: a %d Mbit/s class with backlog 100 ms, filled by one TCP flow plus the pings.", loadedRate/1_000_000)
+		r.p("**Queue delay distribution.** pacer's per-class queue delay histogram (`shaper.Counters.DelayCounts` over `shaper.DelayBuckets`), summed over the loaded-latency runs of scenario 6 with `queue: fifo`: a %d Mbit/s class with backlog 100 ms, filled by one TCP flow plus the pings.", loadedRate/1_000_000)
 		r.p("")
 		r.p("![queue delay histogram](%s)", f)
 		r.p("")
@@ -498,16 +510,139 @@ func (r *rep) plots(res *results) {
 	}
 }
 
+func (r *rep) latencyUnderLoad(res *results, p params) {
+	if len(res.LUL) == 0 {
+		return
+	}
+	steady := p.lulTime - 500*time.Millisecond - p.lulSkip
+	r.p("## 10. Latency under load: %d TCP flows and a probe through one class", lulFlows)
+	r.p("")
+	r.p("%d bulk TCP flows (one `iperf3 -P %d`, cubic, with ECN: `net.ipv4.tcp_ecn=1` in the sending namespace) and a UDP probe (a %d-byte datagram every %v from ns1 to an echo socket in ns2, its RTT from the send to the kernel's receive timestamp of the echo) share one class at %s. **pacer fq** is one default class with `queue: fq`, the default for a class given only a rate: per-flow queues served by DRR++, COBALT, ECN marking; **pacer fifo** the same class with `queue: fifo`, one queue per worker as before fq; both with offloads off, scenario 4's burst (10 ms of the rate) and `backlog: 100ms`. **tbf** on the veth (offloads off) has the same rate, burst and `latency 100ms`; the kernel's **fq_codel** (the leaf of an htb class with that rate and burst) and **cake** (`cake bandwidth`) run with their defaults, where this kernel has them. Each run lasts %v; the figures are over the steady window from %v after the flows start to 0.5 s before they end (%v), %s (variants alternating): the probe's RTT p50 and p99 (lower is better); **Jain's fairness index** of the %d flows' rates as the iperf3 server received them, (Σx)² / (n·Σx²), 1 for a perfect split and %.2f when one flow takes everything; **utilisation**, the IP bytes the receiving device delivered (the probe's included) over the configured rate. The RTT over time of the last repetition at %d Mbit/s is plotted below.",
+		lulFlows, lulFlows, probePayload, lulProbeInterval, joinRates(lulRates), p.lulTime, p.lulSkip, steady, medianOf(p.lulReps), lulFlows, 1/float64(lulFlows), lulPlotRate/1_000_000)
+	r.p("")
+	t := newTable("rate", "shaper", "probe RTT p50 ms", "probe RTT p99 ms", "probes lost", "Jain index", "flows Mbit/s (slowest … fastest)", "utilisation", "TCP retransmits per run")
+	var unavail []string
+	seenUnavail := map[string]bool{}
+	for _, s := range res.LUL {
+		rate := fmt.Sprintf("%d Mbit/s", s.RateBits/1_000_000)
+		if s.Unavailable != "" {
+			t.add(rate, s.Name, "not available", "not available", "—", "not available", "—", "not available", "—")
+			if !seenUnavail[s.Key] {
+				seenUnavail[s.Key] = true
+				unavail = append(unavail, fmt.Sprintf("%s: %s", s.Key, strings.TrimRight(s.Unavailable, ".")))
+			}
+			continue
+		}
+		if len(s.P50) == 0 {
+			t.add(rate, s.Name, "failed", "failed", "—", "failed", "—", "failed", "—")
+			continue
+		}
+		var flows []string
+		for _, x := range lulMedianFlows(s.FlowMbps) {
+			flows = append(flows, fmtNum(x, mbpsPrec(s.RateBits)))
+		}
+		util := summarize(s.Util).scale(100)
+		t.add(rate, s.Name, fmtSummary(summarize(s.P50), 2), fmtSummary(summarize(s.P99), 2),
+			fmt.Sprintf("%d of %d", s.Lost, s.Sent), fmtSummary(summarize(s.Jain), 3), strings.Join(flows, " "),
+			fmtSummary(util, 1)+"%", fmtSummary(summarize(s.Retrans), 0))
+	}
+	r.p("%s", t)
+	if f := res.Plots["latency-under-load"]; f != "" {
+		r.p("![UDP probe RTT over time, %d TCP flows through one %d Mbit/s class](%s)", lulFlows, lulPlotRate/1_000_000, f)
+		r.p("")
+		r.p("The probe's RTT over time at %d Mbit/s (last repetition; log scale; lost probes left out). The dashed lines mark the steady window.", lulPlotRate/1_000_000)
+		r.p("")
+	}
+	var counts []string
+	for _, s := range res.LUL {
+		if strings.HasPrefix(s.Key, "pacer") && len(s.P50) > 0 {
+			counts = append(counts, fmt.Sprintf("%s at %d Mbit/s marked %d packets CE and dropped %d (%s)",
+				strings.TrimSuffix(s.Name, " (offloads off)"), s.RateBits/1_000_000, s.Marked, s.Dropped, plural(len(s.P50), "run")))
+		}
+	}
+	if len(counts) > 0 {
+		r.p("pacer's class counters, whole runs: %s.", strings.Join(counts, "; "))
+		r.p("")
+	}
+	if len(unavail) > 0 {
+		r.p("Not available on this kernel (Linux %s; the qdisc could not be created, so the variant was not run): %s.", kernelRelease(), strings.Join(unavail, "; "))
+		r.p("")
+	}
+	var parts []string
+	for _, s := range res.LUL {
+		if s.RateBits != lulPlotRate {
+			continue
+		}
+		short := strings.TrimSuffix(strings.TrimSuffix(s.Name, " (offloads off)"), " on veth")
+		switch {
+		case s.Unavailable != "":
+			parts = append(parts, short+" not available")
+		case len(s.P99) > 0:
+			parts = append(parts, fmt.Sprintf("%s p99 %s ms, Jain %s", short, fmtNum(summarize(s.P99).Median, 1), fmtNum(summarize(s.Jain).Median, 3)))
+		}
+	}
+	if len(parts) > 0 {
+		r.headline("Latency under load (%d TCP flows + UDP probe, %d Mbit/s class): %s.", lulFlows, lulPlotRate/1_000_000, strings.Join(parts, "; "))
+	}
+}
+
+// medianOf says what a figure of n repetitions is.
+func medianOf(n int) string {
+	if n == 1 {
+		return "one repetition"
+	}
+	return fmt.Sprintf("median of %d repetitions", n)
+}
+
+// plural returns "1 run", "3 runs".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// joinRates formats rates in bit/s as "10 and 100 Mbit/s".
+func joinRates(rates []uint64) string {
+	var s []string
+	for _, r := range rates {
+		s = append(s, fmt.Sprint(r/1_000_000))
+	}
+	if len(s) > 1 {
+		return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1] + " Mbit/s"
+	}
+	return strings.Join(s, "") + " Mbit/s"
+}
+
+// mbpsPrec is the decimals for a flow's Mbit/s in a class of rateBits.
+func mbpsPrec(rateBits uint64) int {
+	if rateBits >= 100_000_000 {
+		return 1
+	}
+	return 2
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
 func (r *rep) method(p params) {
 	r.p("## Method")
 	r.p("")
 	lines := []string{
 		"Topology: two network namespaces created for the run; for each measurement one path is built between them and removed afterwards: pacer (`shaper.Open` with two TUN devices, one queue per CPU, in the harness's process), the bare loop (`tuntest.OpenBare` + `tuntest.BareCopy`, in the harness's process) or a veth pair. Every path gives the sending side 198.18.0.1/32 with peer 198.18.0.2 and the receiving side the reverse, MTU 1500. IPv6 autoconfiguration is off in the namespaces and the veth pair has static neighbour entries instead of ARP, so the only packets are the benchmark's.",
-		"Offloads: *pacer (offloads on)* is pacer's default (`offload: true`: virtio-net headers, TSO/USO, GSO super-packets passed through whole); *offloads off* is plain packets. *veth (offloads off)* has checksum offload, TSO, GSO and GRO turned off on both ends with `ethtool -K`, so that it, like pacer's devices without offloads and the bare loop, carries whole, checksummed wire packets; *veth (offloads on)* is the kernel default. The shaping scenarios (4, 5, 6 under load, 9) compare pacer with offloads off against tbf on the veth with offloads off: like with like, one wire packet per packet.",
+		"Offloads: *pacer (offloads on)* is pacer's default (`offload: true`: virtio-net headers, TSO/USO, GSO super-packets passed through whole); *offloads off* is plain packets. *veth (offloads off)* has checksum offload, TSO, GSO and GRO turned off on both ends with `ethtool -K`, so that it, like pacer's devices without offloads and the bare loop, carries whole, checksummed wire packets; *veth (offloads on)* is the kernel default. The shaping scenarios (4, 5, 6 under load, 9, 10) compare pacer with offloads off against tbf on the veth with offloads off: like with like, one wire packet per packet.",
+		"pacer's queue: scenarios 4, 5 and 9 give the class no `queue` key, so they measure the default (`queue: fq` since fair queueing came in; before it, the one FIFO queue); scenarios 6 (under load) and 10 write `queue: fq` and `queue: fifo` out and measure both.",
 		"tbf: `tc qdisc add dev <veth end in ns1> root tbf rate R' burst B' latency 100ms`, with R' and B' the rate and burst pacer gets times 1514/1500: tbf charges each packet's length at the qdisc, Ethernet header included (for a GSO packet, once per segment), so these are the same rate and burst in IP bytes for full-size packets. The veth's receive byte counter also counts the Ethernet header; it is corrected by 14 bytes per packet. (A size table, `stab overhead -14`, would make tbf charge IP bytes for every size, but it charges a GSO packet without its later segments' headers, and TCP hands the qdisc GSO packets even with GSO off on the device, because segmentation happens after the qdisc: tbf then delivered 3.6% too much. Forcing one segment per packet with `gso_max_segs 1` instead capped the kernel's own TCP over veth at about 450 Mbit/s, qdisc or not.)",
 		"Delivered bytes are read from the receiving device's counters (netlink, IFLA_STATS64) at the start and end of a window after a warm-up: " +
 			fmt.Sprintf("%v + %v for scenarios 3 and 7, %v + %v for 4 and 5. Ping sends %d echo requests every %v (idle), or %d every %v after %v of load (loaded). The rate change runs %v with the change at %v.",
 				p.warm, p.window, p.shapeWarm, p.shapeWindow, p.pings, p.pingInterval, p.loadedPings, p.loadedInterval, p.loadedWarm, p.changeTotal, p.changeAt),
+		fmt.Sprintf("Scenario 10 runs `iperf3 -c -t %d -P %d -C cubic -i 0.5 --json --get-server-output` against a one-test `iperf3 -s --json` per run (the server's per-stream intervals give the flows' received rates) and a UDP probe from this process every %v (a sent probe without an echo within %v of the window's end counts as lost); the window is %v to %v after the client starts; %s.",
+			int(p.lulTime/time.Second), lulFlows, lulProbeInterval, 2*shapeBacklog, p.lulSkip, p.lulTime-500*time.Millisecond, plural(p.lulReps, "repetition")),
 		fmt.Sprintf("Scenarios 1 and 2 run `go test -bench` as a subprocess, %d times each (`-count %d -benchtime %s`); the benchmarks stay in their `_test.go` files.", p.benchCount, p.benchCount, p.benchTime),
 		"The run measures on whatever else the machine is doing: the header gives the load average and the other CPU time during the run.",
 	}

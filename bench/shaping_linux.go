@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pacer-dev/pacer/shaper"
@@ -41,15 +42,35 @@ type shapeResult struct {
 // shapedPolicy is a pacer policy whose default class shapes all of egress
 // at rateBits with the given burst and backlog.
 func shapedPolicy(rateBits, burst uint64, backlog time.Duration) string {
-	return fmt.Sprintf("egress:\n  default: {rate: %dbit, burst: %db, backlog: %dms}\n", rateBits, burst, backlog.Milliseconds())
+	return queuedPolicy(rateBits, burst, backlog, "")
+}
+
+// queuedPolicy is shapedPolicy with the class's queue ("fq" or "fifo")
+// written out; "" leaves it to pacer's default.
+func queuedPolicy(rateBits, burst uint64, backlog time.Duration, queue string) string {
+	q := ""
+	if queue != "" {
+		q = ", queue: " + queue
+	}
+	return fmt.Sprintf("egress:\n  default: {rate: %dbit, burst: %db, backlog: %dms%s}\n", rateBits, burst, backlog.Milliseconds(), q)
 }
 
 // buildShaped builds the path of a shaper at a rate: pacer (offloads off,
-// one default class) or a veth pair (offloads off) with tbf on the sending
-// end, both with the same rate, burst and backlog/latency.
+// one default class; "pacer" with the default queue, "pacer-fq" and
+// "pacer-fifo" with queue fq or fifo) or a veth pair (offloads off) with
+// tbf on the sending end, both with the same rate, burst and
+// backlog/latency.
 func (r *runner) buildShaped(ctx context.Context, shaperName string, rateBits, burst uint64, backlog time.Duration) (*path, error) {
-	if shaperName == "pacer" {
+	switch shaperName {
+	case "pacer":
 		return r.e.pacerPath(false, 0, shapedPolicy(rateBits, burst, backlog))
+	case "pacer-fq", "pacer-fifo":
+		queue := strings.TrimPrefix(shaperName, "pacer-")
+		p, err := r.e.pacerPath(false, 0, queuedPolicy(rateBits, burst, backlog, queue))
+		if err == nil {
+			p.name = "pacer " + queue + " (offloads off)"
+		}
+		return p, err
 	}
 	p, err := r.e.vethPath(ctx, false)
 	if err != nil {

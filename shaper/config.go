@@ -166,6 +166,10 @@ type ClassConfig struct {
 	// Capped puts the class's bucket in capped mode: tokens come back
 	// only when a packet has really been written.
 	Capped bool
+	// Queue is how a shaped class holds waiting packets (default QueueFQ).
+	Queue QueueKind
+	// FQ are the fair-queueing settings, used with QueueFQ.
+	FQ FQConfig
 }
 
 // MatchConfig selects packets by their Flow. Every field left at its zero
@@ -808,6 +812,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 		}},
 		{"capped", d.boolean(&cc.Capped)},
 	}
+	fields = append(fields, d.queueFields(cc)...)
 	if !isDefault {
 		fields = append([]field{
 			{"name", d.str(&cc.Name)},
@@ -815,6 +820,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 		}, fields...)
 	}
 	d.mapping(n, path, fields)
+	d.queueKeysUsed(path, cc)
 }
 
 func (d *decoder) match(m *MatchConfig) func(*yaml.Node, string) {
@@ -934,8 +940,10 @@ func parsePortRange(s string) (PortRange, error) {
 // SetDefaults fills in every omitted setting that has a default: MTUs,
 // metrics.listen, control.socket, bursts (DefaultBurst of the rate and the
 // MTU of the endpoint the direction reads from: Inner for Egress, Outer for
-// Ingress), backlogs of shaped classes, and the default classes' names. It
-// changes only zero values, so calling it twice changes nothing more.
+// Ingress), backlogs of shaped classes, the AQM target and interval and the
+// flow count of shaped fq classes (their quantum stays 0: it follows the
+// rate), and the default classes' names. It changes only zero values, so
+// calling it twice changes nothing more.
 // Offload, Queues and TxQueueLen have no default here (0 and false are
 // meaningful); ParseConfig defaults Offload to true itself.
 func (c *Config) SetDefaults() {
@@ -975,6 +983,9 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 	}
 	if cc.Mode == ModeShape && cc.Backlog == 0 {
 		cc.Backlog = DefaultBacklog
+	}
+	if cc.Mode == ModeShape && cc.Queue == QueueFQ {
+		cc.FQ.setDefaults()
 	}
 }
 
@@ -1171,6 +1182,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	default:
 		v.errorf(path+".mode", "%v is not shape or police", cc.Mode)
 	}
+	v.queue(path, cc)
 	v.match(path+".match", &cc.Match)
 }
 

@@ -55,13 +55,13 @@ type FQConfig struct {
 
 // Bounds of the queue settings that Validate checks.
 const (
-	// MaxTarget and MaxInterval bound an AQM's target and interval.
-	MaxTarget   = time.Second
-	MaxInterval = 10 * time.Second
-	// MinQuantum and MaxQuantum bound a quantum set in the config (0
-	// follows the rate).
-	MinQuantum = 64
-	MaxQuantum = 1 << 20
+	// maxTarget and maxInterval bound an AQM's target and interval.
+	maxTarget   = time.Second
+	maxInterval = 10 * time.Second
+	// minQuantum and maxQuantum bound a quantum set in the config (0
+	// follows the rate, within fq.MinQuantum and fq.MaxQuantum).
+	minQuantum = 64
+	maxQuantum = 1 << 20
 )
 
 // ParseQueueKind reads a queue kind's config name ("fq" or "fifo").
@@ -206,22 +206,22 @@ func (v *validator) fq(path string, f *FQConfig) {
 	switch {
 	case f.Target <= 0:
 		v.errorf(path+".target", "must be above 0 (SetDefaults fills in a default)")
-	case f.Target > MaxTarget:
-		v.errorf(path+".target", "%v is above %v", f.Target, MaxTarget)
+	case f.Target > maxTarget:
+		v.errorf(path+".target", "%v is above %v", f.Target, maxTarget)
 	case f.Interval > 0 && f.Target >= f.Interval:
 		v.errorf(path+".target", "%v must be below the interval (%v); fq_codel and CAKE use 5%% of it", f.Target, f.Interval)
 	}
 	switch {
 	case f.Interval <= 0:
 		v.errorf(path+".interval", "must be above 0 (SetDefaults fills in a default)")
-	case f.Interval > MaxInterval:
-		v.errorf(path+".interval", "%v is above %v", f.Interval, MaxInterval)
+	case f.Interval > maxInterval:
+		v.errorf(path+".interval", "%v is above %v", f.Interval, maxInterval)
 	}
 	if err := fq.CheckFlows(f.Flows); err != nil {
 		v.errorf(path+".flows", "%v", err)
 	}
-	if q := f.Quantum; q != 0 && (q < MinQuantum || q > MaxQuantum) {
-		v.errorf(path+".quantum", "%s is out of range [%s, %s] (omit it to follow the rate)", FormatSize(q), FormatSize(MinQuantum), FormatSize(MaxQuantum))
+	if q := f.Quantum; q != 0 && (q < minQuantum || q > maxQuantum) {
+		v.errorf(path+".quantum", "%s is out of range [%s, %s] (omit it to follow the rate)", FormatSize(q), FormatSize(minQuantum), FormatSize(maxQuantum))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/fq"
 )
 
 func TestParseRate(t *testing.T) {
@@ -233,6 +234,9 @@ func TestLoadConfigFull(t *testing.T) {
 				Match: shaper.MatchConfig{Src: pfx("198.18.0.0/24"), Dst: pfx("198.18.0.2/32"), Proto: u8(17),
 					Sport: shaper.PortRange{Lo: 80, Hi: 80}, Dport: shaper.PortRange{Lo: 5000, Hi: 5999}, DSCP: u8(46)},
 				Rate: 2_500_000, Burst: 32 << 10, Peak: 5_000_000, Backlog: 100 * time.Millisecond, Mode: shaper.ModeShape, Capped: true,
+				Queue: shaper.QueueFQ,
+				FQ: shaper.FQConfig{AQM: fq.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
+					Flows: 256, Isolate: fq.IsolateHosts, Quantum: 1536},
 			},
 			{
 				Name:  "bulk",
@@ -240,13 +244,14 @@ func TestLoadConfigFull(t *testing.T) {
 				Rate:  187_500, Burst: 3000, Mode: shaper.ModePolice,
 			},
 		},
-		Default: &shaper.ClassConfig{Name: "default", Rate: 625_000, Burst: 16 << 10, Backlog: shaper.DefaultBacklog},
+		Default: &shaper.ClassConfig{Name: "default", Rate: 625_000, Burst: 16 << 10, Backlog: shaper.DefaultBacklog,
+			FQ: shaper.FQConfig{Target: fq.DefaultTarget, Interval: fq.DefaultInterval, Flows: fq.DefaultFlows, Isolate: fq.IsolateDstHost}},
 	}
 	ingress := shaper.DirectionConfig{
 		Rate:  125_000_000,
 		Burst: 1_250_000,
 		Classes: []shaper.ClassConfig{
-			{Name: "voice", Match: shaper.MatchConfig{DSCP: u8(46)}, Rate: 125_000, Burst: 3000, Backlog: shaper.DefaultBacklog},
+			{Name: "voice", Match: shaper.MatchConfig{DSCP: u8(46)}, Rate: 125_000, Burst: 3000, Backlog: shaper.DefaultBacklog, Queue: shaper.QueueFIFO},
 		},
 	}
 	for _, cmp := range []struct {
@@ -393,7 +398,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -427,42 +432,50 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
 		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceil: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped)`},
+			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,
 			want: "egress.classes[0].burst: 1b is less than", n: 3},
 	}
-	lineRE := regexp.MustCompile(`^bad\.yaml:[0-9]+: `)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := shaper.ParseConfig("bad.yaml", []byte(tt.yaml))
-			if err == nil {
-				t.Fatalf("ParseConfig succeeded: %+v", c)
-			}
-			if c != nil {
-				t.Errorf("ParseConfig returned a config with an error")
-			}
-			lines := strings.Split(err.Error(), "\n")
-			for _, l := range lines {
-				if !lineRE.MatchString(l) {
-					t.Errorf("error line %q does not start with bad.yaml:LINE:", l)
-				}
-			}
-			if n := max(tt.n, 1); len(lines) != n {
-				t.Errorf("%d errors, want %d:\n%v", len(lines), n, err)
-			}
-			var ce *shaper.ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("%v is not a *ConfigError", err)
-			}
-			if ce.Line != tt.line || ce.File != "bad.yaml" {
-				t.Errorf("first error at %s:%d, want bad.yaml:%d: %v", ce.File, ce.Line, tt.line, err)
-			}
-			if prefix := fmt.Sprintf("bad.yaml:%d: ", tt.line); !strings.HasPrefix(lines[0], prefix) || !strings.Contains(lines[0], tt.want) {
-				t.Errorf("first error\n%s\nwant %s...%s", lines[0], prefix, tt.want)
-			}
+			wantConfigErrors(t, tt.yaml, tt.line, tt.want, max(tt.n, 1))
 		})
+	}
+}
+
+var badLineRE = regexp.MustCompile(`^bad\.yaml:[0-9]+: `)
+
+// wantConfigErrors parses yaml as bad.yaml and checks that it fails with n
+// errors, each with a position, the first at line and containing want.
+func wantConfigErrors(t *testing.T, yaml string, line int, want string, n int) {
+	t.Helper()
+	c, err := shaper.ParseConfig("bad.yaml", []byte(yaml))
+	if err == nil {
+		t.Fatalf("ParseConfig succeeded: %+v", c)
+	}
+	if c != nil {
+		t.Errorf("ParseConfig returned a config with an error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, l := range lines {
+		if !badLineRE.MatchString(l) {
+			t.Errorf("error line %q does not start with bad.yaml:LINE:", l)
+		}
+	}
+	if len(lines) != n {
+		t.Errorf("%d errors, want %d:\n%v", len(lines), n, err)
+	}
+	var ce *shaper.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%v is not a *ConfigError", err)
+	}
+	if ce.Line != line || ce.File != "bad.yaml" {
+		t.Errorf("first error at %s:%d, want bad.yaml:%d: %v", ce.File, ce.Line, line, err)
+	}
+	if prefix := fmt.Sprintf("bad.yaml:%d: ", line); !strings.HasPrefix(lines[0], prefix) || !strings.Contains(lines[0], want) {
+		t.Errorf("first error\n%s\nwant %s...%s", lines[0], prefix, want)
 	}
 }
 
@@ -606,6 +619,8 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	}
 	f.Add([]byte(base + "egress:\n  rate: 1mbitt\n"))
+	f.Add([]byte(base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, queue: fifo, aqm: codel}\n  - {name: b, rate: 1mbit, target: 1s, interval: 1s, flows: 12, quantum: 32}\n"))
+	f.Add([]byte(base + "ingress:\n  default: {rate: 1mbit, mode: police, ecn: true, isolate: hosts}\n"))
 	f.Add([]byte("a: [\n"))
 	lineRE := regexp.MustCompile(`^f\.yaml:[0-9]+: `)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -53,9 +53,14 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 		DelayBucketBounds:  bounds,
 		DelayCounts:        append([]uint64(nil), c.DelayCounts[:]...),
 		DelaySumSeconds:    c.DelaySum.Seconds(),
+		MarkedPackets:      c.Marked,
+		ActiveFlows:        c.ActiveFlows,
 	}
-	if cfg.Rate == 0 {
+	switch {
+	case cfg.Rate == 0:
 		s.Mode = "unthrottled"
+	case cfg.Mode == ModeShape:
+		s.Queue = cfg.Queue.String()
 	}
 	for r := range NumDropReasons {
 		s.Dropped[r.String()] = c.Dropped[r]

@@ -23,6 +23,7 @@ egress:
   rate: 100mbit
   classes:
     - {name: video, match: {proto: udp}, rate: 10mbit, burst: 64kb, peak: 20mbit, backlog: 100ms}
+    - {name: ping, match: {proto: icmp}, rate: 1mbit}
 ingress:
   classes:
     - {name: pol, rate: 1mbit, mode: police, capped: true}
@@ -30,6 +31,7 @@ ingress:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Egress.Classes[1].Queue = shaper.QueueFIFO // video keeps the default, fq
 	inner, outer := tuntest.NewFake("st-in", 1, 16, false), tuntest.NewFake("st-out", 1, 16, false)
 	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -61,12 +63,18 @@ ingress:
 	for _, cs := range s.ClassStats() {
 		byKey[stats.Key{Direction: cs.Direction, Class: cs.Class}] = cs
 	}
-	if len(byKey) != 4 {
-		t.Fatalf("classes %v, want egress video and unclassified, ingress pol and unclassified", byKey)
+	if len(byKey) != 5 {
+		t.Fatalf("classes %v, want egress video, ping and unclassified, ingress pol and unclassified", byKey)
 	}
 	video := byKey[stats.Key{Direction: "egress", Class: "video"}]
 	if video.Mode != "shape" || video.RateBytesPerSecond != 1_250_000 || video.BurstBytes != 64<<10 || video.PeakBytesPerSecond != 2_500_000 {
 		t.Errorf("video config %+v", video)
+	}
+	if video.Queue != "fq" {
+		t.Errorf("video queue %q, want fq (the default)", video.Queue)
+	}
+	if ping := byKey[stats.Key{Direction: "egress", Class: "ping"}]; ping.Queue != "fifo" || ping.ActiveFlows != 0 || ping.MarkedPackets != 0 {
+		t.Errorf("ping (fifo): queue %q, %d active flows, %d marked; want fifo, 0, 0", ping.Queue, ping.ActiveFlows, ping.MarkedPackets)
 	}
 	if video.ReceivedPackets != 2 || video.SentPackets != 2 || video.SentBytes != 2*uint64(len(udp)) || video.ReceivedBytes != video.SentBytes {
 		t.Errorf("video counters %+v", video)
@@ -90,10 +98,10 @@ ingress:
 		}
 	}
 	un := byKey[stats.Key{Direction: "egress", Class: shaper.Unclassified}]
-	if un.Mode != "unthrottled" || un.RateBytesPerSecond != 0 || un.SentPackets != 1 {
+	if un.Mode != "unthrottled" || un.Queue != "" || un.RateBytesPerSecond != 0 || un.SentPackets != 1 {
 		t.Errorf("unclassified %+v", un)
 	}
-	if pol := byKey[stats.Key{Direction: "ingress", Class: "pol"}]; pol.Mode != "police" || !pol.Capped {
+	if pol := byKey[stats.Key{Direction: "ingress", Class: "pol"}]; pol.Mode != "police" || pol.Queue != "" || !pol.Capped {
 		t.Errorf("pol %+v", pol)
 	}
 	dirs := s.DirectionStats()

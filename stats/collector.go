@@ -47,6 +47,7 @@ type Collector struct {
 	dropped                        *prometheus.Desc
 	backlogBytes, backlogPackets   *prometheus.Desc
 	delay                          *prometheus.Desc
+	activeFlows, marked            *prometheus.Desc
 	rate, burst, peak              *prometheus.Desc
 	classInfo                      *prometheus.Desc
 	dirRate, dirBurst              *prometheus.Desc
@@ -72,10 +73,12 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		backlogBytes:    d("pacer_backlog_bytes", "On-wire IP bytes the class holds, waiting for tokens.", class...),
 		backlogPackets:  d("pacer_backlog_packets", "Packets the class holds, waiting for tokens.", class...),
 		delay:           d("pacer_queue_delay_seconds", "Time from read to write of each sent packet of the class.", class...),
+		activeFlows:     d("pacer_active_flows", "Flows on the class's fair queues now (0 unless the class's queue is fq).", class...),
+		marked:          d("pacer_marked_packets_total", "Packets of the class that the AQM marked ECN CE (congestion experienced) instead of dropping.", class...),
 		rate:            d("pacer_rate_bytes_per_second", "The class's configured rate (classes with a rate only).", class...),
 		burst:           d("pacer_burst_bytes", "The class's configured burst (classes with a rate only).", class...),
 		peak:            d("pacer_peak_rate_bytes_per_second", "The class's configured peak rate (classes with a peak rate only).", class...),
-		classInfo:       d("pacer_class_info", "A class and its mode (shape, police or unthrottled); always 1.", "direction", "class", "mode", "capped"),
+		classInfo:       d("pacer_class_info", "A class, its mode (shape, police or unthrottled) and queue (fq, fifo, or empty); always 1.", "direction", "class", "mode", "capped", "queue"),
 		dirRate:         d("pacer_direction_rate_bytes_per_second", "The direction's configured total rate (directions with one only).", "direction"),
 		dirBurst:        d("pacer_direction_burst_bytes", "The direction's configured total burst (directions with a rate only).", "direction"),
 		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
@@ -87,7 +90,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.dropped,
-		c.backlogBytes, c.backlogPackets, c.delay, c.rate, c.burst, c.peak, c.classInfo,
+		c.backlogBytes, c.backlogPackets, c.delay, c.activeFlows, c.marked, c.rate, c.burst, c.peak, c.classInfo,
 		c.dirRate, c.dirBurst, c.linkUp, c.buildInfo,
 	} {
 		ch <- d
@@ -117,7 +120,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, cs := range c.src.ClassStats() {
 		l := []string{cs.Direction, cs.Class}
-		gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped))
+		gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped), cs.Queue)
 		counter(c.receivedPackets, cs.ReceivedPackets, l...)
 		counter(c.receivedBytes, cs.ReceivedBytes, l...)
 		counter(c.sentPackets, cs.SentPackets, l...)
@@ -127,6 +130,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.backlogBytes, float64(cs.BacklogBytes), l...)
 		gauge(c.backlogPackets, float64(cs.BacklogPackets), l...)
+		gauge(c.activeFlows, float64(cs.ActiveFlows), l...)
+		counter(c.marked, cs.MarkedPackets, l...)
 		if cs.RateBytesPerSecond > 0 {
 			gauge(c.rate, float64(cs.RateBytesPerSecond), l...)
 			gauge(c.burst, float64(cs.BurstBytes), l...)

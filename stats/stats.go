@@ -21,10 +21,13 @@
 //	pacer_backlog_bytes                  gauge      bytes held (waiting for tokens) now
 //	pacer_backlog_packets                gauge      packets held now
 //	pacer_queue_delay_seconds            histogram  time from read to write of each sent packet
+//	pacer_active_flows                   gauge      flows on the class's fair queues now (0 unless queue fq)
+//	pacer_marked_packets_total           counter    packets the AQM marked ECN CE instead of dropping
 //	pacer_rate_bytes_per_second          gauge      configured rate (classes with a rate only)
 //	pacer_burst_bytes                    gauge      configured burst (classes with a rate only)
 //	pacer_peak_rate_bytes_per_second     gauge      configured peak rate (classes with a peak only)
-//	pacer_class_info                     gauge (1)  + labels mode (shape, police, unthrottled), capped
+//	pacer_class_info                     gauge (1)  + labels mode (shape, police, unthrottled), capped,
+//	                                                  queue (fq, fifo; "" for police and unthrottled)
 //
 // and per direction (label direction only), for directions with a total rate:
 //
@@ -35,6 +38,9 @@
 // revision,goversion} and, through NewRegistry, the Go and process
 // collectors. Bytes are IP (L3) bytes as they occupy the wire: a GSO
 // super-packet counts one IP and transport header per segment.
+//
+// There are no per-flow metrics: their labels would grow without bound.
+// The control API lists a fair-queued class's flows instead.
 package stats
 
 // ClassStats is one class's configuration and counters at one moment.
@@ -47,6 +53,9 @@ type ClassStats struct {
 	// rate (the "unclassified" counters).
 	Mode   string `json:"mode"`
 	Capped bool   `json:"capped"`
+	// Queue is how a shape class holds waiting packets: "fq" (per-flow
+	// fair queues) or "fifo"; "" for police and unthrottled classes.
+	Queue string `json:"queue"`
 
 	// RateBytesPerSecond is the configured rate; 0 for an unthrottled
 	// class. BurstBytes is its burst; PeakBytesPerSecond the peak rate, 0
@@ -63,6 +72,12 @@ type ClassStats struct {
 	// reason it knows, with 0 where nothing was dropped, so that each
 	// reason has a series from the start.
 	Dropped map[string]uint64 `json:"dropped"`
+	// MarkedPackets counts packets the AQM marked ECN CE (congestion
+	// experienced) instead of dropping them; they were sent.
+	MarkedPackets uint64 `json:"marked"`
+	// ActiveFlows is the number of flows on the class's fair queues now
+	// (queued, or served within the last round); 0 unless Queue is "fq".
+	ActiveFlows int64 `json:"active_flows"`
 
 	// BacklogBytes and BacklogPackets are what the class holds now.
 	BacklogBytes   int64 `json:"backlog_bytes"`

@@ -54,10 +54,11 @@ func sampleSource() *fakeSource {
 		},
 		classes: []stats.ClassStats{
 			{
-				Direction: "egress", Class: "bulk", Mode: "shape",
+				Direction: "egress", Class: "bulk", Mode: "shape", Queue: "fq",
 				RateBytesPerSecond: 1_250_000, BurstBytes: 12_500, PeakBytesPerSecond: 2_500_000,
-				ReceivedPackets: 10, ReceivedBytes: 15000, SentPackets: 8, SentBytes: 12000,
-				Dropped:      map[string]uint64{"backlog": 2, "police": 0},
+				ReceivedPackets: 12, ReceivedBytes: 18000, SentPackets: 8, SentBytes: 12000,
+				Dropped:       map[string]uint64{"backlog": 2, "police": 0, "aqm": 1, "overlimit": 1},
+				MarkedPackets: 3, ActiveFlows: 4,
 				BacklogBytes: 1500, BacklogPackets: 1,
 				// 3 packets at most 1 ms, 4 at most 10 ms, 1 above.
 				DelayBucketBounds: []float64{0.001, 0.01},
@@ -67,7 +68,7 @@ func sampleSource() *fakeSource {
 			{
 				Direction: "egress", Class: "unclassified", Mode: "unthrottled",
 				ReceivedPackets: 1, ReceivedBytes: 60, SentPackets: 1, SentBytes: 60,
-				Dropped:           map[string]uint64{"backlog": 0, "police": 0},
+				Dropped:           map[string]uint64{"backlog": 0, "police": 0, "aqm": 0, "overlimit": 0},
 				DelayBucketBounds: []float64{0.001, 0.01},
 				DelayCounts:       []uint64{1, 0, 0},
 			},
@@ -89,9 +90,13 @@ pacer_link_up 1
 pacer_direction_rate_bytes_per_second{direction="egress"} 1.25e+07
 # HELP pacer_dropped_packets_total Packets of the class dropped, by reason.
 # TYPE pacer_dropped_packets_total counter
+pacer_dropped_packets_total{class="bulk",direction="egress",reason="aqm"} 1
 pacer_dropped_packets_total{class="bulk",direction="egress",reason="backlog"} 2
+pacer_dropped_packets_total{class="bulk",direction="egress",reason="overlimit"} 1
 pacer_dropped_packets_total{class="bulk",direction="egress",reason="police"} 0
+pacer_dropped_packets_total{class="unclassified",direction="egress",reason="aqm"} 0
 pacer_dropped_packets_total{class="unclassified",direction="egress",reason="backlog"} 0
+pacer_dropped_packets_total{class="unclassified",direction="egress",reason="overlimit"} 0
 pacer_dropped_packets_total{class="unclassified",direction="egress",reason="police"} 0
 # HELP pacer_sent_bytes_total On-wire IP bytes of the class's packets written to the other device.
 # TYPE pacer_sent_bytes_total counter
@@ -107,10 +112,18 @@ pacer_peak_rate_bytes_per_second{class="bulk",direction="egress"} 2.5e+06
 # TYPE pacer_backlog_bytes gauge
 pacer_backlog_bytes{class="bulk",direction="egress"} 1500
 pacer_backlog_bytes{class="unclassified",direction="egress"} 0
-# HELP pacer_class_info A class and its mode (shape, police or unthrottled); always 1.
+# HELP pacer_class_info A class, its mode (shape, police or unthrottled) and queue (fq, fifo, or empty); always 1.
 # TYPE pacer_class_info gauge
-pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape"} 1
-pacer_class_info{capped="false",class="unclassified",direction="egress",mode="unthrottled"} 1
+pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape",queue="fq"} 1
+pacer_class_info{capped="false",class="unclassified",direction="egress",mode="unthrottled",queue=""} 1
+# HELP pacer_active_flows Flows on the class's fair queues now (0 unless the class's queue is fq).
+# TYPE pacer_active_flows gauge
+pacer_active_flows{class="bulk",direction="egress"} 4
+pacer_active_flows{class="unclassified",direction="egress"} 0
+# HELP pacer_marked_packets_total Packets of the class that the AQM marked ECN CE (congestion experienced) instead of dropping.
+# TYPE pacer_marked_packets_total counter
+pacer_marked_packets_total{class="bulk",direction="egress"} 3
+pacer_marked_packets_total{class="unclassified",direction="egress"} 0
 # HELP pacer_queue_delay_seconds Time from read to write of each sent packet of the class.
 # TYPE pacer_queue_delay_seconds histogram
 pacer_queue_delay_seconds_bucket{class="bulk",direction="egress",le="0.001"} 3
@@ -128,7 +141,7 @@ pacer_queue_delay_seconds_count{class="unclassified",direction="egress"} 1
 		"pacer_build_info", "pacer_link_up", "pacer_direction_rate_bytes_per_second",
 		"pacer_dropped_packets_total", "pacer_sent_bytes_total", "pacer_rate_bytes_per_second",
 		"pacer_peak_rate_bytes_per_second", "pacer_backlog_bytes", "pacer_class_info",
-		"pacer_queue_delay_seconds",
+		"pacer_queue_delay_seconds", "pacer_active_flows", "pacer_marked_packets_total",
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)

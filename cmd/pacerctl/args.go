@@ -40,29 +40,68 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// parseSet reads set's arguments: rate=, burst=, peak=, backlog=.
+// queueKeys are the queue settings that set and add take.
+var queueKeys = []string{"queue", "aqm", "ecn", "target", "interval", "flows", "isolate", "quantum"}
+
+// queueSettings reads the queue settings that are not strings on the
+// wire: ecn (true or false; nil if not given) and flows (0 if not given).
+func queueSettings(cmd string, s map[string]string) (ecn *bool, flows int, err error) {
+	if v, ok := s["ecn"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, 0, usagef("%s: ecn=%q: use true or false", cmd, v)
+		}
+		ecn = &b
+	}
+	if v, ok := s["flows"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, 0, usagef("%s: flows=%q: use a power of two such as 1024", cmd, v)
+		}
+		flows = n
+	}
+	return ecn, flows, nil
+}
+
+// parseSet reads set's arguments: rate=, burst=, peak=, backlog= and the
+// queue settings.
 func parseSet(args []string) (control.SetRequest, error) {
-	s, err := settings("set", args, "rate", "burst", "peak", "backlog")
+	s, err := settings("set", args, append([]string{"rate", "burst", "peak", "backlog"}, queueKeys...)...)
 	if err != nil {
 		return control.SetRequest{}, err
 	}
-	return control.SetRequest{Rate: s["rate"], Burst: s["burst"], Peak: s["peak"], Backlog: s["backlog"]}, nil
+	ecn, flows, err := queueSettings("set", s)
+	if err != nil {
+		return control.SetRequest{}, err
+	}
+	return control.SetRequest{
+		Rate: s["rate"], Burst: s["burst"], Peak: s["peak"], Backlog: s["backlog"],
+		Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
+		Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
+	}, nil
 }
 
 // parseAdd reads add's arguments for a class named name.
 func parseAdd(name string, args []string) (control.AddRequest, error) {
-	s, err := settings("add", args, "rate", "burst", "peak", "mode", "backlog", "capped", "before",
-		"match.src", "match.dst", "match.proto", "match.sport", "match.dport", "match.dscp")
+	known := append([]string{"rate", "burst", "peak", "mode", "backlog", "capped"}, queueKeys...)
+	known = append(known, "before", "match.src", "match.dst", "match.proto", "match.sport", "match.dport", "match.dscp")
+	s, err := settings("add", args, known...)
 	if err != nil {
 		return control.AddRequest{}, err
 	}
 	if s["rate"] == "" {
 		return control.AddRequest{}, usagef("add: a class needs rate=RATE")
 	}
+	ecn, flows, err := queueSettings("add", s)
+	if err != nil {
+		return control.AddRequest{}, err
+	}
 	req := control.AddRequest{
 		ClassConfig: control.ClassConfig{
 			Name: name, Rate: s["rate"], Burst: s["burst"], Peak: s["peak"],
 			Mode: s["mode"], Backlog: s["backlog"],
+			Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
+			Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
 		},
 		Before: s["before"],
 	}

@@ -39,25 +39,36 @@ usage: pacerctl [-socket PATH] [-timeout DURATION] COMMAND [ARGUMENTS]
 commands:
   status [-json]
         one line per class: direction, class, configured rate, achieved
-        rate over the last second, offered rate, backlog and drops;
-        -json prints the daemon's full answer (counters in bytes)
+        rate over the last second, offered rate, backlog, active flows
+        (queue fq) and drops (and ECN marks); -json prints the daemon's
+        full answer (counters in bytes)
   watch [-interval 1s]
         status, redrawn in place until interrupted (Ctrl-C)
   set DIRECTION CLASS SETTING=VALUE...
         change a running class; settings:
           rate=RATE  burst=SIZE  peak=RATE|none  backlog=DURATION
-        a burst left at its default (10ms of the rate) follows a new rate
+          and the queue settings below (quantum=auto follows the rate)
+        a burst left at its default (10ms of the rate) follows a new rate;
+        a change of queue starts the new kind from its defaults
   add DIRECTION NAME SETTING=VALUE...
         add a class, last in its direction or before=CLASS (the first
         matching class wins); settings as in the config file:
           rate=RATE (required)  burst=SIZE  peak=RATE  mode=shape|police
           backlog=DURATION  capped=true|false  before=CLASS
+          queue settings (shaped classes): queue=fq|fifo and, for fq,
+          aqm=cobalt|codel|none  ecn=true|false  target=DURATION
+          interval=DURATION  flows=N  isolate=flows|src-host|dst-host|hosts
+          quantum=SIZE
           match.src=PREFIX[,PREFIX...]  match.dst=PREFIX[,PREFIX...]
           match.proto=tcp|udp|icmp|icmpv6|NUMBER
           match.sport=PORT[-PORT]  match.dport=PORT[-PORT]
           match.dscp=0-63|ef|af11|cs1...
         NAME default adds the direction's default class (no match.*, no
         before): it takes the packets that match no class
+  flows DIRECTION CLASS [-n 20] [-sort queued|sent] [-json]
+        the flows of a class with queue fq, most bytes queued (or sent)
+        first: protocol, addresses and ports, TUN queue, queued bytes and
+        packets, bytes sent, last queue delay, drops and ECN marks
   remove DIRECTION CLASS
         remove a class (or the default class); what it holds is still sent
   reload
@@ -70,7 +81,9 @@ tc); sizes 32kb, 1500b (1024-based); durations 200ms, 1s.
 
 examples:
   pacerctl status
+  pacerctl flows egress bulk -n 10
   pacerctl set egress bulk rate=20mbit burst=64kb
+  pacerctl set egress bulk aqm=codel isolate=hosts
   pacerctl add egress voip rate=1mbit match.proto=udp match.dport=5060-5061 before=bulk
   pacerctl remove egress voip
   pacerctl -socket /run/pacer/test.sock watch
@@ -186,6 +199,8 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		}
 		fmt.Fprintf(stdout, "removed %s %s\n", args[0], args[1])
 		return nil
+	case "flows":
+		return flowsCommand(ctx, c, args, stdout)
 	case "reload":
 		if len(args) != 0 {
 			return usagef("reload takes no arguments")

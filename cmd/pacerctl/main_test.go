@@ -29,6 +29,14 @@ func TestParseSet(t *testing.T) {
 		{name: "not key=value", args: []string{"10mbit"}, wantErr: `"10mbit" is not SETTING=VALUE`},
 		{name: "twice", args: []string{"rate=1mbit", "rate=2mbit"}, wantErr: "rate given twice"},
 		{name: "empty", args: []string{"rate="}, wantErr: "rate has no value"},
+		{name: "queue", args: []string{"queue=fifo"}, want: control.SetRequest{Queue: "fifo"}},
+		{name: "fq settings", args: []string{"aqm=codel", "ecn=false", "target=10ms", "interval=200ms", "flows=256", "isolate=hosts", "quantum=auto"},
+			want: control.SetRequest{AQM: "codel", ECN: new(bool), Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "auto"}},
+		{name: "ecn true", args: []string{"ecn=true"}, want: control.SetRequest{ECN: ptr(true)}},
+		{name: "ecn junk", args: []string{"ecn=on"}, wantErr: `set: ecn="on": use true or false`},
+		{name: "flows junk", args: []string{"flows=many"}, wantErr: `set: flows="many": use a power of two`},
+		{name: "flows zero", args: []string{"flows=0"}, wantErr: `set: flows="0"`},
+		{name: "unknown lists queue keys", args: []string{"fq=1"}, wantErr: "use rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate, quantum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseSet(tc.args)
@@ -38,7 +46,7 @@ func TestParseSet(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
@@ -48,6 +56,7 @@ func TestParseSet(t *testing.T) {
 func TestParseAdd(t *testing.T) {
 	got, err := parseAdd("voip", []string{
 		"rate=1mbit", "burst=8kb", "peak=2mbit", "mode=shape", "backlog=50ms", "capped=true", "before=bulk",
+		"queue=fq", "aqm=none", "ecn=false", "target=2ms", "interval=40ms", "flows=64", "isolate=src-host", "quantum=1.5kb",
 		"match.src=198.18.0.0/24, 198.18.1.0/24", "match.dst=198.18.0.2/32", "match.proto=udp",
 		"match.sport=1000-2000", "match.dport=5060", "match.dscp=ef",
 	})
@@ -57,6 +66,7 @@ func TestParseAdd(t *testing.T) {
 	want := control.AddRequest{
 		ClassConfig: control.ClassConfig{
 			Name: "voip", Rate: "1mbit", Burst: "8kb", Peak: "2mbit", Mode: "shape", Backlog: "50ms", Capped: true,
+			Queue: "fq", AQM: "none", ECN: new(bool), Target: "2ms", Interval: "40ms", Flows: 64, Isolate: "src-host", Quantum: "1.5kb",
 			Match: &control.Match{
 				Src: []string{"198.18.0.0/24", "198.18.1.0/24"}, Dst: []string{"198.18.0.2/32"},
 				Proto: "udp", Sport: "1000-2000", Dport: "5060", DSCP: "ef",
@@ -77,6 +87,8 @@ func TestParseAdd(t *testing.T) {
 		{[]string{"burst=1kb"}, "needs rate=RATE"},
 		{[]string{"rate=1mbit", "capped=maybe"}, "use true or false"},
 		{[]string{"rate=1mbit", "match.port=80"}, `unknown setting "match.port"`},
+		{[]string{"rate=1mbit", "ecn=no"}, `add: ecn="no": use true or false`},
+		{[]string{"rate=1mbit", "flows=-8"}, `add: flows="-8": use a power of two`},
 	} {
 		if _, err := parseAdd("x", tc.args); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.wantErr)
@@ -109,13 +121,13 @@ func TestFormatBitRate(t *testing.T) {
 
 func sampleStatus() *control.Status {
 	drops := func(backlog, police uint64) map[string]uint64 {
-		return map[string]uint64{"backlog": backlog, "police": police, "malformed": 0, "write_error": 0, "shutdown": 0}
+		return map[string]uint64{"backlog": backlog, "police": police, "malformed": 0, "write_error": 0, "shutdown": 0, "aqm": 0, "overlimit": 0}
 	}
 	return &control.Status{
 		Directions: []control.Direction{{Name: "egress", Rate: "100mbit", Burst: "125000b", RateBytesPerSecond: 12_500_000}, {Name: "ingress"}},
 		Classes: []control.Class{
 			{
-				ClassStats: stats.ClassStats{Direction: "egress", Class: "bulk", Mode: "shape", BacklogBytes: 18000, BacklogPackets: 12, Dropped: drops(120, 10)},
+				ClassStats: stats.ClassStats{Direction: "egress", Class: "bulk", Mode: "shape", Queue: "fq", BacklogBytes: 18000, BacklogPackets: 12, Dropped: drops(120, 10), MarkedPackets: 7, ActiveFlows: 3},
 				Config:     control.ClassConfig{Name: "bulk", Rate: "10mbit", Peak: "20mbit"},
 				Achieved:   stats.Rate{SentBytesPerSecond: 1_249_000, ReceivedBytesPerSecond: 1_500_000, WindowSeconds: 1},
 			},
@@ -133,9 +145,9 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `egress: total rate 100mbit, burst 125000b
-DIRECTION  CLASS         MODE         RATE                ACHIEVED  OFFERED  BACKLOG     DROPS
-egress     bulk          shape        10mbit peak 20mbit  9.99mbit  12mbit   17.6kb 12p  130 (backlog 120, police 10)
-egress     unclassified  unthrottled  -                   -         -        0           0
+DIRECTION  CLASS         MODE         RATE                ACHIEVED  OFFERED  BACKLOG     FLOWS  DROPS
+egress     bulk          shape        10mbit peak 20mbit  9.99mbit  12mbit   17.6kb 12p  3      130 (backlog 120, police 10), marked 7
+egress     unclassified  unthrottled  -                   -         -        0           -      0
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
@@ -232,3 +244,26 @@ func TestWatch(t *testing.T) {
 		t.Errorf("watch drew %d frames:\n%q", frames, out.String())
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	fqDefault := control.ClassConfig{Rate: "10mbit", Burst: "12500b", Mode: "shape", Backlog: "500ms",
+		Queue: "fq", AQM: "cobalt", Target: "5ms", Interval: "100ms", Flows: 1024, Isolate: "flows"}
+	fqSet := fqDefault
+	fqSet.AQM, fqSet.ECN, fqSet.Target, fqSet.Interval, fqSet.Flows, fqSet.Isolate, fqSet.Quantum = "codel", new(bool), "10ms", "200ms", 256, "hosts", "1514b"
+	for _, tc := range []struct {
+		name string
+		c    control.ClassConfig
+		want string
+	}{
+		{"fq defaults", fqDefault, "rate=10mbit burst=12500b mode=shape backlog=500ms queue=fq aqm=cobalt"},
+		{"fq settings", fqSet, "rate=10mbit burst=12500b mode=shape backlog=500ms queue=fq aqm=codel ecn=false target=10ms interval=200ms flows=256 isolate=hosts quantum=1514b"},
+		{"fifo", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "shape", Backlog: "500ms", Queue: "fifo"}, "rate=1mbit burst=3000b mode=shape backlog=500ms queue=fifo"},
+		{"police", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "police", Match: &control.Match{Proto: "udp"}}, "rate=1mbit burst=3000b mode=police match.proto=udp"},
+	} {
+		if got := describe(tc.c); got != tc.want {
+			t.Errorf("%s: describe =\n%s\nwant\n%s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

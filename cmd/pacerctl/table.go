@@ -64,8 +64,9 @@ func watch(ctx context.Context, c *control.Client, w io.Writer, interval time.Du
 }
 
 // writeTable writes one line per class: direction, class, configured rate,
-// achieved and offered rate over the last second, backlog and drops. A
-// direction with a total rate gets a line of its own first.
+// achieved and offered rate over the last second, backlog, active flows
+// (classes with queue fq; "-" for the others), and drops with ECN marks
+// (if any). A direction with a total rate gets a line of its own first.
 func writeTable(w io.Writer, st *control.Status) error {
 	for _, d := range st.Directions {
 		if d.Rate != "" {
@@ -73,7 +74,7 @@ func writeTable(w io.Writer, st *control.Status) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tDROPS\n")
+	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tFLOWS\tDROPS\n")
 	for _, c := range st.Classes {
 		rate := "-"
 		if c.Config.Rate != "" {
@@ -87,8 +88,16 @@ func writeTable(w io.Writer, st *control.Status) error {
 			achieved = formatBitRate(c.Achieved.SentBytesPerSecond)
 			offered = formatBitRate(c.Achieved.ReceivedBytesPerSecond)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Direction, c.Class, c.Mode, rate, achieved, offered,
-			backlog(c.BacklogBytes, c.BacklogPackets), drops(c.Dropped))
+		flows := "-"
+		if c.Queue == "fq" {
+			flows = strconv.FormatInt(c.ActiveFlows, 10)
+		}
+		dropped := drops(c.Dropped)
+		if c.MarkedPackets > 0 {
+			dropped += ", marked " + strconv.FormatUint(c.MarkedPackets, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Direction, c.Class, c.Mode, rate, achieved, offered,
+			backlog(c.BacklogBytes, c.BacklogPackets), flows, dropped)
 	}
 	return tw.Flush()
 }
@@ -176,6 +185,7 @@ func describe(c control.ClassConfig) string {
 	if c.Capped {
 		add("capped", "true")
 	}
+	describeQueue(add, c)
 	if m := c.Match; m != nil {
 		add("match.src", strings.Join(m.Src, ","))
 		add("match.dst", strings.Join(m.Dst, ","))
@@ -185,4 +195,30 @@ func describe(c control.ClassConfig) string {
 		add("match.dscp", m.DSCP)
 	}
 	return strings.Join(parts, " ")
+}
+
+// fqDefaults are the fq settings pacerd fills in (shaper/fq's defaults),
+// which describe leaves out.
+var fqDefaults = map[string]string{"target": "5ms", "interval": "100ms", "flows": "1024", "isolate": "flows"}
+
+// describeQueue adds a class's queue settings compactly: "queue=fifo", or
+// "queue=fq aqm=cobalt" and the fq settings away from their defaults.
+func describeQueue(add func(k, v string), c control.ClassConfig) {
+	add("queue", c.Queue)
+	add("aqm", c.AQM)
+	if c.ECN != nil {
+		add("ecn", strconv.FormatBool(*c.ECN))
+	}
+	flows := ""
+	if c.Flows != 0 {
+		flows = strconv.Itoa(c.Flows)
+	}
+	for _, s := range []struct{ k, v string }{
+		{"target", c.Target}, {"interval", c.Interval}, {"flows", flows}, {"isolate", c.Isolate},
+	} {
+		if s.v != fqDefaults[s.k] {
+			add(s.k, s.v)
+		}
+	}
+	add("quantum", c.Quantum)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -93,6 +94,7 @@ func (d *daemon) controlHandler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET "+control.FlowsPath+"/{direction}/{class}", d.flowsHandler)
 	mux.HandleFunc("POST "+control.ReloadPath, func(w http.ResponseWriter, r *http.Request) {
 		cfg, err := d.reload()
 		if err != nil {
@@ -232,8 +234,9 @@ func findClass(dc *shaper.DirectionConfig, dir, name string) (*shaper.ClassConfi
 	return nil, notFound(dir, name)
 }
 
-// setClass changes a class's rate, burst, peak or backlog in cfg. A burst
-// that was the default for the old rate follows the new rate.
+// setClass changes a class's rate, burst, peak, backlog or queue settings
+// in cfg. A burst that was the default for the old rate follows the new
+// rate.
 func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) error {
 	dc, mtu, err := direction(cfg, dir)
 	if err != nil {
@@ -244,7 +247,7 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 		return err
 	}
 	if req == (control.SetRequest{}) {
-		return badRequest("nothing to set: give rate, burst, peak or backlog")
+		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum")
 	}
 	if req.Rate != "" {
 		rate, err := shaper.ParseRate(req.Rate)
@@ -283,6 +286,92 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 			return badRequest("backlog: %w", err)
 		}
 		cc.Backlog = b
+	}
+	return setQueue(cc, req)
+}
+
+// setQueue applies a SetRequest's queue settings to cc. Settings that do
+// not apply to the class (any in mode police, the fq ones with queue fifo)
+// are refused here even when they name the default, which Validate could
+// not tell from leaving them out.
+func setQueue(cc *shaper.ClassConfig, req control.SetRequest) error {
+	if req.Queue != "" {
+		q, err := shaper.ParseQueueKind(req.Queue)
+		if err != nil {
+			return badRequest("queue: %w", err)
+		}
+		if q != cc.Queue && cc.Mode == shaper.ModeShape {
+			cc.FQ = shaper.FQConfig{} // fifo has none; fq starts from the defaults
+		}
+		cc.Queue = q
+	}
+	given := []struct {
+		key string
+		set bool
+	}{
+		{"queue", req.Queue != ""}, {"aqm", req.AQM != ""}, {"ecn", req.ECN != nil}, {"target", req.Target != ""},
+		{"interval", req.Interval != ""}, {"flows", req.Flows != 0}, {"isolate", req.Isolate != ""}, {"quantum", req.Quantum != ""},
+	}
+	for _, g := range given {
+		switch {
+		case !g.set:
+		case cc.Mode == shaper.ModePolice:
+			return badRequest("%s: mode police drops instead of queueing: remove %s", g.key, g.key)
+		case cc.Queue == shaper.QueueFIFO && g.key != "queue":
+			return badRequest("%s: %s applies to queue fq only", g.key, g.key)
+		}
+	}
+	f := &cc.FQ
+	if req.AQM != "" {
+		a, err := fq.ParseAQM(req.AQM)
+		if err != nil {
+			return badRequest("aqm: %w", err)
+		}
+		f.AQM = a
+	}
+	if req.ECN != nil {
+		f.NoECN = !*req.ECN
+	}
+	for _, t := range []struct {
+		key string
+		s   string
+		dst *time.Duration
+	}{{"target", req.Target, &f.Target}, {"interval", req.Interval, &f.Interval}} {
+		if t.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(t.s)
+		if err != nil {
+			return badRequest("%s: %w", t.key, err)
+		}
+		if d <= 0 {
+			return badRequest("%s: must be above 0, not %s", t.key, t.s)
+		}
+		*t.dst = d
+	}
+	if req.Flows != 0 {
+		if err := fq.CheckFlows(req.Flows); err != nil {
+			return badRequest("flows: %w", err)
+		}
+		f.Flows = req.Flows
+	}
+	if req.Isolate != "" {
+		i, err := fq.ParseIsolation(req.Isolate)
+		if err != nil {
+			return badRequest("isolate: %w", err)
+		}
+		f.Isolate = i
+	}
+	switch q := strings.ToLower(strings.TrimSpace(req.Quantum)); q {
+	case "":
+	case "auto", "0":
+		f.Quantum = 0
+	default:
+		n, err := shaper.ParseSize(req.Quantum)
+		if err != nil {
+			return badRequest("quantum: %w", err)
+		}
+		f.Quantum = n
 	}
 	return nil
 }
@@ -446,6 +535,7 @@ func classJSON(cc shaper.ClassConfig) control.ClassConfig {
 		out.Backlog = cc.Backlog.String()
 	}
 	out.Capped = cc.Capped
+	queueJSON(&out, cc)
 	m := &control.Match{}
 	for _, p := range cc.Match.Src {
 		m.Src = append(m.Src, p.String())
@@ -469,4 +559,32 @@ func classJSON(cc shaper.ClassConfig) control.ClassConfig {
 		out.Match = m
 	}
 	return out
+}
+
+// queueJSON writes a class's queue settings: queue for a shaped class; for
+// an fq class also aqm, isolate and the AQM times and flow count, with ecn
+// only when it is off and quantum only when it does not follow the rate.
+func queueJSON(out *control.ClassConfig, cc shaper.ClassConfig) {
+	if cc.Mode != shaper.ModeShape {
+		return
+	}
+	out.Queue = cc.Queue.String()
+	if cc.Queue != shaper.QueueFQ {
+		return
+	}
+	f := cc.FQ
+	out.AQM, out.Isolate = f.AQM.String(), f.Isolate.String()
+	if f.NoECN {
+		out.ECN = new(bool)
+	}
+	if f.Target > 0 {
+		out.Target = f.Target.String()
+	}
+	if f.Interval > 0 {
+		out.Interval = f.Interval.String()
+	}
+	out.Flows = f.Flows
+	if f.Quantum > 0 {
+		out.Quantum = shaper.FormatSize(f.Quantum)
+	}
 }

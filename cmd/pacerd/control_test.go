@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -327,4 +329,182 @@ func TestParseClassErrorsNameSettings(t *testing.T) {
 	if strings.Contains(err.Error(), "ingress.classes[0]") || strings.Contains(err.Error(), "request:") {
 		t.Errorf("%q names the wrapper document", err)
 	}
+}
+
+func TestControlSetQueue(t *testing.T) {
+	d, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	linkCfg := func(dir, name string) shaper.ClassConfig { return d.link.Load().Class(dir, name).Config() }
+
+	// A shaped class reports its queue; a policed one has none.
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBulk := control.ClassConfig{Queue: "fq", AQM: "cobalt", Target: "5ms", Interval: "100ms", Flows: 1024, Isolate: "flows"}
+	if got := queueOf(st.Classes[0].Config); !reflect.DeepEqual(got, wantBulk) {
+		t.Errorf("bulk queue %+v, want %+v", got, wantBulk)
+	}
+	if got := queueOf(st.Classes[3].Config); st.Classes[3].Class != "pol" || !reflect.DeepEqual(got, control.ClassConfig{}) {
+		t.Errorf("%s queue %+v, want none", st.Classes[3].Class, got)
+	}
+
+	off, on := false, true
+	steps := []struct {
+		name string
+		dir  string
+		cls  string
+		req  control.SetRequest
+		want shaper.ClassConfig // Queue and FQ
+		json control.ClassConfig
+	}{
+		{"every fq setting", "egress", "bulk",
+			control.SetRequest{AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1.5kb"},
+			shaper.ClassConfig{FQ: shaper.FQConfig{AQM: fq.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
+				Flows: 256, Isolate: fq.IsolateHosts, Quantum: 1536}},
+			control.ClassConfig{Queue: "fq", AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1536b"}},
+		{"ecn back on, automatic quantum", "egress", "bulk", control.SetRequest{ECN: &on, Quantum: "auto"},
+			shaper.ClassConfig{FQ: shaper.FQConfig{AQM: fq.AQMCoDel, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: fq.IsolateHosts}},
+			control.ClassConfig{Queue: "fq", AQM: "codel", Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts"}},
+		{"same queue keeps the settings", "egress", "bulk", control.SetRequest{Queue: "fq", AQM: "none"},
+			shaper.ClassConfig{FQ: shaper.FQConfig{AQM: fq.AQMNone, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: fq.IsolateHosts}},
+			control.ClassConfig{Queue: "fq", AQM: "none", Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts"}},
+		{"fifo clears the fq settings", "egress", "bulk", control.SetRequest{Queue: "fifo"},
+			shaper.ClassConfig{Queue: shaper.QueueFIFO},
+			control.ClassConfig{Queue: "fifo"}},
+		{"back to fq starts from the defaults", "egress", "bulk", control.SetRequest{Queue: "fq", Isolate: "src-host"},
+			shaper.ClassConfig{FQ: shaper.FQConfig{Target: fq.DefaultTarget, Interval: fq.DefaultInterval, Flows: fq.DefaultFlows, Isolate: fq.IsolateSrcHost}},
+			control.ClassConfig{Queue: "fq", AQM: "cobalt", Target: "5ms", Interval: "100ms", Flows: 1024, Isolate: "src-host"}},
+		{"default class", "ingress", "default", control.SetRequest{Interval: "1s"},
+			shaper.ClassConfig{FQ: shaper.FQConfig{Target: fq.DefaultTarget, Interval: time.Second, Flows: fq.DefaultFlows}},
+			control.ClassConfig{Queue: "fq", AQM: "cobalt", Target: "5ms", Interval: "1s", Flows: 1024, Isolate: "flows"}},
+		{"fifo with others", "egress", "video", control.SetRequest{Queue: "fifo", Rate: "25mbit"},
+			shaper.ClassConfig{Queue: shaper.QueueFIFO},
+			control.ClassConfig{Queue: "fifo"}},
+	}
+	for _, s := range steps {
+		cl, err := c.Set(ctx, s.dir, s.cls, s.req)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := linkCfg(s.dir, s.cls); got.Queue != s.want.Queue || !reflect.DeepEqual(got.FQ, s.want.FQ) {
+			t.Errorf("%s: link runs %v %+v, want %v %+v", s.name, got.Queue, got.FQ, s.want.Queue, s.want.FQ)
+		}
+		if got := queueOf(cl.Config); !reflect.DeepEqual(got, s.json) {
+			t.Errorf("%s: answer %+v, want %+v", s.name, got, s.json)
+		}
+	}
+
+	// Failures change nothing. video is fifo now, bulk fq with src-host.
+	before := linkCfg("egress", "bulk")
+	runningBefore := d.running()
+	for _, tc := range []struct {
+		name      string
+		dir, cls  string
+		req       control.SetRequest
+		errorText string
+	}{
+		{"police queue", "ingress", "pol", control.SetRequest{Queue: "fq"}, "queue: mode police drops instead of queueing: remove queue"},
+		{"police ecn", "ingress", "pol", control.SetRequest{ECN: &on}, "ecn: mode police drops instead of queueing: remove ecn"},
+		{"police flows", "ingress", "pol", control.SetRequest{Flows: 64}, "remove flows"},
+		{"fifo aqm", "egress", "video", control.SetRequest{AQM: "cobalt"}, "aqm: aqm applies to queue fq only"},
+		{"fifo quantum", "egress", "video", control.SetRequest{Quantum: "auto"}, "quantum: quantum applies to queue fq only"},
+		{"to fifo with fq settings", "egress", "bulk", control.SetRequest{Queue: "fifo", Target: "10ms"}, "target: target applies to queue fq only"},
+		{"queue", "egress", "bulk", control.SetRequest{Queue: "drr"}, `queue: unknown queue "drr" (use fq or fifo)`},
+		{"aqm", "egress", "bulk", control.SetRequest{AQM: "red"}, `aqm: unknown aqm "red" (use cobalt, codel or none)`},
+		{"isolate", "egress", "bulk", control.SetRequest{Isolate: "triple"}, `isolate: unknown isolate "triple"`},
+		{"flows", "egress", "bulk", control.SetRequest{Flows: 1000}, "flows: 1000 flows: must be a power of two from 8 to 65536"},
+		{"target unit", "egress", "bulk", control.SetRequest{Target: "5"}, `target: time: missing unit in duration "5"`},
+		{"target zero", "egress", "bulk", control.SetRequest{Target: "0s"}, "target: must be above 0, not 0s"},
+		{"target above interval", "egress", "bulk", control.SetRequest{Target: "150ms"}, "egress.classes[0].target: 150ms must be below the interval (100ms)"},
+		{"interval", "egress", "bulk", control.SetRequest{Interval: "11s"}, "egress.classes[0].interval: 11s is above 10s"},
+		{"quantum small", "egress", "bulk", control.SetRequest{Quantum: "32"}, "egress.classes[0].quantum: 32b is out of range [64b, 1mb]"},
+		{"quantum unit", "egress", "bulk", control.SetRequest{Quantum: "1kbit"}, `quantum: unknown unit "kbit"`},
+		{"nothing lists the keys", "egress", "bulk", control.SetRequest{}, "nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)
+			wantStatus(t, err, http.StatusBadRequest, tc.errorText)
+		})
+	}
+	if got := linkCfg("egress", "bulk"); got.Queue != before.Queue || got.FQ != before.FQ {
+		t.Errorf("a failed set changed the link: %+v, was %+v", got, before)
+	}
+	if d.running() != runningBefore {
+		t.Errorf("a failed set replaced the running config")
+	}
+}
+
+func TestControlAddQueue(t *testing.T) {
+	d, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	off, on := false, true
+
+	cl, err := c.Add(ctx, "egress", control.AddRequest{ClassConfig: control.ClassConfig{
+		Name: "fq", Rate: "1mbit", AQM: "codel", ECN: &off, Target: "2ms", Interval: "40ms", Flows: 64, Isolate: "dst-host", Quantum: "300",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shaper.FQConfig{AQM: fq.AQMCoDel, NoECN: true, Target: 2 * time.Millisecond, Interval: 40 * time.Millisecond, Flows: 64, Isolate: fq.IsolateDstHost, Quantum: 300}
+	if got := d.link.Load().Class("egress", "fq").Config(); got.Queue != shaper.QueueFQ || got.FQ != want {
+		t.Errorf("fq: link runs %v %+v, want fq %+v", got.Queue, got.FQ, want)
+	}
+	wantJSON := control.ClassConfig{Queue: "fq", AQM: "codel", ECN: &off, Target: "2ms", Interval: "40ms", Flows: 64, Isolate: "dst-host", Quantum: "300b"}
+	if got := queueOf(cl.Config); !reflect.DeepEqual(got, wantJSON) {
+		t.Errorf("fq: answer %+v, want %+v", got, wantJSON)
+	}
+	// What the daemon writes adds the same class again.
+	again := cl.Config
+	again.Name = "fq2"
+	if _, err := c.Add(ctx, "egress", control.AddRequest{ClassConfig: again}); err != nil {
+		t.Fatal(err)
+	}
+	if got, first := d.link.Load().Class("egress", "fq2").Config(), d.link.Load().Class("egress", "fq").Config(); got.FQ != first.FQ || got.Queue != first.Queue {
+		t.Errorf("fq2 from the answer for fq: %+v, want %+v", got.FQ, first.FQ)
+	}
+
+	if cl, err = c.Add(ctx, "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "fifo", Rate: "1mbit", Queue: "fifo"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.link.Load().Class("egress", "fifo").Config(); got.Queue != shaper.QueueFIFO || got.FQ != (shaper.FQConfig{}) {
+		t.Errorf("fifo: link runs %v %+v", got.Queue, got.FQ)
+	}
+	if got := queueOf(cl.Config); !reflect.DeepEqual(got, control.ClassConfig{Queue: "fifo"}) {
+		t.Errorf("fifo: answer %+v", got)
+	}
+	if cl, err = c.Add(ctx, "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "default", Rate: "1mbit", ECN: &on, Isolate: "hosts"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.link.Load().Class("egress", "default").Config(); got.FQ.Isolate != fq.IsolateHosts || got.FQ.NoECN {
+		t.Errorf("default: link runs %+v", got.FQ)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		cc        control.ClassConfig
+		errorText string
+	}{
+		{"police queue", control.ClassConfig{Mode: "police", Queue: "fq"}, "queue: mode police drops instead of queueing: remove queue"},
+		{"police ecn", control.ClassConfig{Mode: "police", ECN: &on}, "ecn: mode police drops instead of queueing: remove ecn"},
+		{"fifo aqm", control.ClassConfig{Queue: "fifo", AQM: "cobalt"}, "aqm: aqm applies to queue fq only"},
+		{"queue", control.ClassConfig{Queue: "lifo"}, `queue: unknown queue "lifo"`},
+		{"aqm", control.ClassConfig{AQM: "pie"}, `aqm: unknown aqm "pie"`},
+		{"isolate", control.ClassConfig{Isolate: "none"}, `isolate: unknown isolate "none"`},
+		{"flows", control.ClassConfig{Flows: 12}, "flows: 12 flows: must be a power of two"},
+		{"target", control.ClassConfig{Target: "100ms"}, "target: 100ms must be below the interval (100ms)"},
+		{"quantum", control.ClassConfig{Quantum: "2mb"}, "quantum: 2mb is out of range [64b, 1mb]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cc.Name, tc.cc.Rate = "x", "1mbit"
+			_, err := c.Add(ctx, "egress", control.AddRequest{ClassConfig: tc.cc})
+			wantStatus(t, err, http.StatusBadRequest, tc.errorText)
+		})
+	}
+}
+
+// queueOf returns only the queue settings of a class's config.
+func queueOf(c control.ClassConfig) control.ClassConfig {
+	return control.ClassConfig{Queue: c.Queue, AQM: c.AQM, ECN: c.ECN, Target: c.Target, Interval: c.Interval,
+		Flows: c.Flows, Isolate: c.Isolate, Quantum: c.Quantum}
 }

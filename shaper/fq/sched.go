@@ -430,7 +430,13 @@ func (s *Sched) dequeueFlow(f *flow, now, tooOld int64) (Packet, bool) {
 			f.dropped++
 			r := ReasonAQM
 			if p.Arrival < tooOld {
+				// Waiting past the backlog bound is an overflow too: under
+				// COBALT, BLUE's probability rises, so that an unresponsive
+				// flow is dropped at the head before it waits that long.
 				r = ReasonTooOld
+				if s.p.AQM == AQMCobalt {
+					f.aqm.blueFull(&s.p, now)
+				}
 			}
 			s.onDrop(&p, r)
 			continue

@@ -11,6 +11,7 @@
 //	POST   /v1/classes/{direction}          AddRequest  → 201 Class
 //	DELETE /v1/classes/{direction}/{class}  → 204
 //	POST   /v1/reload                       → 200 ReloadResult
+//	GET    /v1/flows/{direction}/{class}?n=N&sort=queued|sent  → 200 Flows
 //
 // direction is "egress" or "ingress"; class is a class name, or "default"
 // for the direction's default class. A failed request gets a status of 400
@@ -62,8 +63,9 @@ type Direction struct {
 
 // Class is one class: its configuration as in the config file, its
 // counters and configured rates in numbers (the embedded stats.ClassStats,
-// whose fields appear at the top level of the JSON object), and the rates
-// it achieved over the last second.
+// whose fields appear at the top level of the JSON object: among them
+// queue, active_flows and marked for fair queueing), and the rates it
+// achieved over the last second.
 type Class struct {
 	stats.ClassStats
 	// Config is the class's configuration in the config file's syntax.
@@ -76,6 +78,10 @@ type Class struct {
 // ClassConfig is a class as in the config file (see its reference in the
 // README): strings in the file's units; empty fields are omitted, and in a
 // request take their defaults.
+//
+// The daemon writes Queue for every shaped class, and AQM, Target,
+// Interval, Flows and Isolate for every fq class; ECN only when it is
+// false, Quantum only when it is set (else it follows the rate).
 type ClassConfig struct {
 	Name    string `json:"name"`
 	Match   *Match `json:"match,omitempty"`
@@ -85,6 +91,18 @@ type ClassConfig struct {
 	Mode    string `json:"mode,omitempty"`
 	Backlog string `json:"backlog,omitempty"`
 	Capped  bool   `json:"capped,omitempty"`
+	// Queue is "fq" or "fifo" (shaped classes only).
+	Queue string `json:"queue,omitempty"`
+	// AQM ("cobalt", "codel", "none"), ECN, Target, Interval, Flows,
+	// Isolate ("flows", "src-host", "dst-host", "hosts") and Quantum are
+	// the fq settings.
+	AQM      string `json:"aqm,omitempty"`
+	ECN      *bool  `json:"ecn,omitempty"`
+	Target   string `json:"target,omitempty"`
+	Interval string `json:"interval,omitempty"`
+	Flows    int    `json:"flows,omitempty"`
+	Isolate  string `json:"isolate,omitempty"`
+	Quantum  string `json:"quantum,omitempty"`
 }
 
 // Match is a class's match, as in the config file: prefix lists for Src
@@ -107,12 +125,22 @@ func (m *Match) IsZero() bool {
 // SetRequest changes a running class (PATCH). Fields left empty keep
 // their value, except that a burst left at its default (10 ms of the rate,
 // see the README) follows a new rate. Peak "none" (or "0") removes the peak
-// rate.
+// rate. The queue settings are ClassConfig's: a change of Queue to "fifo"
+// clears the fq settings, and one to "fq" starts from their defaults;
+// Quantum "auto" (or "0") makes the quantum follow the rate again.
 type SetRequest struct {
-	Rate    string `json:"rate,omitempty"`
-	Burst   string `json:"burst,omitempty"`
-	Peak    string `json:"peak,omitempty"`
-	Backlog string `json:"backlog,omitempty"`
+	Rate     string `json:"rate,omitempty"`
+	Burst    string `json:"burst,omitempty"`
+	Peak     string `json:"peak,omitempty"`
+	Backlog  string `json:"backlog,omitempty"`
+	Queue    string `json:"queue,omitempty"`
+	AQM      string `json:"aqm,omitempty"`
+	ECN      *bool  `json:"ecn,omitempty"`
+	Target   string `json:"target,omitempty"`
+	Interval string `json:"interval,omitempty"`
+	Flows    int    `json:"flows,omitempty"`
+	Isolate  string `json:"isolate,omitempty"`
+	Quantum  string `json:"quantum,omitempty"`
 }
 
 // AddRequest adds a class (POST to ClassesPath/direction). The class goes

@@ -87,6 +87,9 @@ type Iperf3Result struct {
 	Packets               int     // UDP
 	LostPercent           float64 // UDP
 	Seconds               float64
+	// StreamBitsPerSecond is each parallel stream's goodput (-P), as the
+	// receiver saw it (TCP) or as sent (UDP), after any omitted seconds (-O).
+	StreamBitsPerSecond []float64
 }
 
 // Client runs an iperf3 client in namespace clientNs against s for the
@@ -133,6 +136,10 @@ func ParseIperf3JSON(report []byte) (Iperf3Result, error) {
 	var doc struct {
 		Error string `json:"error"`
 		End   struct {
+			Streams []struct {
+				Receiver *sum `json:"receiver"`
+				UDP      *sum `json:"udp"`
+			} `json:"streams"`
 			Sum         *sum `json:"sum"`
 			SumSent     *sum `json:"sum_sent"`
 			SumReceived *sum `json:"sum_received"`
@@ -159,6 +166,14 @@ func ParseIperf3JSON(report []byte) (Iperf3Result, error) {
 		r.LostPackets, r.Packets, r.LostPercent = e.Sum.LostPackets, e.Sum.Packets, e.Sum.LostPercent
 	default:
 		return r, fmt.Errorf("iperf3 report: no end summary")
+	}
+	for _, st := range doc.End.Streams {
+		switch {
+		case st.Receiver != nil:
+			r.StreamBitsPerSecond = append(r.StreamBitsPerSecond, st.Receiver.BitsPerSecond)
+		case st.UDP != nil:
+			r.StreamBitsPerSecond = append(r.StreamBitsPerSecond, st.UDP.BitsPerSecond)
+		}
 	}
 	return r, nil
 }

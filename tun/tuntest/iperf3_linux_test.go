@@ -3,6 +3,7 @@
 package tuntest_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -17,8 +18,9 @@ func TestParseIperf3JSON(t *testing.T) {
 	}{
 		{
 			name:   "tcp",
-			report: `{"end":{"sum_sent":{"seconds":5,"bytes":1000,"bits_per_second":2e9,"retransmits":7},"sum_received":{"seconds":5.01,"bytes":990,"bits_per_second":1.9e9}}}`,
-			want:   tuntest.Iperf3Result{SentBitsPerSecond: 2e9, ReceivedBitsPerSecond: 1.9e9, SentBytes: 1000, ReceivedBytes: 990, Retransmits: 7, Seconds: 5.01},
+			report: `{"end":{"streams":[{"receiver":{"bits_per_second":1.2e9}},{"receiver":{"bits_per_second":0.7e9}}],"sum_sent":{"seconds":5,"bytes":1000,"bits_per_second":2e9,"retransmits":7},"sum_received":{"seconds":5.01,"bytes":990,"bits_per_second":1.9e9}}}`,
+			want: tuntest.Iperf3Result{SentBitsPerSecond: 2e9, ReceivedBitsPerSecond: 1.9e9, SentBytes: 1000, ReceivedBytes: 990, Retransmits: 7, Seconds: 5.01,
+				StreamBitsPerSecond: []float64{1.2e9, 0.7e9}},
 		},
 		{
 			name:   "udp",
@@ -32,7 +34,7 @@ func TestParseIperf3JSON(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tuntest.ParseIperf3JSON([]byte(tc.report))
-			if (err != nil) != tc.wantErr || got != tc.want {
+			if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("ParseIperf3JSON = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})
