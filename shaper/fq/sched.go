@@ -75,7 +75,6 @@ type flow struct {
 	bytes      int64 // wire cost of the queued packets
 	src, dst   int32 // Hosts slots held while on a list; none
 	aqm        aqmVars
-	id         FlowID
 
 	sentPackets, sentBytes, dropped, marked uint64
 	delay                                   int64 // sojourn of the last dequeued packet
@@ -92,6 +91,7 @@ type Sched struct {
 	pendingHosts *Hosts
 
 	flows   []flow
+	ids     []FlowID // flows[i]'s 5-tuple, for Snapshot (cold)
 	mask    uint64
 	nodes   []node
 	free    int32 // free node list
@@ -106,6 +106,8 @@ type Sched struct {
 	onDrop func(p *Packet, r Reason)
 	c      *Counters
 	rnd    uint64
+
+	dropped Packet // the packet being handed to onDrop
 
 	weight   uint64 // cached Weight for host isolation
 	weightAt int64
@@ -130,6 +132,7 @@ func (s *Sched) setParams(p Params) {
 	s.mtuTime = int64(p.mtuTime())
 	if len(s.flows) != p.Flows {
 		s.flows = make([]flow, p.Flows)
+		s.ids = make([]FlowID, p.Flows)
 		for i := range s.flows {
 			s.flows[i] = flow{head: none, tail: none, next: none, src: none, dst: none}
 		}
@@ -214,13 +217,14 @@ func (s *Sched) lookup(k Key, id *FlowID) int32 {
 	for i := uint64(0); i < Ways; i++ {
 		j := base + (idx+i)&(Ways-1)
 		if f := &s.flows[j]; f.list == listNone && f.packets == 0 {
-			s.flows[j] = flow{head: none, tail: none, next: none, src: none, dst: none, tagged: true, tag: k.Flow, id: *id}
+			s.flows[j] = flow{head: none, tail: none, next: none, src: none, dst: none, tagged: true, tag: k.Flow}
+			s.ids[j] = *id
 			return int32(j)
 		}
 	}
 	s.c.Collisions.Add(1)
 	f := &s.flows[idx]
-	f.tag, f.id = k.Flow, *id
+	f.tag, s.ids[idx] = k.Flow, *id
 	return int32(idx)
 }
 
@@ -438,7 +442,7 @@ func (s *Sched) dequeueFlow(f *flow, now, tooOld int64) (Packet, bool) {
 					f.aqm.blueFull(&s.p, now)
 				}
 			}
-			s.onDrop(&p, r)
+			s.drop(&p, r)
 			continue
 		case mark:
 			if SetCE(p.ip()) {
@@ -452,6 +456,14 @@ func (s *Sched) dequeueFlow(f *flow, now, tooOld int64) (Packet, bool) {
 		return p, true
 	}
 	return Packet{}, false
+}
+
+// drop hands p to the drop function through a field of s, so that p
+// itself does not escape to the heap.
+func (s *Sched) drop(p *Packet, r Reason) {
+	s.dropped = *p
+	s.onDrop(&s.dropped, r)
+	s.dropped = Packet{}
 }
 
 // DropFattest drops from the head of the flow holding the most bytes until
@@ -488,7 +500,7 @@ func (s *Sched) DropFattest(now int64) int64 {
 		s.bytes -= int64(p.Pkt.Cost)
 		f.dropped++
 		dropped += int64(p.Pkt.Cost)
-		s.onDrop(&p, ReasonOverlimit)
+		s.drop(&p, ReasonOverlimit)
 	}
 	return dropped
 }
@@ -525,7 +537,7 @@ func (s *Sched) Snapshot(dst []FlowInfo) []FlowInfo {
 			continue
 		}
 		dst = append(dst, FlowInfo{
-			FlowID:        f.id,
+			FlowID:        s.ids[i],
 			QueuedPackets: int(f.packets),
 			QueuedBytes:   int(f.bytes),
 			SentPackets:   f.sentPackets,
@@ -551,7 +563,8 @@ func (s *Sched) Drain(fn func(*Packet)) {
 				p := s.nodes[ni].pkt
 				f.head = s.nodes[ni].next
 				s.release(ni)
-				fn(&p)
+				s.dropped = p
+				fn(&s.dropped)
 			}
 			f.tail, f.packets, f.bytes = none, 0, 0
 			s.deactivate(fi)
