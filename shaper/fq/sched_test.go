@@ -49,7 +49,6 @@ func enqueue(s *Sched, h Hasher, size int, sport uint16, ecn byte, now int64) {
 	s.Enqueue(p, h.Key(&id, s.p.Isolate), &id, now)
 }
 
-
 // TestDRRSharesBytes: two backlogged flows with 1500- and 300-byte
 // packets get the same bytes over many rounds (DRR is byte-fair).
 func TestDRRSharesBytes(t *testing.T) {
