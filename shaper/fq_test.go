@@ -1,0 +1,166 @@
+package shaper_test
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/tun"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// rawIPv4 returns an IPv4 packet 198.18.0.1:sport -> 198.18.0.2:5201 with
+// a 20-byte TCP (proto 6) or 8-byte UDP (17) header and payload bytes.
+func rawIPv4(proto uint8, sport uint16, payload int) []byte {
+	l4 := 8
+	if proto == 6 {
+		l4 = 20
+	}
+	p := make([]byte, 20+l4+payload)
+	p[0], p[8], p[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	copy(p[12:], []byte{198, 18, 0, 1, 198, 18, 0, 2})
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(p[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(p[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(p[20:], sport)
+	binary.BigEndian.PutUint16(p[22:], 5201)
+	if proto == 6 {
+		p[32] = 5 << 4 // data offset
+	} else {
+		binary.BigEndian.PutUint16(p[24:], uint16(8+payload))
+	}
+	return p
+}
+
+// fakeLink starts a link of fake devices with the given egress policy and
+// drains what it writes into the returned channel's counter.
+func fakeLink(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, <-chan tuntest.FakePacket, *shaper.Config) {
+	t.Helper()
+	cfg, err := shaper.ParseConfig("fq.yaml", []byte("link:\n  inner: {name: fq-in}\n  outer: {name: fq-out}\n"+policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, outer := tuntest.NewFake("fq-in", 1, 256, offload), tuntest.NewFake("fq-out", 1, 4096, offload)
+	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Start()
+	t.Cleanup(func() {
+		l.Stop(time.Second)
+		inner.Close()
+		outer.Close()
+	})
+	return l, inner, outer.Written(0), cfg
+}
+
+// TestFQLiveChanges: a fair-queued class changes its AQM, table size,
+// isolation and queue kind (fq -> fifo -> fq) while it holds packets;
+// every packet is sent or counted as dropped, and nothing stays held.
+func TestFQLiveChanges(t *testing.T) {
+	l, inner, out, cfg := fakeLink(t, false, `
+egress:
+  classes:
+    - {name: c, match: {proto: udp}, rate: 800kbit, backlog: 2s}
+`)
+	const perStep = 40
+	injected := 0
+	inject := func() {
+		for i := 0; i < perStep; i++ {
+			if err := inner.Inject(0, rawIPv4(17, uint16(4000+i%4), 972), tun.GSOInfo{}); err != nil {
+				t.Fatal(err)
+			}
+			injected++
+		}
+	}
+	steps := []func(cc *shaper.ClassConfig){
+		func(cc *shaper.ClassConfig) { cc.FQ.AQM = fq.AQMCoDel },
+		func(cc *shaper.ClassConfig) { cc.FQ.Flows = 64; cc.FQ.Isolate = fq.IsolateSrcHost },
+		func(cc *shaper.ClassConfig) { cc.Queue, cc.FQ = shaper.QueueFIFO, shaper.FQConfig{} },
+		func(cc *shaper.ClassConfig) { cc.Queue = shaper.QueueFQ; cc.FQ.NoECN = true },
+	}
+	for _, step := range steps {
+		inject()
+		time.Sleep(50 * time.Millisecond)
+		step(&cfg.Egress.Classes[0])
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Apply(cfg.Egress, cfg.Ingress); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inject()
+	// 800 kbit/s is 100 kB/s: the 200 kB of 1000-byte packets take 2 s.
+	got := 0
+	deadline := time.After(10 * time.Second)
+	for {
+		c := l.Class(shaper.Egress, "c").Counters()
+		if int(c.SentPackets+c.DroppedTotal()) == injected && c.BacklogPackets == 0 {
+			t.Logf("sent %d, dropped %v, written %d", c.SentPackets, c.Dropped, got)
+			break
+		}
+		select {
+		case <-out:
+			got++
+		case <-deadline:
+			t.Fatalf("after 10 s: %+v of %d injected", c, injected)
+		}
+	}
+}
+
+// TestFQSplitsGSO: a fair-queued class below 1 Gbit/s splits a GSO
+// super-packet into its segments before it queues; a faster class passes
+// it whole.
+func TestFQSplitsGSO(t *testing.T) {
+	for _, tc := range []struct {
+		rate string
+		want int // packets written
+	}{
+		{"20mbit", 4},
+		{"2gbit", 1},
+	} {
+		t.Run(tc.rate, func(t *testing.T) {
+			_, inner, out, _ := fakeLink(t, true, `
+egress:
+  classes:
+    - {name: c, match: {proto: tcp}, rate: `+tc.rate+`}
+`)
+			pkt := rawIPv4(6, 4000, 4000)
+			g := tun.GSOInfo{Type: tun.GSOTCPv4, HdrLen: 40, Size: 1000, CsumStart: 20, CsumOffset: 16, Flags: tun.FlagNeedsCsum}
+			if err := inner.Inject(0, pkt, g); err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for i := 0; i < tc.want; i++ {
+				select {
+				case p := <-out:
+					total += len(p.Data)
+					if tc.want > 1 && (p.GSO.IsGSO() || len(p.Data) != 1040) {
+						t.Errorf("segment %d: %d bytes, GSO %+v; want a plain 1040-byte packet", i, len(p.Data), p.GSO)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%d of %d packets written", i, tc.want)
+				}
+			}
+			select {
+			case p := <-out:
+				t.Errorf("an extra packet: %d bytes", len(p.Data))
+			case <-time.After(100 * time.Millisecond):
+			}
+			if tc.want == 1 && total != len(pkt) {
+				t.Errorf("wrote %d bytes, want the %d-byte super-packet whole", total, len(pkt))
+			}
+		})
+	}
+}
