@@ -113,6 +113,7 @@ type options struct {
 	capped       bool
 	start        int64
 	rovers       uint64
+	compact      bool
 }
 
 // WithThreshold sets the smallest number of tokens a Replenish adds: below
@@ -128,6 +129,13 @@ func WithThreshold(tokens uint64) Option {
 // into use only after Release reports that the packets they paid for have
 // really left. Time is not lost while head waits at that bound.
 func WithCappedRelease() Option { return func(o *options) { o.capped = true } }
+
+// WithCompact packs the bucket's counters next to each other instead of
+// giving each its own pair of cache lines: about 120 bytes instead of about
+// 900. Use it for the many small buckets that one goroutine (or a few)
+// mostly use, such as per-key limits; a bucket shared by all workers at a
+// high rate is faster padded.
+func WithCompact() Option { return func(o *options) { o.compact = true } }
 
 // WithStart sets the time (monotonic ns) at which the new bucket is full and
 // from which tokens accrue. The default is 0.
@@ -147,7 +155,15 @@ func New(rate, limit uint64, opts ...Option) *Bucket {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := newRovers()
+	var r [roverCount]*atomic.Uint64
+	if o.compact {
+		mem := new([roverCount]atomic.Uint64)
+		for i := range r {
+			r[i] = &mem[i]
+		}
+	} else {
+		r = newRovers()
+	}
 	b := &Bucket{tail: r[0], head: r[1], released: r[2], issued: r[3], tailSeen: r[4],
 		capped: o.capped, threshold: o.threshold}
 	if !o.hasThreshold {

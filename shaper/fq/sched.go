@@ -12,6 +12,7 @@ package fq
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/pacer-dev/pacer/tun"
 )
@@ -23,6 +24,18 @@ type Packet struct {
 	Buf     []byte
 	Pkt     tun.Packet
 	Arrival int64 // clock ns when it arrived
+	// Gate, if not nil, is a limit of the packet's own (a per-key bucket)
+	// that the Sched asks before it picks the packet: while it says wait,
+	// the packet's flow is throttled (set aside, off the lists, as Linux
+	// fq's throttled flows are) and other flows go first.
+	Gate Gate
+}
+
+// Gate is a limit a flow's packets must pass before they may be picked.
+type Gate interface {
+	// Hold returns how long a packet costing cost must still wait at
+	// time now (clock ns): 0 if it may go now.
+	Hold(cost uint64, now int64) time.Duration
 }
 
 // ip returns the packet's IP bytes.
@@ -55,6 +68,7 @@ const (
 	listNone uint8 = iota
 	listNew
 	listOld
+	listThrottled // waiting for its packets' Gate, in the throttled heap
 )
 
 const none = -1
@@ -82,6 +96,12 @@ type flow struct {
 
 type list struct{ head, tail int32 }
 
+// throttle is a flow set aside until its Gate opens.
+type throttle struct {
+	until int64
+	fi    int32
+}
+
 // Sched is the per-flow scheduler of one class on one worker. Make one with
 // New.
 type Sched struct {
@@ -98,9 +118,10 @@ type Sched struct {
 	newList list
 	oldList list
 
-	packets int
-	bytes   int64
-	active  int
+	packets   int
+	bytes     int64
+	active    int        // flows on the new and old lists
+	throttled []throttle // min-heap by until
 
 	hosts  *Hosts
 	onDrop func(p *Packet, r Reason)
@@ -162,7 +183,7 @@ func (s *Sched) Reconfigure(p Params, hosts *Hosts) {
 // hostsIfIdle returns the host table to keep until the pending change
 // applies: the new one only if no flow holds a slot of the old one.
 func hostsIfIdle(s *Sched, hosts *Hosts) *Hosts {
-	if s.active == 0 {
+	if s.active == 0 && len(s.throttled) == 0 {
 		return hosts
 	}
 	s.pendingHosts = hosts
@@ -170,7 +191,7 @@ func hostsIfIdle(s *Sched, hosts *Hosts) *Hosts {
 }
 
 func (s *Sched) applyPending() {
-	if s.pending == nil || s.active != 0 || s.packets != 0 {
+	if s.pending == nil || s.active != 0 || len(s.throttled) != 0 || s.packets != 0 {
 		return
 	}
 	if s.pendingHosts != nil {
@@ -288,7 +309,7 @@ func (s *Sched) activate(fi int32, k Key) {
 	f.list = listNew
 	s.push(&s.newList, fi)
 	s.active++
-	s.c.ActiveFlows.Store(int64(s.active))
+	s.c.ActiveFlows.Store(int64(s.active + len(s.throttled)))
 	s.weightAt = -1 << 62
 }
 
@@ -305,7 +326,7 @@ func (s *Sched) deactivate(fi int32) {
 		f.dst = none
 	}
 	s.active--
-	s.c.ActiveFlows.Store(int64(s.active))
+	s.c.ActiveFlows.Store(int64(s.active + len(s.throttled)))
 	s.weightAt = -1 << 62
 }
 
@@ -361,6 +382,7 @@ func (s *Sched) pop(l *list) int32 {
 // CE where the AQM signals and ECN is on. ok is false when nothing is
 // queued.
 func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
+	s.unthrottle(now)
 	for {
 		l := &s.newList
 		if l.head == none {
@@ -378,6 +400,15 @@ func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
 			f.list = listOld
 			s.push(&s.oldList, fi)
 			continue
+		}
+		if f.head != none {
+			if g := s.nodes[f.head].pkt.Gate; g != nil {
+				if wait := g.Hold(uint64(s.nodes[f.head].pkt.Pkt.Cost), now); wait > 0 {
+					s.pop(l)
+					s.throttle(fi, now+int64(wait))
+					continue
+				}
+			}
 		}
 		if p, ok = s.dequeueFlow(f, now, tooOld); ok {
 			f.deficit -= int32(p.Pkt.Cost)
@@ -397,6 +428,72 @@ func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
 		}
 	}
 }
+
+// throttle sets flow fi, just popped off its list, aside until until.
+func (s *Sched) throttle(fi int32, until int64) {
+	s.flows[fi].list = listThrottled
+	s.active--
+	h := append(s.throttled, throttle{until, fi})
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if h[up].until <= h[i].until {
+			break
+		}
+		h[up], h[i] = h[i], h[up]
+		i = up
+	}
+	s.throttled = h
+	s.weightAt = -1 << 62
+}
+
+// unthrottle puts the flows whose throttle time has come back at the end
+// of the old list.
+func (s *Sched) unthrottle(now int64) {
+	for len(s.throttled) > 0 && s.throttled[0].until <= now {
+		fi := s.popThrottled()
+		s.flows[fi].list = listOld
+		s.push(&s.oldList, fi)
+		s.active++
+		s.weightAt = -1 << 62
+	}
+}
+
+func (s *Sched) popThrottled() int32 {
+	h := s.throttled
+	fi := h[0].fi
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l].until < h[m].until {
+			m = l
+		}
+		if r < len(h) && h[r].until < h[m].until {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	s.throttled = h
+	return fi
+}
+
+// NextWake returns when the first throttled flow may go again (clock ns),
+// or 0 if none is throttled. A Sched that holds packets but returns none
+// from Dequeue has all its flows throttled: ask again then.
+func (s *Sched) NextWake() int64 {
+	if len(s.throttled) == 0 {
+		return 0
+	}
+	return s.throttled[0].until
+}
+
+// Throttled returns the number of flows set aside by their Gate.
+func (s *Sched) Throttled() int { return len(s.throttled) }
 
 // dequeueFlow takes the next packet of flow f that survives the backlog
 // bound and the AQM.
@@ -554,6 +651,7 @@ func (s *Sched) Snapshot(dst []FlowInfo) []FlowInfo {
 // Drain removes every held packet, handing each to fn, and empties the
 // lists.
 func (s *Sched) Drain(fn func(*Packet)) {
+	s.unthrottle(1<<63 - 1)
 	for _, l := range [2]*list{&s.newList, &s.oldList} {
 		for l.head != none {
 			fi := s.pop(l)

@@ -359,3 +359,49 @@ func TestResolveFloors(t *testing.T) {
 		t.Errorf("1gbit: target %v interval %v quantum %d", p.Target, p.Interval, p.Quantum)
 	}
 }
+
+// gateUntil holds every packet until a fixed time.
+type gateUntil int64
+
+func (g gateUntil) Hold(_ uint64, now int64) time.Duration {
+	return time.Duration(max(int64(g)-now, 0))
+}
+
+// TestGateThrottles: a flow whose gate is shut is set aside; other flows
+// go meanwhile; it comes back when the gate opens, and NextWake says when.
+func TestGateThrottles(t *testing.T) {
+	c := new(Counters)
+	s := New(Params{Rate: 1e6, AQM: AQMNone}, nil, func(*Packet, Reason) {}, c)
+	h := NewHasher()
+	for i := 0; i < 3; i++ {
+		p, id := testPacket(1000, 1, 0, 0)
+		p.Gate = gateUntil(50e6)
+		s.Enqueue(p, h.Key(&id, IsolateFlows), &id, 0)
+		enqueue(s, h, 500, 2, 0, 0)
+	}
+	var sizes []int
+	for {
+		p, ok := s.Dequeue(10e6, 0)
+		if !ok {
+			break
+		}
+		sizes = append(sizes, p.Pkt.Size)
+	}
+	if len(sizes) != 3 || sizes[0] != 500 || s.Len() != 3 || s.Throttled() != 1 || s.NextWake() != 50e6 {
+		t.Fatalf("before the gate opens: sent %v, %d queued, %d throttled, next wake %d", sizes, s.Len(), s.Throttled(), s.NextWake())
+	}
+	if c.ActiveFlows.Load() != 1 {
+		t.Errorf("active flows %d, want 1 (the throttled one)", c.ActiveFlows.Load())
+	}
+	if _, ok := s.Dequeue(49e6, 0); ok {
+		t.Fatal("a throttled packet left before its gate opened")
+	}
+	for i := 0; i < 3; i++ {
+		if p, ok := s.Dequeue(50e6, 0); !ok || p.Pkt.Size != 1000 {
+			t.Fatalf("after the gate opened: packet %d: %v %d", i, ok, p.Pkt.Size)
+		}
+	}
+	if s.Len() != 0 || s.Throttled() != 0 || s.NextWake() != 0 {
+		t.Errorf("left: %d queued, %d throttled", s.Len(), s.Throttled())
+	}
+}
