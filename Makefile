@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin
 
-.PHONY: all build test test-short vet fmt-check deps bench bench-quick bench-deps clean demo
+.PHONY: all build test test-short vet fmt-check deps bench bench-quick bench-deps clean demo web-assets dashboard-png
 
 all: build
 
@@ -11,12 +11,13 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # deps installs what the privileged tests need when it is missing: iperf3,
-# and the Debian package prometheus (promtool and the prometheus server),
-# with one apt-get update.
+# the Debian package prometheus (promtool and the prometheus server), and
+# chromium (the dashboard's browser test), with one apt-get update.
 deps:
 	@need=""; \
 	command -v iperf3 >/dev/null 2>&1 || need="$$need iperf3"; \
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$$need prometheus"; \
+	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	if [ -n "$$need" ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
 	fi
@@ -62,6 +63,20 @@ bench-deps:
 
 clean:
 	rm -rf $(BIN)
+
+# web-assets fetches the dashboard's chart library (uPlot, at the version
+# pinned in stats/web/fetch-uplot.sh) from npm again, checks it against the
+# sha256 sums in stats/web/assets/uplot.sha256 and copies it into
+# stats/web/assets/. It needs npm; go build needs none of it.
+web-assets:
+	./stats/web/fetch-uplot.sh
+
+# dashboard-png remakes the README's screenshot of the dashboard,
+# docs/dashboard.png, with the browser test: pacerd shaping iperf3 traffic
+# between two namespaces, seen by headless Chromium (root: sudo make
+# dashboard-png).
+dashboard-png: deps
+	PACER_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardBrowser$$' ./cmd/pacerd
 
 # demo builds pacerd and runs it between two namespaces with iperf3 traffic
 # (root: sudo make demo).

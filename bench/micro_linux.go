@@ -46,11 +46,26 @@ type decisionRow struct {
 	Allocs  summary
 }
 
+// perKeyRow is a measured row of scenario 2's per-key decision.
+type perKeyRow struct {
+	PacketsPerKey int
+	NsOp, Allocs  summary
+}
+
+// fqRow is a measured row of scenario 2's fair-queue benchmark.
+type fqRow struct {
+	Flows        int
+	AQM          string
+	NsOp, Allocs summary
+}
+
 // microResults are scenarios 1 and 2.
 type microResults struct {
 	Bucket   []bucketRow
 	Decision []decisionRow
-	Command  []string // the go test command lines
+	PerKey   []perKeyRow // the decision with a per-key limit and 100,000 live keys
+	FQ       []fqRow     // fair-queue enqueue + dequeue
+	Command  []string    // the go test command lines
 }
 
 // goTool returns the go command: $GO's value passed as -go, else "go" on
@@ -92,7 +107,7 @@ func runMicro(ctx context.Context, gt, dir string, count int, benchtime string, 
 		}
 	}
 
-	pattern = "^BenchmarkDecision$"
+	pattern = "^BenchmarkDecision(PerKey)?$"
 	progress("scenario 2: decision benchmark (go test -bench %s -count %d -benchtime %s ./shaper)", pattern, count, benchtime)
 	res.Command = append(res.Command, fmt.Sprintf("go test -run '^$' -bench '%s' -benchmem -count %d -benchtime %s ./shaper", pattern, count, benchtime))
 	lines, _, err = runGoBench(ctx, gt, dir, "./shaper", pattern, count, benchtime)
@@ -103,6 +118,25 @@ func runMicro(ctx context.Context, gt, dir string, count int, benchtime string, 
 	for _, n := range []int{1, 100, 10000} {
 		key := fmt.Sprintf("Decision/classes=%d", n)
 		res.Decision = append(res.Decision, decisionRow{Classes: n, NsOp: summarize(ns[key]), Allocs: summarize(allocs[key])})
+	}
+	for _, run := range []int{1, 32} {
+		key := fmt.Sprintf("DecisionPerKey/packets-per-key=%d", run)
+		res.PerKey = append(res.PerKey, perKeyRow{PacketsPerKey: run, NsOp: summarize(ns[key]), Allocs: summarize(allocs[key])})
+	}
+
+	pattern = "^BenchmarkEnqueueDequeue$"
+	progress("scenario 2: fair queue benchmark (go test -bench %s -count %d -benchtime %s ./shaper/fq)", pattern, count, benchtime)
+	res.Command = append(res.Command, fmt.Sprintf("go test -run '^$' -bench '%s' -benchmem -count %d -benchtime %s ./shaper/fq", pattern, count, benchtime))
+	lines, _, err = runGoBench(ctx, gt, dir, "./shaper/fq", pattern, count, benchtime)
+	if err != nil {
+		return res, err
+	}
+	ns, allocs = metricByName(lines, "ns/op"), metricByName(lines, "allocs/op")
+	for _, flows := range []int{1, 100, 1000} {
+		for _, aqm := range []string{"cobalt", "none"} {
+			key := fmt.Sprintf("EnqueueDequeue/flows=%d/aqm=%s", flows, aqm)
+			res.FQ = append(res.FQ, fqRow{Flows: flows, AQM: aqm, NsOp: summarize(ns[key]), Allocs: summarize(allocs[key])})
+		}
 	}
 	return res, nil
 }

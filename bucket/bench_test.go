@@ -1,6 +1,9 @@
 package bucket_test
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +131,58 @@ func BenchmarkXRateReserveN(b *testing.B) {
 		t := c.read()
 		return uint64(lim.ReserveN(t, benchPacket).DelayFrom(t))
 	})
+}
+
+// benchSchedules are the scheduled counterparts of benchRate: two steps
+// (10 Gbit/s for 1 s, 5 Gbit/s for 1 s), and a 60 s cellular-like trace
+// whose rate changes every millisecond (about 60,000 segments, so the
+// segment lookup is a binary search 16 deep).
+func benchSchedules(b *testing.B) map[string]*bucket.Schedule {
+	steps, err := bucket.NewRateSchedule([]bucket.Step{
+		{At: 0, Rate: benchRate}, {At: time.Second, Rate: benchRate / 2}}, 2*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var trace strings.Builder
+	rng := rand.New(rand.NewPCG(1, 1))
+	for ms := 1; ms <= 60_000; ms++ {
+		for k := rng.IntN(1700); k > 0; k-- { // mean 850 per ms: ~10 Gbit/s
+			fmt.Fprintln(&trace, ms)
+		}
+	}
+	fmt.Fprintln(&trace, 60_000)
+	tr, err := bucket.ParseMahimahiTrace(strings.NewReader(trace.String()), 1500)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string]*bucket.Schedule{"sched=steps": steps, "sched=trace60s": tr}
+}
+
+// BenchmarkRoverGrabScheduled is BenchmarkRoverGrab with the rate from a
+// schedule.
+func BenchmarkRoverGrabScheduled(b *testing.B) {
+	for name, s := range benchSchedules(b) {
+		b.Run(name, func(b *testing.B) {
+			bk := bucket.New(benchRate, benchLimit, bucket.WithSchedule(s))
+			run(b, func(c *clock) uint64 {
+				bk.Replenish(c.nanos())
+				return bk.Deficiency(bk.Grab(benchPacket))
+			})
+		})
+	}
+}
+
+// BenchmarkRoverWaitScheduled: Wait of a ticket in deficit, which reads
+// the schedule ahead (Schedule.After).
+func BenchmarkRoverWaitScheduled(b *testing.B) {
+	for name, s := range benchSchedules(b) {
+		b.Run(name, func(b *testing.B) {
+			bk := bucket.New(benchRate, benchLimit, bucket.WithSchedule(s))
+			tk := bk.Grab(1 << 40)
+			run(b, func(c *clock) uint64 {
+				bk.Replenish(c.nanos())
+				return uint64(bk.Wait(tk))
+			})
+		})
+	}
 }

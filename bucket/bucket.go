@@ -29,6 +29,11 @@
 //     minus less than one threshold that has not been credited yet;
 //   - in capped mode no time is lost while tokens wait for Release: the
 //     bucket keeps the configured rate whenever egress keeps up.
+//
+// Instead of a constant rate, a bucket may follow a Schedule (WithSchedule,
+// SetSchedule): a trace-driven or stepped rate. Then "rate × interval"
+// above reads "the tokens the schedule makes due in the interval", and
+// every guarantee holds as stated.
 package bucket
 
 import (
@@ -71,13 +76,44 @@ func newRovers() [roverCount]*atomic.Uint64 {
 
 // epoch is an immutable snapshot of the bucket's rate and limit, and of the
 // time origin from which tokens accrue at that rate: the tokens due by time t
-// are base + floor(rate × (t − origin) / 1e9). Replacing the whole snapshot
-// through one pointer keeps rate, limit and origin consistent for readers.
+// are base + floor(rate × (t − origin) / 1e9), or with a schedule
+// base + sched.s.Tokens(t − origin). Replacing the whole snapshot through one
+// pointer keeps rate, limit and origin consistent for readers.
 type epoch struct {
-	rate   uint64 // tokens per second, > 0
-	limit  uint64 // burst, in tokens
-	origin int64  // monotonic ns at which base tokens had been issued
-	base   uint64 // value of issued at origin
+	rate      uint64     // tokens per second, > 0 (the constant rate, also while scheduled)
+	limit     uint64     // burst, in tokens
+	origin    int64      // monotonic ns at which base tokens had been issued
+	base      uint64     // value of issued at origin
+	sched     *scheduled // nil: the constant rate governs
+	threshold uint64     // smallest replenish worth doing, ≥ 1
+}
+
+// scheduled is a schedule that a bucket follows, made by WithSchedule or
+// SetSchedule and shared by the epochs that SetRate and SetLimit derive.
+type scheduled struct {
+	s *Schedule
+	_ [pairBytes - 8]byte
+	// seen is the latest now that a Replenish saw: the time from which
+	// DurationFor reads the schedule. It has a 128-byte pair to itself
+	// (the object is in the 256-byte size class, without a malloc header),
+	// away from s, which every Replenish reads.
+	seen atomic.Int64
+	_    [pairBytes - 8]byte
+}
+
+func newScheduled(s *Schedule, start int64) *scheduled {
+	sc := &scheduled{s: s}
+	sc.seen.Store(start)
+	return sc
+}
+
+// see records now as the latest time a Replenish saw (if it is). One
+// attempt: a lost race leaves a time that another replenisher saw at about
+// the same moment.
+func (sc *scheduled) see(now int64) {
+	if s := sc.seen.Load(); now > s {
+		sc.seen.CompareAndSwap(s, now)
+	}
 }
 
 // Bucket is a token bucket shared by many goroutines without a lock.
@@ -97,11 +133,22 @@ type Bucket struct {
 	// tail, written once per replenish that does work.
 	tailSeen *atomic.Uint64
 
-	ep        atomic.Pointer[epoch]
-	threshold uint64 // smallest replenish worth doing; immutable after New
-	capped    bool   // immutable after New
+	ep atomic.Pointer[epoch]
+	// threshold is the threshold in constant mode (WithThreshold, or the
+	// default for New's rate and limit); immutable after New. The epoch
+	// holds the one in force.
+	threshold    uint64
+	hasThreshold bool // WithThreshold was given: it holds in every mode
+	capped       bool // immutable after New
 
 	setMu sync.Mutex // serialises SetRate and SetLimit (never taken on the data path)
+}
+
+// compactBucket is a bucket made WithCompact: its counters live in the
+// same allocation, right after it.
+type compactBucket struct {
+	Bucket
+	r [roverCount]atomic.Uint64
 }
 
 // Option configures a Bucket in New.
@@ -114,6 +161,7 @@ type options struct {
 	start        int64
 	rovers       uint64
 	compact      bool
+	sched        *Schedule
 }
 
 // WithThreshold sets the smallest number of tokens a Replenish adds: below
@@ -141,12 +189,19 @@ func WithCompact() Option { return func(o *options) { o.compact = true } }
 // from which tokens accrue. The default is 0.
 func WithStart(now int64) Option { return func(o *options) { o.start = now } }
 
+// WithSchedule makes the bucket follow s instead of its constant rate
+// (which it keeps for SetSchedule(nil)), with the schedule's time 0 at the
+// start time (see WithStart). A nil s is ignored. See SetSchedule.
+func WithSchedule(s *Schedule) Option { return func(o *options) { o.sched = s } }
+
 // WithRovers starts every rover at start instead of 0. Buckets behave the
 // same for every start; tests use values near 2^64 to prove wrap-around.
 func WithRovers(start uint64) Option { return func(o *options) { o.rovers = start } }
 
 // New returns a bucket that accrues rate tokens per second up to limit
-// tokens, full at the start time (see WithStart). It panics if rate is 0.
+// tokens, full at the start time (see WithStart). It panics if rate is 0,
+// also with a schedule (WithSchedule): rate is then the constant rate that
+// SetSchedule(nil) returns to.
 func New(rate, limit uint64, opts ...Option) *Bucket {
 	if rate == 0 {
 		panic("bucket: New with rate 0")
@@ -155,17 +210,17 @@ func New(rate, limit uint64, opts ...Option) *Bucket {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var r [roverCount]*atomic.Uint64
+	var b *Bucket
 	if o.compact {
-		mem := new([roverCount]atomic.Uint64)
-		for i := range r {
-			r[i] = &mem[i]
-		}
+		// One allocation: the bucket and its counters right behind it.
+		c := new(compactBucket)
+		b = &c.Bucket
+		b.tail, b.head, b.released, b.issued, b.tailSeen = &c.r[0], &c.r[1], &c.r[2], &c.r[3], &c.r[4]
 	} else {
-		r = newRovers()
+		r := newRovers()
+		b = &Bucket{tail: r[0], head: r[1], released: r[2], issued: r[3], tailSeen: r[4]}
 	}
-	b := &Bucket{tail: r[0], head: r[1], released: r[2], issued: r[3], tailSeen: r[4],
-		capped: o.capped, threshold: o.threshold}
+	b.capped, b.threshold, b.hasThreshold = o.capped, o.threshold, o.hasThreshold
 	if !o.hasThreshold {
 		b.threshold = DefaultThreshold(rate, limit)
 	}
@@ -174,12 +229,26 @@ func New(rate, limit uint64, opts ...Option) *Bucket {
 	b.released.Store(o.rovers)
 	b.issued.Store(o.rovers)
 	b.tailSeen.Store(o.rovers)
-	b.ep.Store(&epoch{rate: rate, limit: limit, origin: o.start, base: o.rovers})
+	ep := &epoch{rate: rate, limit: limit, origin: o.start, base: o.rovers, threshold: b.threshold}
+	if o.sched != nil {
+		ep.sched, ep.threshold = newScheduled(o.sched, o.start), b.schedThreshold(o.sched, limit)
+	}
+	b.ep.Store(ep)
 	return b
 }
 
+// schedThreshold is the threshold while s governs: WithThreshold's, or the
+// default for the schedule's long-run rate.
+func (b *Bucket) schedThreshold(s *Schedule, limit uint64) uint64 {
+	if b.hasThreshold {
+		return b.threshold
+	}
+	return DefaultThreshold(s.Mean(), limit)
+}
+
 // DefaultThreshold is the threshold New uses without WithThreshold: the
-// tokens of 10µs at rate, at least 1 and at most limit/8.
+// tokens of 10µs at rate, at least 1 and at most limit/8. With a schedule,
+// rate is the schedule's Mean.
 func DefaultThreshold(rate, limit uint64) uint64 {
 	t := rate / 100_000
 	return max(min(t, limit/8), 1)
@@ -208,14 +277,14 @@ func (b *Bucket) Deficiency(ticket uint64) uint64 {
 
 // Wait returns how long the holder of ticket should sleep before it
 // replenishes and checks again: 0 if it may go now, else the time for
-// max(deficiency, threshold) tokens to accrue, so that the next Replenish is
-// not a no-op below the threshold.
+// max(deficiency, threshold) tokens to accrue (see DurationFor), so that
+// the next Replenish is not a no-op below the threshold.
 func (b *Bucket) Wait(ticket uint64) time.Duration {
 	d := b.Deficiency(ticket)
 	if d == 0 {
 		return 0
 	}
-	return b.DurationFor(max(d, b.threshold))
+	return b.DurationFor(max(d, b.ep.Load().threshold))
 }
 
 // Replenish puts in the tokens that have accrued by now, bounded by the
@@ -237,21 +306,30 @@ func (b *Bucket) replenish(now int64) uint64 {
 		if elapsed <= 0 {
 			return 0
 		}
+		// The tokens due since origin, × 1e9, as a 128-bit product.
+		var ahi, alo uint64
+		if ep.sched == nil {
+			ahi, alo = bits.Mul64(ep.rate, uint64(elapsed))
+		} else {
+			ep.sched.see(now)
+			x := ep.sched.s.x(elapsed)
+			ahi, alo = x.hi, x.lo
+		}
 		issued := b.issued.Load()
 		head := b.head.Load()
 		// First look with the tail the last replenisher saw: tail only
 		// grows, so that gap is a lower bound and a "nothing to do" from
 		// it holds. This keeps the hot, contended tail out of the common
 		// case: the fast path reads only rarely written words.
-		if !b.worthIt(ep, issued, head, b.tailSeen.Load(), elapsed) {
+		if !worthIt(ep, issued, head, b.tailSeen.Load(), ahi, alo) {
 			return 0
 		}
 		tail := b.tail.Load()
-		if !b.worthIt(ep, issued, head, tail, elapsed) {
+		if !worthIt(ep, issued, head, tail, ahi, alo) {
 			return 0
 		}
 		gap := int64(tail + ep.limit - head)
-		due := accrued(bits.Mul64(ep.rate, uint64(elapsed))) - (issued - ep.base)
+		due := accrued(ahi, alo) - (issued - ep.base)
 		if int64(due) <= 0 {
 			return 0
 		}
@@ -283,17 +361,17 @@ func (b *Bucket) replenish(now int64) uint64 {
 }
 
 // worthIt reports whether a replenish would change anything: whether the
-// tokens accrued by elapsed reach the threshold, or could overflow the
-// limit (gap) and must be discarded now. Loads and 128-bit products only.
-func (b *Bucket) worthIt(ep *epoch, issued, head, tail uint64, elapsed int64) bool {
+// tokens accrued since origin, (ahi, alo) / 1e9, reach the threshold, or
+// could overflow the limit (gap) and must be discarded now. Loads and
+// 128-bit products only.
+func worthIt(ep *epoch, issued, head, tail, ahi, alo uint64) bool {
 	gap := int64(tail + ep.limit - head)
-	need := b.threshold
+	need := ep.threshold
 	if gap < int64(need) {
 		need = uint64(max(gap, 1))
 	}
 	// issued may stand below base after a SetRate raced a capped
 	// deferral: count that as nothing issued yet.
-	ahi, alo := bits.Mul64(ep.rate, uint64(elapsed))
 	nhi, nlo := bits.Mul64(uint64(max(int64(issued-ep.base), 0))+need, nsPerSecond)
 	return ahi > nhi || (ahi == nhi && alo >= nlo)
 }
@@ -377,8 +455,18 @@ func (b *Bucket) TryGrab(n uint64, now int64) bool {
 
 // DurationFor returns the time it takes n more tokens to accrue at the
 // current rate, rounded up to the nanosecond (at most math.MaxInt64).
+//
+// Under a schedule the answer depends on when it starts: it is the time
+// from the latest now that a Replenish saw (so replenish first, as the
+// dispatch loop does) until the schedule has made n more tokens due
+// (Schedule.After), or math.MaxInt64 if it never does.
 func (b *Bucket) DurationFor(n uint64) time.Duration {
-	return durationFor(n, b.ep.Load().rate)
+	ep := b.ep.Load()
+	if ep.sched == nil {
+		return durationFor(n, ep.rate)
+	}
+	sc := ep.sched
+	return time.Duration(sc.s.After(max(sc.seen.Load()-ep.origin, 0), n))
 }
 
 func durationFor(n, rate uint64) time.Duration {
@@ -396,14 +484,38 @@ func durationFor(n, rate uint64) time.Duration {
 	return time.Duration(q)
 }
 
-// Rate returns the current rate in tokens per second.
+// Rate returns the constant rate in tokens per second: the one New or
+// SetRate set. It does not change while a schedule governs; see RateAt and
+// Schedule.
 func (b *Bucket) Rate() uint64 { return b.ep.Load().rate }
+
+// RateAt returns the rate in tokens per second that governs at now: the
+// schedule's rate then (Schedule.RateAt), or Rate without a schedule. It
+// is for metrics; nothing in the bucket depends on it.
+func (b *Bucket) RateAt(now int64) uint64 {
+	ep := b.ep.Load()
+	if ep.sched == nil {
+		return ep.rate
+	}
+	return ep.sched.s.RateAt(now - ep.origin)
+}
+
+// Schedule returns the schedule the bucket follows, or nil if its constant
+// rate governs.
+func (b *Bucket) Schedule() *Schedule {
+	if sc := b.ep.Load().sched; sc != nil {
+		return sc.s
+	}
+	return nil
+}
 
 // Limit returns the current limit (burst) in tokens.
 func (b *Bucket) Limit() uint64 { return b.ep.Load().limit }
 
-// Threshold returns the smallest replenish the bucket does (see WithThreshold).
-func (b *Bucket) Threshold() uint64 { return b.threshold }
+// Threshold returns the smallest replenish the bucket does (see
+// WithThreshold). Without WithThreshold it follows the schedule's mean rate
+// while a schedule governs.
+func (b *Bucket) Threshold() uint64 { return b.ep.Load().threshold }
 
 // Capped reports whether the bucket was made WithCappedRelease.
 func (b *Bucket) Capped() bool { return b.capped }
@@ -414,6 +526,9 @@ func (b *Bucket) Capped() bool { return b.capped }
 // the last Replenish) they accrue at the new rate. A Replenish racing the
 // change may still credit its own interval at the old rate. It panics if
 // rate is 0.
+//
+// While a schedule governs, SetRate only changes the constant rate that
+// SetSchedule(nil) returns to.
 func (b *Bucket) SetRate(rate uint64) {
 	if rate == 0 {
 		panic("bucket: SetRate(0)")
@@ -421,14 +536,64 @@ func (b *Bucket) SetRate(rate uint64) {
 	b.setMu.Lock()
 	defer b.setMu.Unlock()
 	old := b.ep.Load()
-	issued := b.issued.Load()
-	// The earliest time at which the old epoch had issued what it has.
-	n := issued - old.base
-	origin := old.origin
-	if int64(n) > 0 {
-		origin += int64(durationFor(n, old.rate))
+	ne := *old
+	ne.rate = rate
+	if old.sched == nil {
+		ne.base = b.issued.Load()
+		ne.origin = b.accountedUntil(old, ne.base)
 	}
-	b.ep.Store(&epoch{rate: rate, limit: old.limit, origin: origin, base: issued})
+	b.ep.Store(&ne)
+}
+
+// SetSchedule makes the bucket follow s from now on, safely while other
+// goroutines grab and replenish; nil returns it to its constant rate
+// (Rate). As with SetRate, tokens already accounted for keep the old rate
+// or schedule, and from the time up to which tokens were accounted for
+// (at most one threshold before the last Replenish, or later where the old
+// schedule's rate was 0 until the latest Replenish) the new one governs.
+// The schedule starts there, at its time 0, even if it is the one that
+// governed before; setting the schedule that governs (the same pointer)
+// changes nothing, so it keeps its phase. Without WithThreshold, the
+// threshold becomes the default for the schedule's mean rate (for Rate,
+// under nil).
+func (b *Bucket) SetSchedule(s *Schedule) {
+	b.setMu.Lock()
+	defer b.setMu.Unlock()
+	old := b.ep.Load()
+	if (old.sched == nil && s == nil) || (old.sched != nil && old.sched.s == s) {
+		return
+	}
+	issued := b.issued.Load()
+	ne := &epoch{rate: old.rate, limit: old.limit, base: issued, threshold: b.threshold}
+	ne.origin = b.accountedUntil(old, issued)
+	if s != nil {
+		ne.sched, ne.threshold = newScheduled(s, ne.origin), b.schedThreshold(s, old.limit)
+	}
+	b.ep.Store(ne)
+}
+
+// accountedUntil returns the time up to which epoch old has accounted for
+// its tokens when issued has the value given: where a new epoch starts.
+func (b *Bucket) accountedUntil(old *epoch, issued uint64) int64 {
+	n := issued - old.base
+	if int64(n) < 0 {
+		n = 0 // a capped deferral raced a change: nothing issued yet
+	}
+	if old.sched == nil {
+		// The earliest time at which the old epoch had issued n.
+		if n == 0 {
+			return old.origin
+		}
+		return old.origin + int64(durationFor(n, old.rate))
+	}
+	// Tokens are n from the earliest time at which n were due until the
+	// next token is: across a stretch of rate 0 that can be long. Take
+	// the latest time a Replenish saw, within that span.
+	s := old.sched.s
+	first := s.After(0, n)
+	last := s.After(0, n+1) - 1
+	seen := old.sched.seen.Load() - old.origin
+	return old.origin + max(first, min(seen, last))
 }
 
 // SetLimit changes the limit (burst), safely while other goroutines grab and
@@ -438,8 +603,9 @@ func (b *Bucket) SetRate(rate uint64) {
 func (b *Bucket) SetLimit(limit uint64) {
 	b.setMu.Lock()
 	defer b.setMu.Unlock()
-	old := b.ep.Load()
-	b.ep.Store(&epoch{rate: old.rate, limit: limit, origin: old.origin, base: old.base})
+	ne := *b.ep.Load()
+	ne.limit = limit
+	b.ep.Store(&ne)
 	if surplus := int64(b.head.Load() - b.tail.Load() - limit); surplus > 0 {
 		b.tail.Add(uint64(surplus))
 		if b.capped {

@@ -41,14 +41,22 @@ func snapshot(b *Bucket) state {
 	return state{b.tail.Load(), b.head.Load(), b.released.Load(), b.issued.Load(), *b.ep.Load()}
 }
 
-// exactDue is floor(rate × (now − origin) / 1e9) − (issued − base), computed
-// with big integers as an independent reference.
+// exactDue is floor(rate × (now − origin) / 1e9) − (issued − base), or
+// with a schedule the integral of its rate over [origin, now) rounded down
+// − (issued − base), computed with big integers as an independent
+// reference.
 func exactDue(s state, now int64) int64 {
 	if now <= s.ep.origin {
 		return 0
 	}
-	x := new(big.Int).Mul(new(big.Int).SetUint64(s.ep.rate), big.NewInt(now-s.ep.origin))
-	x.Quo(x, big.NewInt(int64(time.Second)))
+	var x *big.Int
+	if s.ep.sched != nil {
+		steps, period := scheduleSteps(s.ep.sched.s)
+		x = refTokens(steps, period, now-s.ep.origin)
+	} else {
+		x = new(big.Int).Mul(new(big.Int).SetUint64(s.ep.rate), big.NewInt(now-s.ep.origin))
+		x.Quo(x, big.NewInt(int64(time.Second)))
+	}
 	x.Sub(x, new(big.Int).SetInt64(int64(s.issued-s.ep.base)))
 	if !x.IsInt64() {
 		return math.MaxInt64
@@ -67,6 +75,9 @@ type checker struct {
 	sizes   []uint64
 	cleared int // tickets[:cleared] have cleared
 	step    int
+	// scheds, if any, are what the operation sequence may SetSchedule
+	// (nil among them: back to the constant rate).
+	scheds []*Schedule
 }
 
 func (c *checker) fatalf(format string, args ...any) {
@@ -118,9 +129,9 @@ func (c *checker) replenish(dt int64) {
 	if s.head-before.head != added {
 		c.fatalf("head grew by %d, replenish reported %d (tokens not conserved)", s.head-before.head, added)
 	}
-	if due < int64(c.b.threshold) && due < gap {
+	if due < int64(before.ep.threshold) && due < gap {
 		if s != before {
-			c.fatalf("replenish of %d tokens below threshold %d changed the state", due, c.b.threshold)
+			c.fatalf("replenish of %d tokens below threshold %d changed the state", due, before.ep.threshold)
 		}
 	}
 	if int64(added) > max(due, 0) {
@@ -242,7 +253,9 @@ func (c *checker) run(ops []byte) {
 		case 7:
 			c.step++
 			before := snapshot(c.b)
-			if arg%2 == 0 {
+			if len(c.scheds) > 0 && arg%4 == 3 {
+				c.b.SetSchedule(c.scheds[int(arg/4)%len(c.scheds)])
+			} else if arg%2 == 0 {
 				c.b.SetRate(1 + arg*arg*arg*1000)
 			} else {
 				c.b.SetLimit(limit/2 + arg*limit/256)

@@ -53,6 +53,9 @@ type Config struct {
 	Egress DirectionConfig
 	// Ingress shapes packets read from Link.Outer and written to Link.Inner.
 	Ingress DirectionConfig
+	// Gateway, if set, puts the link into a router's forwarding path (see
+	// GatewayConfig).
+	Gateway *GatewayConfig
 
 	src *source
 }
@@ -120,6 +123,9 @@ type DirectionConfig struct {
 	// Default takes packets that match no class; its Match must be empty
 	// and its Name "" or "default" (SetDefaults sets "default").
 	Default *ClassConfig
+	// Emulate applies to every packet of the direction (classes may add
+	// their own); a trace or rate schedule here replaces Rate.
+	Emulate EmulateConfig
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -170,6 +176,11 @@ type ClassConfig struct {
 	Queue QueueKind
 	// FQ are the fair-queueing settings, used with QueueFQ.
 	FQ FQConfig
+	// Per, if set, limits every key (host, prefix or flow) of the class
+	// to a rate of its own.
+	Per *PerConfig
+	// Emulate adds delay, jitter, loss and rate schedules (link emulation).
+	Emulate EmulateConfig
 }
 
 // MatchConfig selects packets by their Flow. Every field left at its zero
@@ -315,7 +326,8 @@ const maxValues = 1 << 19
 
 // ParseConfig decodes one YAML document into a Config, fills in defaults
 // (SetDefaults) and validates it (Validate). name is used in error
-// positions only. Every error is a *ConfigError that gives the line
+// positions, and its directory is where relative trace files are (see
+// EmulateConfig.Trace). Every error is a *ConfigError that gives the line
 // ("name:line: path: reason"); when there are several they are joined with
 // errors.Join, one per line of the error text. Decoding errors (YAML
 // syntax, unknown or duplicate keys, wrong types, bad units) are reported
@@ -751,6 +763,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		}},
 		{"egress", d.direction(&c.Egress)},
 		{"ingress", d.direction(&c.Ingress)},
+		d.gatewayField(c),
 	})
 }
 
@@ -770,7 +783,7 @@ func (d *decoder) endpoint(l *LinkConfig) func(*yaml.Node, string) {
 
 func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		d.mapping(n, path, []field{
+		d.mapping(n, path, append([]field{
 			{"rate", d.rate(&dc.Rate, "omit it for no limit")},
 			{"burst", d.size(&dc.Burst)},
 			{"classes", func(v *yaml.Node, p string) {
@@ -786,7 +799,7 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				dc.Default = &ClassConfig{Name: DefaultClass}
 				d.class(v, p, dc.Default, true)
 			}},
-		})
+		}, d.emulateFields(&dc.Emulate)...))
 	}
 }
 
@@ -813,6 +826,8 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 		{"capped", d.boolean(&cc.Capped)},
 	}
 	fields = append(fields, d.queueFields(cc)...)
+	fields = append(fields, d.perField(cc))
+	fields = append(fields, d.emulateFields(&cc.Emulate)...)
 	if !isDefault {
 		fields = append([]field{
 			{"name", d.str(&cc.Name)},
@@ -821,6 +836,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 	}
 	d.mapping(n, path, fields)
 	d.queueKeysUsed(path, cc)
+	d.perMode(path, cc)
 }
 
 func (d *decoder) match(m *MatchConfig) func(*yaml.Node, string) {
@@ -942,7 +958,8 @@ func parsePortRange(s string) (PortRange, error) {
 // MTU of the endpoint the direction reads from: Inner for Egress, Outer for
 // Ingress), backlogs of shaped classes, the AQM target and interval and the
 // flow count of shaped fq classes (their quantum stays 0: it follows the
-// rate), and the default classes' names. It changes only zero values, so
+// rate), the default classes' names, and the gateway section's table,
+// priority, zone and mark. It changes only zero values, so
 // calling it twice changes nothing more.
 // Offload, Queues and TxQueueLen have no default here (0 and false are
 // meaningful); ParseConfig defaults Offload to true itself.
@@ -960,6 +977,9 @@ func (c *Config) SetDefaults() {
 	}
 	c.Egress.setDefaults(c.Link.Inner.MTU)
 	c.Ingress.setDefaults(c.Link.Outer.MTU)
+	if c.Gateway != nil {
+		c.Gateway.setDefaults()
+	}
 }
 
 func (dc *DirectionConfig) setDefaults(mtu int) {
@@ -987,6 +1007,9 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 	if cc.Mode == ModeShape && cc.Queue == QueueFQ {
 		cc.FQ.setDefaults()
 	}
+	if cc.Per != nil {
+		cc.Per.setDefaults(mtu)
+	}
 }
 
 // Validate checks every setting and returns all problems found, joined
@@ -998,6 +1021,7 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 func (c *Config) Validate() error {
 	v := &validator{src: c.src}
 	v.link(c)
+	v.gateway(c)
 	v.listen("metrics.listen", c.Metrics.Listen)
 	if s := c.Control.Socket; !strings.HasPrefix(s, "/") || len(s) > 107 {
 		v.errorf("control.socket", "must be an absolute path of at most 107 bytes (a unix socket address), not %q", s)
@@ -1108,6 +1132,7 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 	case dc.Rate > 0:
 		v.burst(path+".burst", dc.Burst, mtu, from)
 	}
+	v.emulate(path, &dc.Emulate, dc.Rate)
 	seen := map[string]int{}
 	for i := range dc.Classes {
 		cc := &dc.Classes[i]
@@ -1183,6 +1208,8 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 		v.errorf(path+".mode", "%v is not shape or police", cc.Mode)
 	}
 	v.queue(path, cc)
+	v.per(path, cc, mtu, from)
+	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
 }
 

@@ -237,15 +237,27 @@ func TestLoadConfigFull(t *testing.T) {
 				Queue: shaper.QueueFQ,
 				FQ: shaper.FQConfig{AQM: fq.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
 					Flows: 256, Isolate: fq.IsolateHosts, Quantum: 1536},
+				Per: &shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 32, Prefix6: 48, Rate: 625_000, Burst: 16 << 10, Peak: 1_250_000,
+					Mode: shaper.ModePolice, Keys: 4096, Idle: 2 * time.Minute, Overrides: []shaper.PerOverride{
+						{Match: netip.MustParsePrefix("198.18.0.2/32"), Rate: 1_250_000, Burst: 24 << 10},
+						{Match: netip.MustParsePrefix("2001:db8::/32"), Rate: 1_000_000, Burst: 10_000},
+					}},
+				Emulate: shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond,
+					Distribution: shaper.DistNormal, Reorder: true,
+					LossModel: &shaper.GilbertElliott{P: 1, R: 25, H: 10, K: 99.5}, Duplicate: 0.1, Corrupt: 0.01},
 			},
 			{
 				Name:  "bulk",
 				Match: shaper.MatchConfig{Proto: u8(6), Dport: shaper.PortRange{Lo: 1024, Hi: 65535}},
 				Rate:  187_500, Burst: 3000, Mode: shaper.ModePolice,
+				Per: &shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 24, Prefix6: 64, Rate: 62_500, Burst: 3000,
+					Mode: shaper.ModePolice, Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle},
+				Emulate: shaper.EmulateConfig{Delay: 10 * time.Millisecond, Trace: absPath(t, "testdata/traces/12mbit.trace")},
 			},
 		},
 		Default: &shaper.ClassConfig{Name: "default", Rate: 625_000, Burst: 16 << 10, Backlog: shaper.DefaultBacklog,
-			FQ: shaper.FQConfig{Target: fq.DefaultTarget, Interval: fq.DefaultInterval, Flows: fq.DefaultFlows, Isolate: fq.IsolateDstHost}},
+			FQ:      shaper.FQConfig{Target: fq.DefaultTarget, Interval: fq.DefaultInterval, Flows: fq.DefaultFlows, Isolate: fq.IsolateDstHost},
+			Emulate: shaper.EmulateConfig{Loss: 2}},
 	}
 	ingress := shaper.DirectionConfig{
 		Rate:  125_000_000,
@@ -253,6 +265,8 @@ func TestLoadConfigFull(t *testing.T) {
 		Classes: []shaper.ClassConfig{
 			{Name: "voice", Match: shaper.MatchConfig{DSCP: u8(46)}, Rate: 125_000, Burst: 3000, Backlog: shaper.DefaultBacklog, Queue: shaper.QueueFIFO},
 		},
+		Emulate: shaper.EmulateConfig{Delay: 20 * time.Millisecond, LossModel: &shaper.GilbertElliott{P: 0.5, R: 99.5, H: 0, K: 100},
+			Rates: []shaper.RateStep{{At: 0, Rate: 125_000_000}, {At: 1500 * time.Millisecond, Rate: 12_500_000}, {At: 2 * time.Second}}},
 	}
 	for _, cmp := range []struct {
 		name      string
@@ -268,6 +282,15 @@ func TestLoadConfigFull(t *testing.T) {
 			t.Errorf("%s =\n%+v\nwant\n%+v", cmp.name, cmp.got, cmp.want)
 		}
 	}
+}
+
+func absPath(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }
 
 func TestLoadConfigMinimalDefaults(t *testing.T) {
@@ -357,8 +380,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "control character", yaml: base + "egress:\x01\n", line: 4, want: "yaml: control characters are not allowed"},
 		{name: "invalid utf-8", yaml: base + "\n\negress: \xff\n", line: 6, want: "yaml: invalid"},
 		{name: "two documents", yaml: base + "---\nlink: {}\n", line: 4, want: "more than one YAML document"},
-		{name: "scalar document", yaml: "hello\n", line: 1, want: `must be a mapping of keys (link, metrics, control, egress, ingress), not "hello"`},
-		{name: "unknown top key", yaml: base + "egres: {}\n", line: 4, want: `egres: unknown key "egres" (known: link, metrics, control, egress, ingress)`},
+		{name: "scalar document", yaml: "hello\n", line: 1, want: `must be a mapping of keys (link, metrics, control, egress, ingress, gateway), not "hello"`},
+		{name: "unknown top key", yaml: base + "egres: {}\n", line: 4, want: `egres: unknown key "egres" (known: link, metrics, control, egress, ingress, gateway)`},
 		{name: "unknown nested key", yaml: "link:\n  inner: {name: a, nam: b}\n  outer: {name: c}\n", line: 2, want: `link.inner.nam: unknown key "nam"`},
 		{name: "duplicate key", yaml: base + "egress: {}\negress: {}\n", line: 5, want: "egress: duplicate key (first at line 4)"},
 		{name: "merge key", yaml: base + "egress:\n  <<: {rate: 1mbit}\n", line: 5, want: "merge keys"},
@@ -398,7 +421,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -432,7 +455,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
 		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceil: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum)`},
+			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 )
 
@@ -19,10 +20,11 @@ const (
 	DropShutdown                     // still held when the drain deadline passed
 	DropAQM                          // fair queueing: the flow's AQM (CoDel or COBALT) dropped it
 	DropOverlimit                    // fair queueing: the class's queue was full; dropped from the head of the fattest flow
+	DropLoss                         // link emulation: lost on purpose (loss, or the Gilbert-Elliott model)
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown", "aqm", "overlimit"}
+var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown", "aqm", "overlimit", "loss"}
 
 // String returns the reason's name as used in metrics labels ("backlog", ...).
 func (r DropReason) String() string {
@@ -52,6 +54,14 @@ type shard struct {
 	delay              [len(DelayBuckets) + 1]atomic.Uint64 // last: +Inf
 	delaySumNs         atomic.Uint64
 	fqc                fq.Counters // the fair queue's marks and active flows
+	// Link emulation: packets that went through a delay line, were sent
+	// twice, or had a bit flipped.
+	delayed, duplicated, corrupted atomic.Uint64
+	// The worker's random state and per-flow order for the class's
+	// emulation (worker-owned).
+	imp       emulate.Impairment
+	impSeeded bool
+	order     *emulate.Order
 
 	held fifo // packets this worker holds for the class (worker-owned, not shared)
 
@@ -99,6 +109,9 @@ type Counters struct {
 	// ActiveFlows is the number of flows queued or recently served in the
 	// class's fair queues (0 for FIFO and police classes).
 	ActiveFlows int64
+	// Link emulation: packets held by a delay line, sent twice (the copy
+	// counts here, not in SentPackets), or corrupted on purpose.
+	Delayed, Duplicated, Corrupted uint64
 }
 
 // DroppedTotal returns the drops of every reason.
@@ -126,4 +139,7 @@ func (c *Counters) add(s *shard) {
 	c.DelaySum += time.Duration(s.delaySumNs.Load())
 	c.Marked += s.fqc.Marked.Load()
 	c.ActiveFlows += s.fqc.ActiveFlows.Load()
+	c.Delayed += s.delayed.Load()
+	c.Duplicated += s.duplicated.Load()
+	c.Corrupted += s.corrupted.Load()
 }

@@ -87,3 +87,72 @@ func BenchmarkDecision(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecisionPerKey measures the decision of a class with a per-key
+// limit (key: src) and 100,000 live keys, on all CPUs at once: parse,
+// classify, look up the packet's key (each goroutine cycles through the
+// keys), replenish, grab and read the deficiency of the key's and the
+// class's buckets. Budget: 150 ns.
+func BenchmarkDecisionPerKey(b *testing.B) {
+	for _, run := range []int{1, 32} {
+		b.Run(fmt.Sprintf("packets-per-key=%d", run), func(b *testing.B) { benchPerKey(b, run) })
+	}
+}
+
+// benchPerKey sends run packets of a key before it moves to another
+// (random) key: 1 is the worst case (every packet a cache miss), 32 a
+// batch of one flow.
+func benchPerKey(b *testing.B, run int) {
+	const keys = 100_000
+	cfg := benchClasses(1)
+	cfg.Classes[0].Per = &PerConfig{Kind: PerSrc, Prefix4: 32, Prefix6: 128, Rate: 1_250_000, Burst: 1 << 20,
+		Keys: 2 * keys, Idle: time.Hour}
+	d, err := newDirection(Egress, cfg, nil, 1, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := d.classes[0]
+	st := c.state.Load()
+	base := benchPacket(b)
+	srcs := make([][4]byte, keys)
+	for i := range srcs {
+		srcs[i] = [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
+		var h Headers
+		pkt := append([]byte(nil), base...)
+		copy(pkt[12:16], srcs[i][:])
+		if err := ParseHeaders(pkt, &h); err != nil {
+			b.Fatal(err)
+		}
+		st.keys.Lookup(st.keyOf(&h), 0)
+	}
+	if n := st.keys.Counters().Tracked; n != keys {
+		b.Fatalf("%d keys tracked, want %d", n, keys)
+	}
+	start := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		pkt := append([]byte(nil), base...)
+		var h Headers
+		var now int64
+		i := 0
+		for pb.Next() {
+			if i%32 == 0 {
+				now = int64(time.Since(start))
+			}
+			copy(pkt[12:16], srcs[(i/run*7919)%keys][:])
+			i++
+			if err := ParseHeaders(pkt, &h); err != nil {
+				b.Fatal(err)
+			}
+			cl := d.classOf(&h.Flow)
+			st := cl.state.Load()
+			key := st.keys.Lookup(st.keyOf(&h), now)
+			kr, _ := key.Buckets()
+			kr.Replenish(now)
+			kr.Deficiency(kr.Grab(uint64(len(pkt))))
+			st.rate.Replenish(now)
+			st.rate.Deficiency(st.rate.Grab(uint64(len(pkt))))
+		}
+	})
+}

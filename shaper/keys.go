@@ -49,5 +49,25 @@ func (l *Link) Keys(dir, class string) ([]KeyStats, error) {
 // per-key limit).
 func (c *Class) KeyCounters() KeyCounters { return c.keyCounters() }
 
-func (c *Class) keyStats(now int64) []KeyStats { return nil }           // TODO(per): filled in by the keyed table
-func (c *Class) keyCounters() KeyCounters      { return KeyCounters{} } // TODO(per)
+func (c *Class) keyStats(now int64) []KeyStats {
+	t := c.state.Load().keys
+	if t == nil {
+		return nil
+	}
+	stats := t.Stats(now)
+	out := make([]KeyStats, len(stats))
+	for i, s := range stats {
+		out[i] = KeyStats{Key: s.Key, Rate: s.Rate, RateLimit: s.Limit, SentPackets: s.SentPackets, SentBytes: s.SentBytes,
+			QueuedBytes: s.Queued, Dropped: s.Dropped, Idle: int64(s.Idle)}
+	}
+	return out
+}
+
+func (c *Class) keyCounters() KeyCounters {
+	t := c.state.Load().keys
+	if t == nil {
+		return KeyCounters{}
+	}
+	k := t.Counters()
+	return KeyCounters{Tracked: k.Tracked, Created: k.Created, Evicted: k.Evicted, Overflowed: k.Overflowed}
+}

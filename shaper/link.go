@@ -40,6 +40,9 @@ type Link struct {
 	drainBy  atomic.Int64
 	stopOnce sync.Once
 	owned    bool // made by Open: Close closes the devices
+
+	sweepStop chan struct{} // closed by Stop: ends the per-key sweeper
+	sweepDone chan struct{}
 }
 
 // NewLink prepares a link between inner and outer with the given policies.
@@ -113,7 +116,20 @@ func (l *Link) Apply(egress, ingress DirectionConfig) error {
 // Start starts the workers.
 func (l *Link) Start() {
 	l.started = true
+	l.sweepStop, l.sweepDone = make(chan struct{}), make(chan struct{})
+	go l.sweepKeys()
 	for _, w := range l.workers {
+		if t, err := newWakeTimer(l.start); err != nil {
+			l.log.Warn("no precise wake-ups: read deadlines only (up to 1ms late)", "err", err)
+		} else {
+			w.timer = t
+			src := w.src
+			go t.run(func() {
+				if err := src.SetReadDeadline(time.Unix(1, 0)); err != nil && !errors.Is(err, os.ErrClosed) {
+					l.log.Debug("wake worker", "err", err)
+				}
+			})
+		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -137,7 +153,47 @@ func (l *Link) Stop(drain time.Duration) {
 			}
 		}
 		l.wg.Wait()
+		for _, w := range l.workers {
+			if w.timer != nil {
+				w.timer.close()
+			}
+		}
+		if l.sweepStop != nil {
+			close(l.sweepStop)
+			<-l.sweepDone
+		}
 	})
+}
+
+// keySweepEvery is how often the per-key sweeper runs; each run visits
+// keySweepShards of a table's 64 shards, so a whole table is swept (and
+// every key's rate sampled) about once a second.
+const (
+	keySweepEvery  = 100 * time.Millisecond
+	keySweepShards = 7
+)
+
+// sweepKeys forgets idle keys and samples key rates in every class with a
+// per-key limit, a few table shards at a time, until Stop.
+func (l *Link) sweepKeys() {
+	defer close(l.sweepDone)
+	tick := time.NewTicker(keySweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.sweepStop:
+			return
+		case <-tick.C:
+		}
+		now := l.now()
+		for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
+			for _, c := range d.all() {
+				if t := c.state.Load().keys; t != nil {
+					t.Sweep(now, keySweepShards)
+				}
+			}
+		}
+	}
 }
 
 // ClassInfo is a class with its direction, for reporting.

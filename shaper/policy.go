@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/shaper/keyed"
 )
 
 // Unclassified is the name under which packets that match no class (and no
@@ -26,6 +28,11 @@ type Class struct {
 	// hosts counts active flows per host across the class's workers, for
 	// host isolation; made by the first apply that asks for it, then kept.
 	hosts *fq.Hosts
+	// keys is the class's per-key table (nil: no per-key limit), kept
+	// across applies while the key's kind and prefixes stay; keyShape is
+	// what it keys on.
+	keys     *keyed.Table
+	keyShape PerConfig
 }
 
 // classState is a class's immutable settings and buckets. A reload or a
@@ -44,6 +51,13 @@ type classState struct {
 	fqParams fq.Params
 	hosts    *fq.Hosts
 	splitGSO bool
+	// Per-key limit: the table, what it keys on, and whether a key's excess
+	// is dropped at once (per.mode police) rather than waiting.
+	keys      *keyed.Table
+	per       PerConfig
+	perPolice bool
+	// emu is the class's link emulation (nil: none).
+	emu *emulate.Settings
 }
 
 // Name returns the class's name.
@@ -70,6 +84,8 @@ func newClass(name string, workers int) *Class {
 func (c *Class) apply(cfg ClassConfig, now int64) {
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == ModePolice, backlog: cfg.Backlog}
+	c.applyPer(st, cfg, now)
+	st.emu = emuSettings(cfg.Emulate)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == QueueFQ {
 		st.fq = true
 		st.fqParams = fqParams(cfg)
@@ -103,6 +119,59 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 		}
 	}
 	c.state.Store(st)
+}
+
+// applyPer installs the class's per-key table: the same table with new
+// settings while the key's kind and prefixes stay (keys keep their
+// buckets), else a new one.
+func (c *Class) applyPer(st *classState, cfg ClassConfig, now int64) {
+	if cfg.Per == nil || cfg.Rate == 0 {
+		c.keys = nil
+		return
+	}
+	p := *cfg.Per
+	set := keyed.Settings{
+		Rate: p.Rate, Burst: p.Burst, Peak: p.Peak, PeakBurst: 2 * DefaultMTU,
+		Max: p.Keys, Idle: p.Idle,
+	}
+	for _, o := range p.Overrides {
+		set.Overrides = append(set.Overrides, keyed.Override{Match: o.Match, Rate: o.Rate, Burst: o.Burst})
+	}
+	if c.keys != nil && c.keyShape.Kind == p.Kind && c.keyShape.Prefix4 == p.Prefix4 && c.keyShape.Prefix6 == p.Prefix6 {
+		c.keys.Update(set, now)
+	} else {
+		c.keys = keyed.New(set, now)
+	}
+	c.keyShape = p
+	st.keys, st.per, st.perPolice = c.keys, p, p.Mode == ModePolice
+}
+
+// emuSettings converts a config's link emulation for package emulate;
+// nil when it emulates nothing the data path does per packet (rate
+// schedules live in the buckets).
+func emuSettings(e EmulateConfig) *emulate.Settings {
+	s := &emulate.Settings{
+		Delay: e.Delay, Jitter: e.Jitter, Dist: emulate.Distribution(e.Distribution), Reorder: e.Reorder,
+		Loss: e.Loss / 100, Duplicate: e.Duplicate / 100, Corrupt: e.Corrupt / 100,
+	}
+	if g := e.LossModel; g != nil {
+		s.GE = &emulate.GilbertElliott{P: g.P / 100, R: g.R / 100, H: g.H / 100, K: g.K / 100}
+	}
+	if *s == (emulate.Settings{}) {
+		return nil
+	}
+	return s
+}
+
+// keyOf returns the key of the packet whose headers are h.
+func (st *classState) keyOf(h *Headers) keyed.Key {
+	switch st.per.Kind {
+	case PerDst:
+		return keyed.AddrKey(h.Dst, st.per.Prefix4, st.per.Prefix6)
+	case PerFlow:
+		return keyed.FlowKey(h.Src, h.Dst, h.Sport, h.Dport, h.Proto)
+	}
+	return keyed.AddrKey(h.Src, st.per.Prefix4, st.per.Prefix6)
 }
 
 // SplitGSOBelow is the class rate (bytes per second, 1 Gbit/s) below which
@@ -156,12 +225,13 @@ type direction struct {
 	def        *Class   // nil: no default class
 	unclass    *Class   // counters for unclassified and malformed packets
 	link       *bucket.Bucket
+	emu        *emulate.Settings // the direction's link emulation (nil: none)
 }
 
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
 // by name. It fails only on a classifier error; cfg is validated already.
 func newDirection(name string, cfg DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
-	d := &direction{name: name}
+	d := &direction{name: name, emu: emuSettings(cfg.Emulate)}
 	byName := map[string]*Class{}
 	if old != nil {
 		for _, c := range old.classes {

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -12,6 +13,7 @@ type heldPacket struct {
 	buf     []byte
 	pkt     tun.Packet
 	arrival int64       // monotonic ns when it was read
+	due     int64       // link emulation: not to leave before (0: no delay)
 	st      *classState // settings and buckets it grabbed from
 	link    *bucket.Bucket
 	// Tickets: the class (and peak) stage first, then the link stage, so
@@ -19,6 +21,12 @@ type heldPacket struct {
 	// another class could use.
 	rateTicket, peakTicket, linkTicket uint64
 	atLink                             bool
+	// The packet's key (per-key limit) and, once it claimed them, the
+	// key's buckets and tickets (claimed with the class's, in the first
+	// stage).
+	key                      *keyed.Entry
+	keyRate, keyPeak         *bucket.Bucket
+	keyTicket, keyPeakTicket uint64
 }
 
 // fifo is a growable ring of held packets. It allocates only to grow.

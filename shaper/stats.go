@@ -55,6 +55,9 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 		DelaySumSeconds:    c.DelaySum.Seconds(),
 		MarkedPackets:      c.Marked,
 		ActiveFlows:        c.ActiveFlows,
+		DelayedPackets:     c.Delayed,
+		DuplicatedPackets:  c.Duplicated,
+		CorruptedPackets:   c.Corrupted,
 	}
 	switch {
 	case cfg.Rate == 0:
@@ -64,6 +67,17 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 	}
 	for r := range NumDropReasons {
 		s.Dropped[r.String()] = c.Dropped[r]
+	}
+	switch e := &cfg.Emulate; {
+	case e.Trace != "":
+		s.Schedule, s.TraceRateBytesPerSecond = "trace", ci.RateNow()
+	case len(e.Rates) > 0:
+		s.Schedule, s.TraceRateBytesPerSecond = "rates", ci.RateNow()
+	}
+	if cfg.Per != nil {
+		k := ci.KeyCounters()
+		s.PerKey = cfg.Per.Key()
+		s.Keys, s.KeysCreated, s.KeysEvicted, s.KeysOverflowedPackets = k.Tracked, k.Created, k.Evicted, k.Overflowed
 	}
 	return s
 }

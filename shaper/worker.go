@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -35,6 +37,16 @@ type outMeta struct {
 	link    *bucket.Bucket // link bucket grabbed from (nil: none)
 	arrival int64
 	slab    []byte // held packet's buffer to recycle (nil: a read buffer)
+	// key is the packet's key (per-key limit); keyPaid: its buckets were
+	// charged (refunded if the write fails).
+	key     *keyed.Entry
+	keyPaid bool
+	// Link emulation: the packet may not leave before due (it waits in the
+	// delay line); released: its capped tokens went back when it entered
+	// the line; dup: a duplicate, charged and counted nowhere.
+	due      int64
+	released bool
+	dup      bool
 }
 
 // worker moves packets from one queue of one device to the queue with the
@@ -67,6 +79,14 @@ type worker struct {
 	hasher   fq.Hasher // the link's flow hash (one secret seed per link)
 	segBufs  [][]byte  // buffers for the segments of a split GSO packet
 	segSizes []int
+
+	now       int64              // the clock at the start of this batch
+	line      delayLine          // link emulation: packets waiting for their due time
+	lineBytes int                // bytes in line
+	lineSeq   uint64             // packets ever put in line
+	dirImp    emulate.Impairment // the direction's emulation state
+	seeds     emulate.Rand       // seeds the impairments' random sources
+	timer     *wakeTimer         // precise wake-ups (nil: the read deadline only)
 }
 
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
@@ -82,6 +102,8 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 	w.pkts = make([]tun.Packet, batchSize)
 	w.segBufs = make([][]byte, 0, tun.MaxPacketSize/64+1)
 	w.segSizes = make([]int, tun.MaxPacketSize/64+1)
+	w.seeds = emulate.NewRand(uint64(time.Now().UnixNano()) ^ uint64(idx+1)<<40)
+	w.dirImp.Rand = emulate.NewRand(w.seeds.Uint64())
 	return w
 }
 
@@ -93,7 +115,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 	for {
 		n := 0
 		if w.stopping.Load() {
-			if len(w.active) == 0 {
+			if len(w.active) == 0 && len(w.line) == 0 {
 				return
 			}
 			now := w.clock()
@@ -110,6 +132,9 @@ func (w *worker) run(drainBy *atomic.Int64) {
 			if err != nil {
 				switch {
 				case errors.Is(err, os.ErrDeadlineExceeded):
+					// The deadline fired, or the wake timer ended the wait
+					// with a past deadline: arm it anew.
+					w.armed = -1
 				case errors.Is(err, io.ErrShortBuffer):
 					w.log.Debug("oversized packet dropped", "queue", w.idx, "err", err)
 				case errors.Is(err, os.ErrClosed):
@@ -121,6 +146,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 			}
 		}
 		now := w.clock()
+		w.now = now
 		d := w.dir.Load()
 		for i := 0; i < n; i++ {
 			w.handle(d, i, now)
@@ -150,21 +176,47 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	sh.rxPackets.Add(1)
 	sh.rxBytes.Add(uint64(p.Cost))
 	st := c.state.Load()
+	var due int64
+	if d.emu != nil || st.emu != nil {
+		if w.lost(d, sh, st) {
+			sh.drops[DropLoss].Add(1)
+			return
+		}
+		due = w.dueTime(d, sh, st, now)
+	}
 	if st.rate == nil && d.link == nil { // unclassified, no direction rate: unthrottled
-		w.appendOut(buf, *p, outMeta{class: c, st: st, arrival: now})
+		w.appendOut(buf, *p, outMeta{class: c, st: st, arrival: now, due: due})
 		return
 	}
 	cost := uint64(p.Cost)
-	if st.fq {
-		w.enqueueFQ(d, c, sh, st, buf, p, now)
-		return
+	var key *keyed.Entry
+	if st.keys != nil {
+		key = st.keys.Lookup(st.keyOf(h), now)
 	}
 	if st.police {
-		if !w.police(st, d.link, cost, now) {
+		if !w.police(st, d.link, key, cost, now) {
 			sh.drops[DropPolice].Add(1)
+			if key != nil {
+				key.Dropped()
+			}
 			return
 		}
-		w.appendOut(buf, *p, outMeta{class: c, st: st, link: d.link, arrival: now})
+		w.appendOut(buf, *p, outMeta{class: c, st: st, link: d.link, arrival: now, key: key, keyPaid: key != nil, due: due})
+		return
+	}
+	paid := false
+	if key != nil && st.perPolice {
+		// The key's excess is dropped at once; what passes its bucket is
+		// shaped by the class (and its tokens stay spent).
+		if !policeKey(key, cost, now) {
+			sh.drops[DropPolice].Add(1)
+			key.Dropped()
+			return
+		}
+		paid = true
+	}
+	if st.fq {
+		w.enqueueFQ(d, c, sh, st, buf, p, key, paid, due, now)
 		return
 	}
 
@@ -185,12 +237,21 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		d.link.Replenish(now)
 		wait = max(wait, waitAfter(d.link, cost))
 	}
+	if key != nil && !paid {
+		wait = max(wait, key.Hold(cost, now))
+	}
 	if wait > st.backlog || w.heldBytes+p.Size > maxHeldBytes {
 		sh.drops[DropBacklog].Add(1)
+		if key != nil {
+			key.Dropped()
+		}
 		return
 	}
-	hp := heldPacket{pkt: *p, arrival: now, st: st, link: d.link}
+	hp := heldPacket{pkt: *p, arrival: now, due: due, st: st, link: d.link, key: key}
 	clear := true
+	if key != nil && !paid {
+		clear = hp.grabKey(cost)
+	}
 	if st.rate != nil {
 		hp.rateTicket = st.rate.Grab(cost)
 		clear = st.rate.Deficiency(hp.rateTicket) == 0
@@ -200,13 +261,15 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		clear = clear && st.peak.Deficiency(hp.peakTicket) == 0
 	}
 	if clear && sh.held.len() == 0 {
+		m := outMeta{class: c, st: st, arrival: now, key: key, keyPaid: key != nil, due: due}
 		if d.link == nil {
-			w.appendOut(buf, *p, outMeta{class: c, st: st, arrival: now})
+			w.appendOut(buf, *p, m)
 			return
 		}
 		hp.linkTicket, hp.atLink = d.link.Grab(cost), true
 		if d.link.Deficiency(hp.linkTicket) == 0 {
-			w.appendOut(buf, *p, outMeta{class: c, st: st, link: d.link, arrival: now})
+			m.link = d.link
+			w.appendOut(buf, *p, m)
 			return
 		}
 	}
@@ -222,22 +285,72 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	w.heldBytes += p.Size
 	sh.backlogBytes.Add(int64(p.Cost))
 	sh.backlogPackets.Add(1)
+	if key != nil {
+		key.Queued(int64(cost))
+	}
+}
+
+// grabKey claims cost from the packet's key's buckets and reports whether
+// the claims are clear now.
+func (hp *heldPacket) grabKey(cost uint64) bool {
+	hp.keyRate, hp.keyPeak = hp.key.Buckets()
+	hp.keyTicket = hp.keyRate.Grab(cost)
+	clear := hp.keyRate.Deficiency(hp.keyTicket) == 0
+	if hp.keyPeak != nil {
+		hp.keyPeakTicket = hp.keyPeak.Grab(cost)
+		clear = clear && hp.keyPeak.Deficiency(hp.keyPeakTicket) == 0
+	}
+	return clear
+}
+
+// policeKey claims cost from a key's buckets only if all have it now.
+func policeKey(key *keyed.Entry, cost uint64, now int64) bool {
+	rate, peak := key.Buckets()
+	if !rate.TryGrab(cost, now) {
+		return false
+	}
+	if peak != nil && !peak.TryGrab(cost, now) {
+		rate.Refund(cost)
+		return false
+	}
+	return true
+}
+
+// refundKey gives cost back to a key's buckets.
+func refundKey(key *keyed.Entry, cost uint64) {
+	rate, peak := key.Buckets()
+	rate.Refund(cost)
+	if peak != nil {
+		peak.Refund(cost)
+	}
 }
 
 // police claims cost from every bucket the packet is subject to, only if
 // all of them have the tokens now; otherwise it claims nothing.
-func (w *worker) police(st *classState, link *bucket.Bucket, cost uint64, now int64) bool {
+func (w *worker) police(st *classState, link *bucket.Bucket, key *keyed.Entry, cost uint64, now int64) bool {
+	if key != nil && !policeKey(key, cost, now) {
+		return false
+	}
 	if !st.rate.TryGrab(cost, now) {
+		if key != nil {
+			refundKey(key, cost)
+		}
 		return false
 	}
 	if st.peak != nil && !st.peak.TryGrab(cost, now) {
 		st.rate.Refund(cost)
+		if key != nil {
+			refundKey(key, cost)
+		}
 		return false
 	}
 	if link != nil && !link.TryGrab(cost, now) {
 		st.rate.Refund(cost)
 		if st.peak != nil {
 			st.peak.Refund(cost)
+		}
+		if key != nil {
+			refundKey(key, cost)
 		}
 		return false
 	}
@@ -257,6 +370,7 @@ func waitAfter(b *bucket.Bucket, n uint64) time.Duration {
 // batch, class by class, and sets w.deadline to when the next one is due.
 func (w *worker) serviceHeld(now int64) {
 	w.deadline = 0
+	w.serviceLine(now)
 	for i := 0; i < len(w.active); {
 		c := w.active[i]
 		sh := &c.shards[w.idx]
@@ -270,7 +384,10 @@ func (w *worker) serviceHeld(now int64) {
 			w.heldBytes -= h.pkt.Size
 			sh.backlogBytes.Add(-int64(h.pkt.Cost))
 			sh.backlogPackets.Add(-1)
-			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf})
+			if h.key != nil {
+				h.key.Queued(-int64(h.pkt.Cost))
+			}
+			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf, key: h.key, keyPaid: h.key != nil, due: h.due})
 		}
 		if len(w.outPkts) >= 2*batchSize && sh.held.len() > 0 {
 			w.wakeAt(now) // write batch full: come back at once
@@ -311,6 +428,14 @@ func (w *worker) advance(hp *heldPacket, now int64) time.Duration {
 			st.peak.Replenish(now)
 			wait = max(wait, st.peak.Wait(hp.peakTicket))
 		}
+		if hp.keyRate != nil {
+			hp.keyRate.Replenish(now)
+			wait = max(wait, hp.keyRate.Wait(hp.keyTicket))
+			if hp.keyPeak != nil {
+				hp.keyPeak.Replenish(now)
+				wait = max(wait, hp.keyPeak.Wait(hp.keyPeakTicket))
+			}
+		}
 		if wait > 0 {
 			return wait
 		}
@@ -325,7 +450,19 @@ func (w *worker) advance(hp *heldPacket, now int64) time.Duration {
 	return hp.link.Wait(hp.linkTicket)
 }
 
+// appendOut sends a packet that may leave as far as shaping is concerned:
+// to the delay line if link emulation holds it longer, else to the write
+// batch.
 func (w *worker) appendOut(buf []byte, p tun.Packet, m outMeta) {
+	if m.due > w.now {
+		w.delay(buf, p, m)
+		return
+	}
+	w.emit(buf, p, m)
+}
+
+// batch adds a packet to the write batch.
+func (w *worker) batch(buf []byte, p tun.Packet, m outMeta) {
 	w.outBufs = append(w.outBufs, buf)
 	w.outPkts = append(w.outPkts, p)
 	w.outMeta = append(w.outMeta, m)
@@ -345,14 +482,25 @@ func (w *worker) flush(now int64) {
 		m := &w.outMeta[i]
 		cost := uint64(w.outPkts[i].Cost)
 		sh := &m.class.shards[w.idx]
+		if m.dup { // an emulated duplicate: counted when it was made
+			if m.slab != nil {
+				w.slabs.put(m.slab)
+			}
+			*m = outMeta{}
+			w.outBufs[i] = nil
+			continue
+		}
 		// Write reports how many packets it wrote, not which: with an
 		// error, the shortfall is counted against the last packets.
 		if i < n {
 			sh.txPackets.Add(1)
 			sh.txBytes.Add(cost)
 			sh.observeDelay(now - m.arrival)
-			if m.st.rate != nil && m.st.rate.Capped() {
+			if m.st.rate != nil && m.st.rate.Capped() && !m.released {
 				m.st.rate.Release(cost)
+			}
+			if m.key != nil {
+				m.key.Sent(cost)
 			}
 		} else {
 			// The packet did not leave: its tokens go back to every
@@ -366,6 +514,12 @@ func (w *worker) flush(now int64) {
 			}
 			if m.link != nil {
 				m.link.Refund(cost)
+			}
+			if m.key != nil {
+				m.key.Dropped()
+				if m.keyPaid {
+					refundKey(m.key, cost)
+				}
 			}
 		}
 		if m.slab != nil {
@@ -383,6 +537,11 @@ func (w *worker) armDeadline() {
 		return
 	}
 	w.armed = w.deadline
+	if w.timer != nil {
+		if err := w.timer.set(w.deadline); err != nil {
+			w.log.Warn("set wake timer", "queue", w.idx, "err", err)
+		}
+	}
 	var t time.Time
 	if w.deadline != 0 {
 		t = w.start.Add(time.Duration(w.deadline))
@@ -399,6 +558,10 @@ func (w *worker) dropAllHeld() {
 		for sh.held.len() > 0 {
 			h := sh.held.pop()
 			sh.drops[DropShutdown].Add(1)
+			if h.key != nil {
+				h.key.Queued(-int64(h.pkt.Cost))
+				h.key.Dropped()
+			}
 			sh.backlogBytes.Add(-int64(h.pkt.Cost))
 			sh.backlogPackets.Add(-1)
 			w.slabs.put(h.buf)
@@ -407,4 +570,5 @@ func (w *worker) dropAllHeld() {
 		sh.listed = false
 	}
 	w.active, w.heldBytes = w.active[:0], 0
+	w.dropLine()
 }

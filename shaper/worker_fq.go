@@ -5,6 +5,7 @@ import (
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -36,28 +37,70 @@ const flowPublishEvery = 250 * time.Millisecond
 // (split into segments first if it is a GSO super-packet and the class is
 // slow), or sends it at once when the class is idle on this worker and its
 // tokens are there.
-func (w *worker) enqueueFQ(d *direction, c *Class, sh *shard, st *classState, buf []byte, p *tun.Packet, now int64) {
+//
+// key is the packet's per-key entry (nil: none); paid says its buckets are
+// charged already (per.mode police), else the packet waits for them in its
+// flow queue (the key is the packet's fq.Gate).
+func (w *worker) enqueueFQ(d *direction, c *Class, sh *shard, st *classState, buf []byte, p *tun.Packet, key *keyed.Entry, paid bool, due, now int64) {
 	id := fq.FlowID{Src: w.headers.Src, Dst: w.headers.Dst, Sport: w.headers.Sport, Dport: w.headers.Dport, Proto: w.headers.Proto}
-	key := w.hasher.Key(&id, st.fqParams.Isolate)
+	fkey := w.hasher.Key(&id, st.fqParams.Isolate)
 	if sh.fq == nil {
 		sh.fq = fq.New(st.fqParams, st.hosts, w.fqDropper(sh), &sh.fqc)
 	} else if sh.fq.Params() != st.fqParams {
 		sh.fq.Reconfigure(st.fqParams, st.hosts)
 	}
+	if key != nil && key.Overflow() {
+		// Keys past the table's bound share one bucket: they share one
+		// flow queue too, so that a flood of new keys takes one queue of
+		// the class, not all of them.
+		fkey, id = fq.Key{Flow: overflowFlow}, fq.FlowID{}
+	}
+	var gate fq.Gate
+	switch {
+	case key != nil && paid:
+		gate = paidKey{key}
+	case key != nil:
+		gate = key
+	}
 	if st.splitGSO && p.GSO.IsGSO() {
-		w.enqueueSegments(c, sh, buf, p, key, &id, now)
+		w.enqueueSegments(c, sh, buf, p, fkey, &id, gate, due, now)
 		return
 	}
 	if w.heldBytes+p.Size > maxHeldBytes {
 		sh.fq.DropFattest(now)
 		if w.heldBytes+p.Size > maxHeldBytes {
 			sh.drops[DropOverlimit].Add(1)
+			if key != nil {
+				key.Dropped()
+			}
 			return
 		}
 	}
 	hb := w.slabs.get(tun.Headroom + p.Size)
 	copy(hb[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
-	w.hold(c, sh, fq.Packet{Buf: hb, Pkt: *p, Arrival: now}, key, &id, now)
+	w.hold(c, sh, fq.Packet{Buf: hb, Pkt: *p, Arrival: now, Due: due, Gate: gate}, fkey, &id, now)
+}
+
+// overflowFlow is the flow hash under which a class's fair queue files the
+// packets of keys that overflowed its per-key table.
+const overflowFlow = 0x6f766572666c6f77 // "overflow"
+
+// paidKey is the fq.Gate of a packet whose key's buckets are charged
+// already: it never holds the packet, and it tells the packet's key.
+type paidKey struct{ e *keyed.Entry }
+
+func (paidKey) Hold(uint64, int64) time.Duration { return 0 }
+
+// keyOf returns the per-key entry of a fair-queued packet and whether its
+// buckets are charged already.
+func keyOf(g fq.Gate) (key *keyed.Entry, paid bool) {
+	switch g := g.(type) {
+	case *keyed.Entry:
+		return g, false
+	case paidKey:
+		return g.e, true
+	}
+	return nil, false
 }
 
 // hold puts a copied packet in the class's scheduler.
@@ -65,13 +108,16 @@ func (w *worker) hold(c *Class, sh *shard, pk fq.Packet, key fq.Key, id *fq.Flow
 	w.heldBytes += pk.Pkt.Size
 	sh.backlogBytes.Add(int64(pk.Pkt.Cost))
 	sh.backlogPackets.Add(1)
+	if k, _ := keyOf(pk.Gate); k != nil {
+		k.Queued(int64(pk.Pkt.Cost))
+	}
 	sh.fq.Enqueue(pk, key, id, now)
 	w.list(c, sh) // serviceHeld, right after the batch, picks from it
 }
 
 // enqueueSegments splits a GSO super-packet into its segments and queues
 // each as a packet of its own.
-func (w *worker) enqueueSegments(c *Class, sh *shard, buf []byte, p *tun.Packet, key fq.Key, id *fq.FlowID, now int64) {
+func (w *worker) enqueueSegments(c *Class, sh *shard, buf []byte, p *tun.Packet, key fq.Key, id *fq.FlowID, gate fq.Gate, due, now int64) {
 	pkt := buf[tun.Headroom : tun.Headroom+p.Size]
 	segs, hdrLen, err := tun.GSOSegments(pkt, p.GSO)
 	if err != nil || segs > cap(w.segBufs) {
@@ -103,7 +149,7 @@ func (w *worker) enqueueSegments(c *Class, sh *shard, buf []byte, p *tun.Packet,
 			w.slabs.put(b)
 			continue
 		}
-		w.hold(c, sh, fq.Packet{Buf: b, Pkt: tun.Packet{Size: sz, Segments: 1, Cost: sz}, Arrival: now}, key, id, now)
+		w.hold(c, sh, fq.Packet{Buf: b, Pkt: tun.Packet{Size: sz, Segments: 1, Cost: sz}, Arrival: now, Due: due, Gate: gate}, key, id, now)
 	}
 }
 
@@ -118,12 +164,22 @@ func (w *worker) fqDropper(sh *shard) func(*fq.Packet, fq.Reason) {
 		case fq.ReasonTooOld:
 			reason = DropBacklog
 		}
-		sh.drops[reason].Add(1)
-		sh.backlogBytes.Add(-int64(p.Pkt.Cost))
-		sh.backlogPackets.Add(-1)
-		w.heldBytes -= p.Pkt.Size
-		w.slabs.put(p.Buf)
+		w.dropHeld(sh, p, reason)
 	}
+}
+
+// dropHeld counts a fair-queued packet as dropped for reason, on its class
+// and its key, and recycles its buffer.
+func (w *worker) dropHeld(sh *shard, p *fq.Packet, reason DropReason) {
+	sh.drops[reason].Add(1)
+	sh.backlogBytes.Add(-int64(p.Pkt.Cost))
+	sh.backlogPackets.Add(-1)
+	if k, _ := keyOf(p.Gate); k != nil {
+		k.Queued(-int64(p.Pkt.Cost))
+		k.Dropped()
+	}
+	w.heldBytes -= p.Pkt.Size
+	w.slabs.put(p.Buf)
 }
 
 // list puts c on the worker's list of classes holding packets.
@@ -149,7 +205,11 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 			w.heldBytes -= hp.pkt.Size
 			sh.backlogBytes.Add(-int64(hp.pkt.Cost))
 			sh.backlogPackets.Add(-1)
-			w.appendOut(hp.buf, hp.pkt, outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf})
+			if hp.key != nil {
+				hp.key.Queued(-int64(hp.pkt.Cost))
+			}
+			w.appendOut(hp.buf, hp.pkt, outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf,
+				key: hp.key, keyPaid: hp.key != nil, due: hp.due})
 			continue
 		}
 		if sh.fq == nil || sh.fq.Len() == 0 {
@@ -157,6 +217,12 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 				sh.fq.Dequeue(now, 0) // takes the emptied flows off the lists
 			}
 			sh.weight.Store(0)
+			return
+		}
+		if sh.fq.Active() == 0 && sh.fq.Throttled() > 0 && sh.fq.NextWake() > now {
+			// Every flow waits for its key: nothing to pick before then.
+			sh.weight.Store(0)
+			w.wakeAt(sh.fq.NextWake())
 			return
 		}
 		st := c.state.Load()
@@ -175,18 +241,23 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 		p, ok := sh.fq.Dequeue(now, now+int64(ahead)-int64(st.backlog))
 		if !ok {
 			sh.weight.Store(0)
+			if t := sh.fq.NextWake(); t != 0 {
+				w.wakeAt(t) // the flows left wait for their keys
+			}
 			return
 		}
 		cost := uint64(p.Pkt.Cost)
 		if p.Arrival+int64(st.backlog) < now+int64(w.debt(st, link, cost, now)) {
-			sh.drops[DropBacklog].Add(1)
-			sh.backlogBytes.Add(-int64(p.Pkt.Cost))
-			sh.backlogPackets.Add(-1)
-			w.heldBytes -= p.Pkt.Size
-			w.slabs.put(p.Buf)
+			w.dropHeld(sh, &p, DropBacklog)
 			continue
 		}
-		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, st: st, link: link}
+		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, link: link}
+		if key, paid := keyOf(p.Gate); key != nil {
+			hp.key = key
+			if !paid {
+				hp.grabKey(cost)
+			}
+		}
 		if st.rate != nil {
 			hp.rateTicket = st.rate.Grab(cost)
 		}
@@ -276,18 +347,20 @@ func (w *worker) publishFlows(sh *shard, now int64, final bool) {
 // dropFQ drops what a class's scheduler and picked packet hold (the drain
 // deadline passed).
 func (w *worker) dropFQ(sh *shard) {
-	drop := func(buf []byte, p tun.Packet) {
-		sh.drops[DropShutdown].Add(1)
-		sh.backlogBytes.Add(-int64(p.Cost))
-		sh.backlogPackets.Add(-1)
-		w.slabs.put(buf)
-	}
 	if sh.hasPending {
-		drop(sh.pending.buf, sh.pending.pkt)
+		hp := &sh.pending
+		sh.drops[DropShutdown].Add(1)
+		sh.backlogBytes.Add(-int64(hp.pkt.Cost))
+		sh.backlogPackets.Add(-1)
+		if hp.key != nil {
+			hp.key.Queued(-int64(hp.pkt.Cost))
+			hp.key.Dropped()
+		}
+		w.slabs.put(hp.buf)
 		sh.pending, sh.hasPending = heldPacket{}, false
 	}
 	if sh.fq != nil {
-		sh.fq.Drain(func(p *fq.Packet) { drop(p.Buf, p.Pkt) })
+		sh.fq.Drain(func(p *fq.Packet) { w.dropHeld(sh, p, DropShutdown) })
 	}
 	sh.weight.Store(0)
 }

@@ -48,6 +48,10 @@ type Collector struct {
 	backlogBytes, backlogPackets   *prometheus.Desc
 	delay                          *prometheus.Desc
 	activeFlows, marked            *prometheus.Desc
+	keys, keysCreated, keysEvicted *prometheus.Desc
+	keysOverflowed                 *prometheus.Desc
+	delayed, duplicated, corrupted *prometheus.Desc
+	scheduledRate                  *prometheus.Desc
 	rate, burst, peak              *prometheus.Desc
 	classInfo                      *prometheus.Desc
 	dirRate, dirBurst              *prometheus.Desc
@@ -75,6 +79,14 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		delay:           d("pacer_queue_delay_seconds", "Time from read to write of each sent packet of the class.", class...),
 		activeFlows:     d("pacer_active_flows", "Flows on the class's fair queues now (0 unless the class's queue is fq).", class...),
 		marked:          d("pacer_marked_packets_total", "Packets of the class that the AQM marked ECN CE (congestion experienced) instead of dropping.", class...),
+		keys:            d("pacer_keys", "Keys of the class's per-key limit that have a bucket of their own now (classes with a per-key limit only).", class...),
+		keysCreated:     d("pacer_keys_created_total", "Keys of the class's per-key limit given a bucket of their own (classes with a per-key limit only).", class...),
+		keysEvicted:     d("pacer_keys_evicted_total", "Keys of the class's per-key limit forgotten after idling (classes with a per-key limit only).", class...),
+		keysOverflowed:  d("pacer_keys_overflowed_packets_total", "Packets of keys that found the class's key table full and shared its overflow bucket (classes with a per-key limit only).", class...),
+		delayed:         d("pacer_delayed_packets_total", "Packets of the class that went through a delay line (link emulation).", class...),
+		duplicated:      d("pacer_duplicated_packets_total", "Extra copies of the class's packets sent (link emulation: duplicate).", class...),
+		corrupted:       d("pacer_corrupted_packets_total", "Packets of the class sent with a bit flipped on purpose (link emulation: corrupt).", class...),
+		scheduledRate:   d("pacer_scheduled_rate_bytes_per_second", "The rate the class's schedule (trace or rates) gives now (classes with a schedule only).", class...),
 		rate:            d("pacer_rate_bytes_per_second", "The class's configured rate (classes with a rate only).", class...),
 		burst:           d("pacer_burst_bytes", "The class's configured burst (classes with a rate only).", class...),
 		peak:            d("pacer_peak_rate_bytes_per_second", "The class's configured peak rate (classes with a peak rate only).", class...),
@@ -90,7 +102,9 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.dropped,
-		c.backlogBytes, c.backlogPackets, c.delay, c.activeFlows, c.marked, c.rate, c.burst, c.peak, c.classInfo,
+		c.backlogBytes, c.backlogPackets, c.delay, c.activeFlows, c.marked,
+		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
+		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo,
 		c.dirRate, c.dirBurst, c.linkUp, c.buildInfo,
 	} {
 		ch <- d
@@ -132,6 +146,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.backlogPackets, float64(cs.BacklogPackets), l...)
 		gauge(c.activeFlows, float64(cs.ActiveFlows), l...)
 		counter(c.marked, cs.MarkedPackets, l...)
+		counter(c.delayed, cs.DelayedPackets, l...)
+		counter(c.duplicated, cs.DuplicatedPackets, l...)
+		counter(c.corrupted, cs.CorruptedPackets, l...)
+		if cs.Schedule != "" {
+			gauge(c.scheduledRate, float64(cs.TraceRateBytesPerSecond), l...)
+		}
+		if cs.PerKey != "" {
+			gauge(c.keys, float64(cs.Keys), l...)
+			counter(c.keysCreated, cs.KeysCreated, l...)
+			counter(c.keysEvicted, cs.KeysEvicted, l...)
+			counter(c.keysOverflowed, cs.KeysOverflowedPackets, l...)
+		}
 		if cs.RateBytesPerSecond > 0 {
 			gauge(c.rate, float64(cs.RateBytesPerSecond), l...)
 			gauge(c.burst, float64(cs.BurstBytes), l...)

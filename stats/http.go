@@ -38,6 +38,13 @@ func NewRegistry(c *Collector) (*prometheus.Registry, error) {
 // (the default 127.0.0.1:9464) unless every client that can reach it may
 // profile the daemon. log receives the errors promhttp reports.
 func Handler(g prometheus.Gatherer, health func() error, log *slog.Logger) http.Handler {
+	return HandlerWithUI(g, health, log, nil)
+}
+
+// HandlerWithUI is Handler with ui serving every other path, "/" included
+// (pacerd passes its dashboard, package stats/web). With a nil ui, "/" is
+// a page of links.
+func HandlerWithUI(g prometheus.Gatherer, health func() error, log *slog.Logger, ui http.Handler) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -62,6 +69,10 @@ func Handler(g prometheus.Gatherer, health func() error, log *slog.Logger) http.
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if ui != nil {
+		mux.Handle("/", ui)
+		return mux
+	}
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<html><head><title>pacerd</title></head><body><h1>pacerd</h1>

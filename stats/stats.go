@@ -23,11 +23,27 @@
 //	pacer_queue_delay_seconds            histogram  time from read to write of each sent packet
 //	pacer_active_flows                   gauge      flows on the class's fair queues now (0 unless queue fq)
 //	pacer_marked_packets_total           counter    packets the AQM marked ECN CE instead of dropping
+//	pacer_delayed_packets_total          counter    link emulation: packets that went through a delay line
+//	pacer_duplicated_packets_total       counter    link emulation: extra copies sent
+//	pacer_corrupted_packets_total        counter    link emulation: packets sent with a bit flipped
 //	pacer_rate_bytes_per_second          gauge      configured rate (classes with a rate only)
 //	pacer_burst_bytes                    gauge      configured burst (classes with a rate only)
 //	pacer_peak_rate_bytes_per_second     gauge      configured peak rate (classes with a peak only)
 //	pacer_class_info                     gauge (1)  + labels mode (shape, police, unthrottled), capped,
 //	                                                  queue (fq, fifo; "" for police and unthrottled)
+//
+// and, only for classes with a per-key limit (a class without one has no
+// such series, not zeros):
+//
+//	pacer_keys                           gauge      keys with a bucket of their own now
+//	pacer_keys_created_total             counter    keys given a bucket
+//	pacer_keys_evicted_total             counter    keys forgotten after idling
+//	pacer_keys_overflowed_packets_total  counter    packets of keys that found the table full and
+//	                                                  shared its overflow bucket
+//
+// and, only for classes whose rate follows a schedule (trace or rates):
+//
+//	pacer_scheduled_rate_bytes_per_second gauge  the schedule's rate now
 //
 // and per direction (label direction only), for directions with a total rate:
 //
@@ -39,8 +55,9 @@
 // collectors. Bytes are IP (L3) bytes as they occupy the wire: a GSO
 // super-packet counts one IP and transport header per segment.
 //
-// There are no per-flow metrics: their labels would grow without bound.
-// The control API lists a fair-queued class's flows instead.
+// There are no per-flow or per-key metrics: their labels would grow
+// without bound. The control API lists a fair-queued class's flows and a
+// keyed class's keys instead.
 package stats
 
 // ClassStats is one class's configuration and counters at one moment.
@@ -78,6 +95,34 @@ type ClassStats struct {
 	// ActiveFlows is the number of flows on the class's fair queues now
 	// (queued, or served within the last round); 0 unless Queue is "fq".
 	ActiveFlows int64 `json:"active_flows"`
+
+	// Link emulation: DelayedPackets counts the packets that went through
+	// the class's delay line, DuplicatedPackets the extra copies sent,
+	// CorruptedPackets the packets sent with a bit flipped on purpose;
+	// losses are Dropped["loss"]. All are 0 without emulation.
+	DelayedPackets    uint64 `json:"delayed_packets"`
+	DuplicatedPackets uint64 `json:"duplicated_packets"`
+	CorruptedPackets  uint64 `json:"corrupted_packets"`
+	// Schedule is "trace" or "rates" for a class whose rate follows a
+	// schedule (link emulation), "" for a constant rate, which has no
+	// scheduled rate (the collector emits none for it).
+	// TraceRateBytesPerSecond is the schedule's rate now.
+	Schedule                string `json:"schedule,omitempty"`
+	TraceRateBytesPerSecond uint64 `json:"scheduled_rate_bytes_per_second,omitempty"`
+
+	// PerKey is the key of the class's per-key limit as the config writes
+	// it ("src", "dst/24", "flow"); "" for a class without one, which has
+	// no key figures (the collector emits none for it).
+	PerKey string `json:"per_key,omitempty"`
+	// Keys is the number of keys with a bucket of their own now;
+	// KeysCreated counts keys given one, KeysEvicted keys forgotten after
+	// idling, KeysOverflowedPackets the packets of keys that found the
+	// table full and shared its overflow bucket. All are 0 without a
+	// per-key limit.
+	Keys                  int64  `json:"keys"`
+	KeysCreated           uint64 `json:"keys_created"`
+	KeysEvicted           uint64 `json:"keys_evicted"`
+	KeysOverflowedPackets uint64 `json:"keys_overflowed_packets"`
 
 	// BacklogBytes and BacklogPackets are what the class holds now.
 	BacklogBytes   int64 `json:"backlog_bytes"`

@@ -57,8 +57,11 @@ func sampleSource() *fakeSource {
 				Direction: "egress", Class: "bulk", Mode: "shape", Queue: "fq",
 				RateBytesPerSecond: 1_250_000, BurstBytes: 12_500, PeakBytesPerSecond: 2_500_000,
 				ReceivedPackets: 12, ReceivedBytes: 18000, SentPackets: 8, SentBytes: 12000,
-				Dropped:       map[string]uint64{"backlog": 2, "police": 0, "aqm": 1, "overlimit": 1},
+				Dropped:       map[string]uint64{"backlog": 2, "police": 0, "aqm": 1, "overlimit": 1, "loss": 3},
 				MarkedPackets: 3, ActiveFlows: 4,
+				DelayedPackets: 9, DuplicatedPackets: 2, CorruptedPackets: 1,
+				Schedule: "trace", TraceRateBytesPerSecond: 375_000,
+				PerKey: "src/24", Keys: 3, KeysCreated: 5, KeysEvicted: 2, KeysOverflowedPackets: 7,
 				BacklogBytes: 1500, BacklogPackets: 1,
 				// 3 packets at most 1 ms, 4 at most 10 ms, 1 above.
 				DelayBucketBounds: []float64{0.001, 0.01},
@@ -68,7 +71,7 @@ func sampleSource() *fakeSource {
 			{
 				Direction: "egress", Class: "unclassified", Mode: "unthrottled",
 				ReceivedPackets: 1, ReceivedBytes: 60, SentPackets: 1, SentBytes: 60,
-				Dropped:           map[string]uint64{"backlog": 0, "police": 0, "aqm": 0, "overlimit": 0},
+				Dropped:           map[string]uint64{"backlog": 0, "police": 0, "aqm": 0, "overlimit": 0, "loss": 0},
 				DelayBucketBounds: []float64{0.001, 0.01},
 				DelayCounts:       []uint64{1, 0, 0},
 			},
@@ -92,10 +95,12 @@ pacer_direction_rate_bytes_per_second{direction="egress"} 1.25e+07
 # TYPE pacer_dropped_packets_total counter
 pacer_dropped_packets_total{class="bulk",direction="egress",reason="aqm"} 1
 pacer_dropped_packets_total{class="bulk",direction="egress",reason="backlog"} 2
+pacer_dropped_packets_total{class="bulk",direction="egress",reason="loss"} 3
 pacer_dropped_packets_total{class="bulk",direction="egress",reason="overlimit"} 1
 pacer_dropped_packets_total{class="bulk",direction="egress",reason="police"} 0
 pacer_dropped_packets_total{class="unclassified",direction="egress",reason="aqm"} 0
 pacer_dropped_packets_total{class="unclassified",direction="egress",reason="backlog"} 0
+pacer_dropped_packets_total{class="unclassified",direction="egress",reason="loss"} 0
 pacer_dropped_packets_total{class="unclassified",direction="egress",reason="overlimit"} 0
 pacer_dropped_packets_total{class="unclassified",direction="egress",reason="police"} 0
 # HELP pacer_sent_bytes_total On-wire IP bytes of the class's packets written to the other device.
@@ -124,6 +129,33 @@ pacer_active_flows{class="unclassified",direction="egress"} 0
 # TYPE pacer_marked_packets_total counter
 pacer_marked_packets_total{class="bulk",direction="egress"} 3
 pacer_marked_packets_total{class="unclassified",direction="egress"} 0
+# HELP pacer_keys Keys of the class's per-key limit that have a bucket of their own now (classes with a per-key limit only).
+# TYPE pacer_keys gauge
+pacer_keys{class="bulk",direction="egress"} 3
+# HELP pacer_keys_created_total Keys of the class's per-key limit given a bucket of their own (classes with a per-key limit only).
+# TYPE pacer_keys_created_total counter
+pacer_keys_created_total{class="bulk",direction="egress"} 5
+# HELP pacer_keys_evicted_total Keys of the class's per-key limit forgotten after idling (classes with a per-key limit only).
+# TYPE pacer_keys_evicted_total counter
+pacer_keys_evicted_total{class="bulk",direction="egress"} 2
+# HELP pacer_keys_overflowed_packets_total Packets of keys that found the class's key table full and shared its overflow bucket (classes with a per-key limit only).
+# TYPE pacer_keys_overflowed_packets_total counter
+pacer_keys_overflowed_packets_total{class="bulk",direction="egress"} 7
+# HELP pacer_delayed_packets_total Packets of the class that went through a delay line (link emulation).
+# TYPE pacer_delayed_packets_total counter
+pacer_delayed_packets_total{class="bulk",direction="egress"} 9
+pacer_delayed_packets_total{class="unclassified",direction="egress"} 0
+# HELP pacer_duplicated_packets_total Extra copies of the class's packets sent (link emulation: duplicate).
+# TYPE pacer_duplicated_packets_total counter
+pacer_duplicated_packets_total{class="bulk",direction="egress"} 2
+pacer_duplicated_packets_total{class="unclassified",direction="egress"} 0
+# HELP pacer_corrupted_packets_total Packets of the class sent with a bit flipped on purpose (link emulation: corrupt).
+# TYPE pacer_corrupted_packets_total counter
+pacer_corrupted_packets_total{class="bulk",direction="egress"} 1
+pacer_corrupted_packets_total{class="unclassified",direction="egress"} 0
+# HELP pacer_scheduled_rate_bytes_per_second The rate the class's schedule (trace or rates) gives now (classes with a schedule only).
+# TYPE pacer_scheduled_rate_bytes_per_second gauge
+pacer_scheduled_rate_bytes_per_second{class="bulk",direction="egress"} 375000
 # HELP pacer_queue_delay_seconds Time from read to write of each sent packet of the class.
 # TYPE pacer_queue_delay_seconds histogram
 pacer_queue_delay_seconds_bucket{class="bulk",direction="egress",le="0.001"} 3
@@ -142,6 +174,12 @@ pacer_queue_delay_seconds_count{class="unclassified",direction="egress"} 1
 		"pacer_dropped_packets_total", "pacer_sent_bytes_total", "pacer_rate_bytes_per_second",
 		"pacer_peak_rate_bytes_per_second", "pacer_backlog_bytes", "pacer_class_info",
 		"pacer_queue_delay_seconds", "pacer_active_flows", "pacer_marked_packets_total",
+		// Only the class with a per-key limit has key metrics.
+		"pacer_keys", "pacer_keys_created_total", "pacer_keys_evicted_total", "pacer_keys_overflowed_packets_total",
+		// Every class has the emulation counters; only the class with a
+		// schedule has a scheduled rate.
+		"pacer_delayed_packets_total", "pacer_duplicated_packets_total", "pacer_corrupted_packets_total",
+		"pacer_scheduled_rate_bytes_per_second",
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)

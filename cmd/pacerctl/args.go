@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -63,10 +65,70 @@ func queueSettings(cmd string, s map[string]string) (ecn *bool, flows int, err e
 	return ecn, flows, nil
 }
 
-// parseSet reads set's arguments: rate=, burst=, peak=, backlog= and the
-// queue settings.
+// emulationKeys are the link emulation settings that set and add take;
+// loss.p, loss.r, loss.h and loss.k give a Gilbert-Elliott model instead
+// of loss.
+var emulationKeys = []string{"delay", "jitter", "distribution", "reorder", "loss", "loss.p", "loss.r", "loss.h", "loss.k", "duplicate", "corrupt", "trace", "rates"}
+
+// emulationSettings reads the link emulation settings: reorder (true or
+// false), loss as a percentage or a model (loss.p ...), trace (made
+// absolute: the daemon does not share our working directory; "none"
+// stays), rates as AT:RATE,...,AT ("none": an empty list). The rest are
+// strings the daemon checks.
+func emulationSettings(cmd string, s map[string]string) (control.EmulationChange, error) {
+	e := control.EmulationChange{
+		Delay: s["delay"], Jitter: s["jitter"], Distribution: s["distribution"],
+		Duplicate: s["duplicate"], Corrupt: s["corrupt"],
+	}
+	if v, ok := s["reorder"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return e, usagef("%s: reorder=%q: use true or false", cmd, v)
+		}
+		e.Reorder = &b
+	}
+	m := &control.LossModel{P: s["loss.p"], R: s["loss.r"], H: s["loss.h"], K: s["loss.k"]}
+	switch {
+	case *m != control.LossModel{} && s["loss"] != "":
+		return e, usagef("%s: give loss=PERCENT or a model (loss.p=, loss.r=, loss.h=, loss.k=), not both", cmd)
+	case *m != control.LossModel{} && m.P == "":
+		return e, usagef("%s: a loss model needs loss.p (the chance to go from the good to the bad state)", cmd)
+	case *m != control.LossModel{}:
+		e.Loss = &control.Loss{Model: m}
+	case s["loss"] != "":
+		e.Loss = &control.Loss{Percent: s["loss"]}
+	}
+	if v, ok := s["trace"]; ok {
+		if v != "none" {
+			abs, err := filepath.Abs(v)
+			if err != nil {
+				return e, fmt.Errorf("%s: trace=%q: %w", cmd, v, err)
+			}
+			v = abs
+		}
+		e.Trace = v
+	}
+	if v, ok := s["rates"]; ok {
+		steps := []control.RateStep{}
+		if v != "none" {
+			for _, part := range strings.Split(v, ",") {
+				at, rate, _ := strings.Cut(strings.TrimSpace(part), ":")
+				if at == "" {
+					return e, usagef("%s: rates=%q: use AT:RATE,...,END such as 0s:12mbit,1s:3mbit,2s (or none)", cmd, v)
+				}
+				steps = append(steps, control.RateStep{At: at, Rate: rate})
+			}
+		}
+		e.Rates = &steps
+	}
+	return e, nil
+}
+
+// parseSet reads set's arguments: rate=, burst=, peak=, backlog=, the
+// per-key, queue and emulation settings.
 func parseSet(args []string) (control.SetRequest, error) {
-	s, err := settings("set", args, append([]string{"rate", "burst", "peak", "backlog"}, queueKeys...)...)
+	known := append([]string{"rate", "burst", "peak", "backlog", "per_rate", "per_burst", "per_peak", "per_keys", "per_idle"}, queueKeys...)
+	s, err := settings("set", args, append(known, emulationKeys...)...)
 	if err != nil {
 		return control.SetRequest{}, err
 	}
@@ -74,16 +136,29 @@ func parseSet(args []string) (control.SetRequest, error) {
 	if err != nil {
 		return control.SetRequest{}, err
 	}
+	emu, err := emulationSettings("set", s)
+	if err != nil {
+		return control.SetRequest{}, err
+	}
+	perKeys := 0
+	if v, ok := s["per_keys"]; ok {
+		if perKeys, err = strconv.Atoi(v); err != nil || perKeys < 1 {
+			return control.SetRequest{}, fmt.Errorf("set: per_keys=%q: want a number of keys, 1 or more", v)
+		}
+	}
 	return control.SetRequest{
 		Rate: s["rate"], Burst: s["burst"], Peak: s["peak"], Backlog: s["backlog"],
 		Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
 		Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
+		PerRate: s["per_rate"], PerBurst: s["per_burst"], PerPeak: s["per_peak"], PerIdle: s["per_idle"], PerKeys: perKeys,
+		EmulationChange: emu,
 	}, nil
 }
 
 // parseAdd reads add's arguments for a class named name.
 func parseAdd(name string, args []string) (control.AddRequest, error) {
 	known := append([]string{"rate", "burst", "peak", "mode", "backlog", "capped"}, queueKeys...)
+	known = append(known, emulationKeys...)
 	known = append(known, "before", "match.src", "match.dst", "match.proto", "match.sport", "match.dport", "match.dscp")
 	s, err := settings("add", args, known...)
 	if err != nil {
@@ -96,14 +171,31 @@ func parseAdd(name string, args []string) (control.AddRequest, error) {
 	if err != nil {
 		return control.AddRequest{}, err
 	}
+	emu, err := emulationSettings("add", s)
+	if err != nil {
+		return control.AddRequest{}, err
+	}
 	req := control.AddRequest{
 		ClassConfig: control.ClassConfig{
 			Name: name, Rate: s["rate"], Burst: s["burst"], Peak: s["peak"],
 			Mode: s["mode"], Backlog: s["backlog"],
 			Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
 			Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
+			Emulation: control.Emulation{
+				Delay: emu.Delay, Jitter: emu.Jitter, Distribution: emu.Distribution, Loss: emu.Loss,
+				Duplicate: emu.Duplicate, Corrupt: emu.Corrupt, Trace: emu.Trace,
+			},
 		},
 		Before: s["before"],
+	}
+	if emu.Trace == "none" { // nothing to remove in a new class
+		req.Trace = ""
+	}
+	if emu.Reorder != nil {
+		req.Reorder = *emu.Reorder
+	}
+	if emu.Rates != nil && len(*emu.Rates) > 0 {
+		req.Rates = *emu.Rates
 	}
 	if v, ok := s["capped"]; ok {
 		b, err := strconv.ParseBool(v)

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,14 +41,18 @@ commands:
   status [-json]
         one line per class: direction, class, configured rate, achieved
         rate over the last second, offered rate, backlog, active flows
-        (queue fq) and drops (and ECN marks); -json prints the daemon's
-        full answer (counters in bytes)
+        (queue fq) and drops (and ECN marks) and, if any class has link
+        emulation, its emulation; a class with a trace or rates shows the
+        rate its schedule gives now; -json prints the daemon's full
+        answer (counters in bytes)
   watch [-interval 1s]
         status, redrawn in place until interrupted (Ctrl-C)
   set DIRECTION CLASS SETTING=VALUE...
         change a running class; settings:
           rate=RATE  burst=SIZE  peak=RATE|none  backlog=DURATION
           and the queue settings below (quantum=auto follows the rate)
+          and the emulation settings below (0 or none removes one;
+          delay=0 removes the whole delay line)
         a burst left at its default (10ms of the rate) follows a new rate;
         a change of queue starts the new kind from its defaults
   add DIRECTION NAME SETTING=VALUE...
@@ -63,12 +68,29 @@ commands:
           match.proto=tcp|udp|icmp|icmpv6|NUMBER
           match.sport=PORT[-PORT]  match.dport=PORT[-PORT]
           match.dscp=0-63|ef|af11|cs1...
+          emulation settings (link emulation, on top of shaping):
+          delay=DURATION  jitter=DURATION (at most delay)
+          distribution=uniform|normal|pareto|paretonormal
+          reorder=true|false  loss=PERCENT (such as 1%), or a
+          Gilbert-Elliott model loss.p=PERCENT [loss.r= loss.h= loss.k=]
+          duplicate=PERCENT  corrupt=PERCENT  trace=FILE (Mahimahi's
+          format; replaces the rate)  rates=AT:RATE,...,END (a looping
+          schedule such as 0s:12mbit,1s:3mbit,2s)
         NAME default adds the direction's default class (no match.*, no
         before): it takes the packets that match no class
+  direction DIRECTION SETTING=VALUE...
+        change a direction's own link emulation (emulation settings as
+        above), for every packet of the direction
   flows DIRECTION CLASS [-n 20] [-sort queued|sent] [-json]
         the flows of a class with queue fq, most bytes queued (or sent)
         first: protocol, addresses and ports, TUN queue, queued bytes and
         packets, bytes sent, last queue delay, drops and ECN marks
+  keys DIRECTION CLASS [-n 20] [-sort rate|queued|sent] [-json]
+        the keys of a class with a per-key limit (per:), highest rate (or
+        most bytes queued, or sent) first: the key (address, prefix or
+        flow; "overflow" for the bucket keys past the table's bound share),
+        its rate over the last second and its limit, bytes sent, bytes
+        queued, drops, and how long ago its last packet came
   remove DIRECTION CLASS
         remove a class (or the default class); what it holds is still sent
   reload
@@ -77,14 +99,18 @@ commands:
 
 DIRECTION is egress (inner to outer) or ingress (outer to inner). Units are
 the config file's: rates 10mbit, 1.5gbit, 100kbps (BYTES per second, as in
-tc); sizes 32kb, 1500b (1024-based); durations 200ms, 1s.
+tc); sizes 32kb, 1500b (1024-based); durations 200ms, 1s; percentages
+1%, 0.5% (the % sign is required).
 
 examples:
   pacerctl status
   pacerctl flows egress bulk -n 10
+  pacerctl keys egress clients -n 10
   pacerctl set egress bulk rate=20mbit burst=64kb
   pacerctl set egress bulk aqm=codel isolate=hosts
   pacerctl add egress voip rate=1mbit match.proto=udp match.dport=5060-5061 before=bulk
+  pacerctl set egress bulk delay=40ms jitter=5ms distribution=normal loss=1%
+  pacerctl direction ingress delay=40ms trace=traces/lte.down
   pacerctl remove egress voip
   pacerctl -socket /run/pacer/test.sock watch
 
@@ -190,6 +216,24 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		}
 		fmt.Fprintf(stdout, "added %s %s: %s\n", cl.Direction, cl.Class, describe(cl.Config))
 		return nil
+	case "direction":
+		if len(args) < 2 {
+			return usagef("direction needs DIRECTION and at least one SETTING=VALUE")
+		}
+		s, err := settings("direction", args[1:], emulationKeys...)
+		if err != nil {
+			return err
+		}
+		emu, err := emulationSettings("direction", s)
+		if err != nil {
+			return err
+		}
+		d, err := c.SetDirection(ctx, args[0], control.DirectionSetRequest{EmulationChange: emu})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", d.Name, cmp.Or(emulation(d.Emulation), "no emulation"))
+		return nil
 	case "remove", "rm":
 		if len(args) != 2 {
 			return usagef("remove needs DIRECTION CLASS")
@@ -201,6 +245,8 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		return nil
 	case "flows":
 		return flowsCommand(ctx, c, args, stdout)
+	case "keys":
+		return keysCommand(ctx, c, args, stdout)
 	case "reload":
 		if len(args) != 0 {
 			return usagef("reload takes no arguments")

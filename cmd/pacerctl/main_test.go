@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -23,6 +24,9 @@ func TestParseSet(t *testing.T) {
 		wantErr string
 	}{
 		{name: "rate", args: []string{"rate=10mbit"}, want: control.SetRequest{Rate: "10mbit"}},
+		{name: "per-key settings", args: []string{"per_rate=8mbit", "per_burst=64kb", "per_peak=none", "per_keys=1000", "per_idle=5m"},
+			want: control.SetRequest{PerRate: "8mbit", PerBurst: "64kb", PerPeak: "none", PerKeys: 1000, PerIdle: "5m"}},
+		{name: "per_keys not a number", args: []string{"per_keys=many"}, wantErr: `per_keys="many"`},
 		{name: "all", args: []string{"rate=10mbit", "burst=32kb", "peak=none", "backlog=100ms"},
 			want: control.SetRequest{Rate: "10mbit", Burst: "32kb", Peak: "none", Backlog: "100ms"}},
 		{name: "unknown", args: []string{"speed=10mbit"}, wantErr: `unknown setting "speed"`},
@@ -36,7 +40,21 @@ func TestParseSet(t *testing.T) {
 		{name: "ecn junk", args: []string{"ecn=on"}, wantErr: `set: ecn="on": use true or false`},
 		{name: "flows junk", args: []string{"flows=many"}, wantErr: `set: flows="many": use a power of two`},
 		{name: "flows zero", args: []string{"flows=0"}, wantErr: `set: flows="0"`},
-		{name: "unknown lists queue keys", args: []string{"fq=1"}, wantErr: "use rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate, quantum"},
+		{name: "unknown lists queue keys", args: []string{"fq=1"}, wantErr: "use rate, burst, peak, backlog, per_rate, per_burst, per_peak, per_keys, per_idle, queue, aqm, ecn, target, interval, flows, isolate, quantum"},
+		{name: "emulation", args: []string{"delay=40ms", "jitter=5ms", "distribution=normal", "reorder=true", "loss=1%", "duplicate=0.1%", "corrupt=0.1%"},
+			want: control.SetRequest{EmulationChange: control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: ptr(true),
+				Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.1%"}}},
+		{name: "loss model", args: []string{"loss.p=1%", "loss.r=25%", "loss.k=99%"},
+			want: control.SetRequest{EmulationChange: control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "25%", K: "99%"}}}}},
+		{name: "rates", args: []string{"rates=0s:12mbit, 1s:3mbit,2s"},
+			want: control.SetRequest{EmulationChange: control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}}}}},
+		{name: "rates none", args: []string{"rates=none"}, want: control.SetRequest{EmulationChange: control.EmulationChange{Rates: &[]control.RateStep{}}}},
+		{name: "trace none", args: []string{"trace=none"}, want: control.SetRequest{EmulationChange: control.EmulationChange{Trace: "none"}}},
+		{name: "trace absolute", args: []string{"trace=/srv/traces/lte.down"}, want: control.SetRequest{EmulationChange: control.EmulationChange{Trace: "/srv/traces/lte.down"}}},
+		{name: "reorder junk", args: []string{"reorder=maybe"}, wantErr: `set: reorder="maybe": use true or false`},
+		{name: "loss and a model", args: []string{"loss=1%", "loss.p=1%"}, wantErr: "set: give loss=PERCENT or a model (loss.p=, loss.r=, loss.h=, loss.k=), not both"},
+		{name: "model without p", args: []string{"loss.r=25%"}, wantErr: "set: a loss model needs loss.p"},
+		{name: "rates empty step", args: []string{"rates=0s:1mbit,,2s"}, wantErr: `set: rates="0s:1mbit,,2s": use AT:RATE,...,END`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseSet(tc.args)
@@ -76,6 +94,26 @@ func TestParseAdd(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v (match %+v)\nwant %+v (match %+v)", got, got.Match, want, want.Match)
+	}
+	// A relative trace becomes absolute: the daemon has its own working
+	// directory.
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = parseAdd("lte", []string{"rate=12mbit", "delay=40ms", "jitter=1ms", "reorder=true", "loss.p=1%",
+		"duplicate=1%", "corrupt=1%", "distribution=pareto", "trace=traces/lte.down"})
+	wantEmu := control.Emulation{Delay: "40ms", Jitter: "1ms", Distribution: "pareto", Reorder: true,
+		Loss: &control.Loss{Model: &control.LossModel{P: "1%"}}, Duplicate: "1%", Corrupt: "1%", Trace: filepath.Join(wd, "traces/lte.down")}
+	if err != nil || !reflect.DeepEqual(got.Emulation, wantEmu) {
+		t.Errorf("emulation: %+v, %v; want %+v", got.Emulation, err, wantEmu)
+	}
+	if got, err := parseAdd("plain", []string{"rate=12mbit", "trace=none", "rates=none"}); err != nil || got.Trace != "" || got.Rates != nil {
+		t.Errorf("trace=none rates=none: %+v, %v; want neither", got.Emulation, err)
+	}
+	got, err = parseAdd("steps", []string{"rate=12mbit", "rates=0s:12mbit,2s"})
+	if err != nil || !reflect.DeepEqual(got.Rates, []control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "2s"}}) {
+		t.Errorf("rates: %+v, %v", got.Rates, err)
 	}
 	if got, err := parseAdd("any", []string{"rate=1mbit"}); err != nil || got.Match != nil {
 		t.Errorf("no match settings: %+v, %v; want no match", got, err)
@@ -154,6 +192,51 @@ egress     unclassified  unthrottled  -                   -         -        0  
 	}
 }
 
+// With link emulation, the table gets an EMULATION column, a class with a
+// schedule shows the schedule's rate now, and a direction with emulation a
+// line of its own.
+func TestWriteTableEmulation(t *testing.T) {
+	st := sampleStatus()
+	st.Directions[0].Emulation = control.Emulation{Delay: "20ms", Rates: []control.RateStep{{At: "0s", Rate: "100mbit"}, {At: "1s"}}}
+	st.Directions[1].Emulation = control.Emulation{Loss: &control.Loss{Percent: "0.5%"}}
+	st.Classes[0].Config.Emulation = control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Loss: &control.Loss{Percent: "1%"},
+		Trace: "/srv/traces/lte.down"}
+	st.Classes[0].Schedule, st.Classes[0].TraceRateBytesPerSecond = "trace", 375_000
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	want := `egress: total rate 100mbit (base), burst 125000b; emulation delay 20ms rates 1 step/1s
+ingress: emulation loss 0.5%
+DIRECTION  CLASS         MODE         RATE                       ACHIEVED  OFFERED  BACKLOG     FLOWS  DROPS                                   EMULATION
+egress     bulk          shape        3mbit (trace) peak 20mbit  9.99mbit  12mbit   17.6kb 12p  3      130 (backlog 120, police 10), marked 7  delay 40ms±5ms normal loss 1% trace lte.down
+egress     unclassified  unthrottled  -                          -         -        0           -      0                                       -
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestEmulation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    control.Emulation
+		want string
+	}{
+		{"none", control.Emulation{}, ""},
+		{"delay", control.Emulation{Delay: "40ms"}, "delay 40ms"},
+		{"jitter", control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "pareto", Reorder: true}, "delay 40ms±5ms pareto reorder"},
+		{"all", control.Emulation{Delay: "1s", Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.2%"}, "delay 1s loss 1% duplicate 0.1% corrupt 0.2%"},
+		{"Bernoulli model", control.Emulation{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "99%", H: "0%", K: "100%"}}}, "loss ge p=1% r=99%"},
+		{"model", control.Emulation{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "25%", H: "10%", K: "99%"}}}, "loss ge p=1% r=25% h=10% k=99%"},
+		{"rates", control.Emulation{Rates: []control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}}}, "rates 2 steps/2s"},
+	} {
+		if got := emulation(tc.e); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // fakeDaemon serves a fixed status (and set/add/remove/reload answers) on
 // a control socket.
 func fakeDaemon(t *testing.T) string {
@@ -178,6 +261,15 @@ func fakeDaemon(t *testing.T) string {
 			ClassStats: stats.ClassStats{Direction: r.PathValue("dir"), Class: "bulk"},
 			Config:     control.ClassConfig{Name: "bulk", Rate: req.Rate, Burst: "25000b", Mode: "shape"},
 		})
+	})
+	mux.HandleFunc("PATCH /v1/directions/{dir}", func(w http.ResponseWriter, r *http.Request) {
+		var req control.DirectionSetRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		out := control.Direction{Name: r.PathValue("dir"), Emulation: control.Emulation{Delay: req.Delay, Loss: req.Loss}}
+		if req.Delay == "0s" {
+			out.Emulation = control.Emulation{}
+		}
+		control.WriteJSON(w, http.StatusOK, out)
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
@@ -213,6 +305,11 @@ func TestRun(t *testing.T) {
 		{name: "remove extra", args: []string{"-socket", sock, "remove", "egress"}, code: exitUsage, stderr: "remove needs DIRECTION CLASS"},
 		{name: "status extra", args: []string{"-socket", sock, "status", "now"}, code: exitUsage, stderr: "unexpected arguments"},
 		{name: "help", args: []string{"-h"}, code: exitOK, stderr: "match.dport=PORT[-PORT]"},
+		{name: "direction", args: []string{"-socket", sock, "direction", "ingress", "delay=40ms", "loss.p=1%", "loss.r=20%"}, code: exitOK,
+			stdout: "ingress: delay 40ms loss ge p=1% r=20%\n"},
+		{name: "direction off", args: []string{"-socket", sock, "direction", "ingress", "delay=0s"}, code: exitOK, stdout: "ingress: no emulation\n"},
+		{name: "direction without settings", args: []string{"-socket", sock, "direction", "ingress"}, code: exitUsage, stderr: "direction needs DIRECTION and at least one SETTING=VALUE"},
+		{name: "direction class setting", args: []string{"-socket", sock, "direction", "ingress", "rate=1mbit"}, code: exitUsage, stderr: `direction: unknown setting "rate"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -259,6 +356,16 @@ func TestDescribe(t *testing.T) {
 		{"fq settings", fqSet, "rate=10mbit burst=12500b mode=shape backlog=500ms queue=fq aqm=codel ecn=false target=10ms interval=200ms flows=256 isolate=hosts quantum=1514b"},
 		{"fifo", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "shape", Backlog: "500ms", Queue: "fifo"}, "rate=1mbit burst=3000b mode=shape backlog=500ms queue=fifo"},
 		{"police", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "police", Match: &control.Match{Proto: "udp"}}, "rate=1mbit burst=3000b mode=police match.proto=udp"},
+		{"emulation", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "police", Emulation: control.Emulation{
+			Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: true, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%",
+			Rates: []control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}},
+		}}, "rate=1mbit burst=3000b mode=police delay=40ms jitter=5ms distribution=normal reorder=true loss=1% duplicate=0.1% corrupt=0.01% rates=0s:12mbit,1s:3mbit,2s"},
+		{"loss model", control.ClassConfig{Rate: "1mbit", Emulation: control.Emulation{
+			Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "99%", H: "0%", K: "100%"}}, Trace: "/srv/lte.down",
+		}}, "rate=1mbit loss.p=1% loss.r=99% trace=/srv/lte.down"},
+		{"loss model h and k", control.ClassConfig{Rate: "1mbit", Emulation: control.Emulation{
+			Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "25%", H: "10%", K: "99%"}},
+		}}, "rate=1mbit loss.p=1% loss.r=25% loss.h=10% loss.k=99%"},
 	} {
 		if got := describe(tc.c); got != tc.want {
 			t.Errorf("%s: describe =\n%s\nwant\n%s", tc.name, got, tc.want)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,25 +65,48 @@ func watch(ctx context.Context, c *control.Client, w io.Writer, interval time.Du
 	}
 }
 
-// writeTable writes one line per class: direction, class, configured rate,
+// writeTable writes one line per class: direction, class, configured rate
+// (for a class with a schedule, the schedule's rate now and its kind),
 // achieved and offered rate over the last second, backlog, active flows
-// (classes with queue fq; "-" for the others), and drops with ECN marks
-// (if any). A direction with a total rate gets a line of its own first.
+// (classes with queue fq; "-" for the others), drops with ECN marks (if
+// any), and, when any class has link emulation, the emulation. A direction
+// with a total rate or emulation gets a line of its own first.
 func writeTable(w io.Writer, st *control.Status) error {
 	for _, d := range st.Directions {
-		if d.Rate != "" {
-			fmt.Fprintf(w, "%s: total rate %s, burst %s\n", d.Name, d.Rate, d.Burst)
+		var parts []string
+		switch {
+		case d.Rate != "" && d.Trace == "" && len(d.Rates) == 0:
+			parts = append(parts, "total rate "+d.Rate+", burst "+d.Burst)
+		case d.Rate != "":
+			parts = append(parts, "total rate "+d.Rate+" (base), burst "+d.Burst)
+		}
+		if e := emulation(d.Emulation); e != "" {
+			parts = append(parts, "emulation "+e)
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", d.Name, strings.Join(parts, "; "))
 		}
 	}
+	emulated := false
+	for _, c := range st.Classes {
+		emulated = emulated || !c.Config.Emulation.IsZero()
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tFLOWS\tDROPS\n")
+	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tFLOWS\tDROPS")
+	if emulated {
+		fmt.Fprint(tw, "\tEMULATION")
+	}
+	fmt.Fprint(tw, "\n")
 	for _, c := range st.Classes {
 		rate := "-"
-		if c.Config.Rate != "" {
+		switch {
+		case c.Schedule != "":
+			rate = formatBitRate(float64(c.TraceRateBytesPerSecond)) + " (" + c.Schedule + ")"
+		case c.Config.Rate != "":
 			rate = c.Config.Rate
-			if c.Config.Peak != "" {
-				rate += " peak " + c.Config.Peak
-			}
+		}
+		if c.Config.Peak != "" {
+			rate += " peak " + c.Config.Peak
 		}
 		achieved, offered := "-", "-"
 		if c.Achieved.WindowSeconds > 0 {
@@ -96,10 +121,69 @@ func writeTable(w io.Writer, st *control.Status) error {
 		if c.MarkedPackets > 0 {
 			dropped += ", marked " + strconv.FormatUint(c.MarkedPackets, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Direction, c.Class, c.Mode, rate, achieved, offered,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", c.Direction, c.Class, c.Mode, rate, achieved, offered,
 			backlog(c.BacklogBytes, c.BacklogPackets), flows, dropped)
+		if emulated {
+			e := emulation(c.Config.Emulation)
+			if e == "" {
+				e = "-"
+			}
+			fmt.Fprint(tw, "\t"+e)
+		}
+		fmt.Fprint(tw, "\n")
 	}
 	return tw.Flush()
+}
+
+// emulation writes link emulation compactly: "delay 40ms±5ms normal
+// reorder loss 1% duplicate 0.1% corrupt 0.1% trace lte.down"; a loss
+// model is "loss ge p=1% r=25%" (h and k when not 0% and 100%), a rate
+// schedule "rates 2 steps/2s" (steps and period). "" for none.
+func emulation(e control.Emulation) string {
+	var parts []string
+	if e.Delay != "" || e.Jitter != "" {
+		d := "delay " + cmp.Or(e.Delay, "0s")
+		if e.Jitter != "" {
+			d += "±" + e.Jitter
+		}
+		parts = append(parts, d)
+	}
+	if e.Distribution != "" {
+		parts = append(parts, e.Distribution)
+	}
+	if e.Reorder {
+		parts = append(parts, "reorder")
+	}
+	if l := e.Loss; l != nil {
+		if m := l.Model; m != nil {
+			ge := "loss ge p=" + m.P + " r=" + m.R
+			if m.H != "" && m.H != "0%" {
+				ge += " h=" + m.H
+			}
+			if m.K != "" && m.K != "100%" {
+				ge += " k=" + m.K
+			}
+			parts = append(parts, ge)
+		} else {
+			parts = append(parts, "loss "+l.Percent)
+		}
+	}
+	if e.Duplicate != "" {
+		parts = append(parts, "duplicate "+e.Duplicate)
+	}
+	if e.Corrupt != "" {
+		parts = append(parts, "corrupt "+e.Corrupt)
+	}
+	if e.Trace != "" {
+		parts = append(parts, "trace "+filepath.Base(e.Trace))
+	}
+	switch n := len(e.Rates); {
+	case n == 2:
+		parts = append(parts, "rates 1 step/"+e.Rates[1].At)
+	case n > 0:
+		parts = append(parts, fmt.Sprintf("rates %d steps/%s", n-1, e.Rates[n-1].At))
+	}
+	return strings.Join(parts, " ")
 }
 
 // formatBitRate writes bytes per second as bits per second in tc's decimal
@@ -186,6 +270,8 @@ func describe(c control.ClassConfig) string {
 		add("capped", "true")
 	}
 	describeQueue(add, c)
+	describePer(add, c)
+	describeEmulation(add, c.Emulation)
 	if m := c.Match; m != nil {
 		add("match.src", strings.Join(m.Src, ","))
 		add("match.dst", strings.Join(m.Dst, ","))
@@ -195,6 +281,45 @@ func describe(c control.ClassConfig) string {
 		add("match.dscp", m.DSCP)
 	}
 	return strings.Join(parts, " ")
+}
+
+// describeEmulation adds a class's link emulation as set and add take it:
+// delay=40ms jitter=5ms distribution=normal reorder=true, loss=1% or the
+// model loss.p= loss.r= (and loss.h=, loss.k= when not 0% and 100%),
+// duplicate=, corrupt=, trace=PATH, rates=0s:12mbit,1s:3mbit,2s.
+func describeEmulation(add func(k, v string), e control.Emulation) {
+	add("delay", e.Delay)
+	add("jitter", e.Jitter)
+	add("distribution", e.Distribution)
+	if e.Reorder {
+		add("reorder", "true")
+	}
+	if l := e.Loss; l != nil {
+		if m := l.Model; m != nil {
+			add("loss.p", m.P)
+			add("loss.r", m.R)
+			if m.H != "0%" {
+				add("loss.h", m.H)
+			}
+			if m.K != "100%" {
+				add("loss.k", m.K)
+			}
+		} else {
+			add("loss", l.Percent)
+		}
+	}
+	add("duplicate", e.Duplicate)
+	add("corrupt", e.Corrupt)
+	add("trace", e.Trace)
+	var steps []string
+	for _, st := range e.Rates {
+		if st.Rate == "" {
+			steps = append(steps, st.At)
+		} else {
+			steps = append(steps, st.At+":"+st.Rate)
+		}
+	}
+	add("rates", strings.Join(steps, ","))
 }
 
 // fqDefaults are the fq settings pacerd fills in (shaper/fq's defaults),
@@ -222,3 +347,38 @@ func describeQueue(add func(k, v string), c control.ClassConfig) {
 	}
 	add("quantum", c.Quantum)
 }
+
+// describePer adds a class's per-key limit compactly: "per=src/24:2mbit"
+// (key and rate), then per.burst, and the settings away from their
+// defaults: per.peak, per.mode (when it is not the class's), per.keys,
+// per.idle, and per.overrides as PREFIX:RATE pairs.
+func describePer(add func(k, v string), c control.ClassConfig) {
+	p := c.Per
+	if p == nil {
+		return
+	}
+	add("per", p.Key+":"+p.Rate)
+	add("per.burst", p.Burst)
+	add("per.peak", p.Peak)
+	if p.Mode != c.Mode {
+		add("per.mode", p.Mode)
+	}
+	if p.Keys != 0 && p.Keys != perDefaultKeys {
+		add("per.keys", strconv.Itoa(p.Keys))
+	}
+	if p.Idle != perDefaultIdle {
+		add("per.idle", p.Idle)
+	}
+	var overrides []string
+	for _, o := range p.Overrides {
+		overrides = append(overrides, o.Match+":"+o.Rate)
+	}
+	add("per.overrides", strings.Join(overrides, ","))
+}
+
+// The per-key settings pacerd fills in (shaper's defaults), which
+// describePer leaves out.
+const (
+	perDefaultKeys = 65536
+	perDefaultIdle = "1m0s"
+)

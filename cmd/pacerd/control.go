@@ -95,6 +95,8 @@ func (d *daemon) controlHandler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET "+control.FlowsPath+"/{direction}/{class}", d.flowsHandler)
+	mux.HandleFunc("GET "+control.KeysPath+"/{direction}/{class}", d.keysHandler)
+	mux.HandleFunc("PATCH "+control.DirectionsPath+"/{direction}", d.directionHandler)
 	mux.HandleFunc("POST "+control.ReloadPath, func(w http.ResponseWriter, r *http.Request) {
 		cfg, err := d.reload()
 		if err != nil {
@@ -152,12 +154,9 @@ func (d *daemon) status() (*control.Status, error) {
 		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
 	}
 	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}}
+	cfg := d.running()
 	for _, ds := range l.DirectionStats() {
-		cd := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond}
-		if ds.RateBytesPerSecond > 0 {
-			cd.Rate, cd.Burst = shaper.FormatRate(ds.RateBytesPerSecond), shaper.FormatSize(ds.BurstBytes)
-		}
-		st.Directions = append(st.Directions, cd)
+		st.Directions = append(st.Directions, directionOf(ds, cfg))
 	}
 	for _, ci := range l.Classes() {
 		st.Classes = append(st.Classes, d.classOf(ci))
@@ -247,7 +246,7 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 		return err
 	}
 	if req == (control.SetRequest{}) {
-		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum")
+		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), or the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates")
 	}
 	if req.Rate != "" {
 		rate, err := shaper.ParseRate(req.Rate)
@@ -287,7 +286,13 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 		}
 		cc.Backlog = b
 	}
-	return setQueue(cc, req)
+	if err := setQueue(cc, req); err != nil {
+		return err
+	}
+	if err := setEmulation(&cc.Emulate, req.EmulationChange); err != nil {
+		return err
+	}
+	return setPer(cc, req, mtu)
 }
 
 // setQueue applies a SetRequest's queue settings to cc. Settings that do
@@ -376,11 +381,90 @@ func setQueue(cc *shaper.ClassConfig, req control.SetRequest) error {
 	return nil
 }
 
+// setPer applies a SetRequest's per-key settings to cc's per-key limit. cc
+// is a class of a copy of the running config, but that copy shares the
+// running config's PerConfig: setPer edits a clone of it, so that a change
+// that fails leaves the running config as it was. A burst that was the
+// default for the old per-key rate follows the new one.
+func setPer(cc *shaper.ClassConfig, req control.SetRequest, mtu int) error {
+	var given []string
+	for _, g := range []struct {
+		key string
+		set bool
+	}{
+		{"per_rate", req.PerRate != ""}, {"per_burst", req.PerBurst != ""}, {"per_peak", req.PerPeak != ""},
+		{"per_keys", req.PerKeys != 0}, {"per_idle", req.PerIdle != ""},
+	} {
+		if g.set {
+			given = append(given, g.key)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	if cc.Per == nil {
+		return badRequest("%s: the class has no per-key limit (add the class again with per, or give it one in the config file and reload)", given[0])
+	}
+	p := cc.Per.Clone()
+	cc.Per = p
+	if req.PerRate != "" {
+		rate, err := shaper.ParseRate(req.PerRate)
+		if err != nil {
+			return badRequest("per_rate: %w", err)
+		}
+		if req.PerBurst == "" && p.Burst == shaper.DefaultBurst(p.Rate, mtu) {
+			p.Burst = 0 // SetDefaults sets the default for the new rate
+		}
+		p.Rate = rate
+	}
+	if req.PerBurst != "" {
+		burst, err := shaper.ParseSize(req.PerBurst)
+		if err != nil {
+			return badRequest("per_burst: %w", err)
+		}
+		if burst == 0 {
+			return badRequest("per_burst: must be above 0")
+		}
+		p.Burst = burst
+	}
+	switch v := strings.ToLower(strings.TrimSpace(req.PerPeak)); v {
+	case "":
+	case "none", "0", "off":
+		p.Peak = 0
+	default:
+		peak, err := shaper.ParseRate(req.PerPeak)
+		if err != nil {
+			return badRequest("per_peak: %w", err)
+		}
+		p.Peak = peak
+	}
+	if req.PerKeys != 0 {
+		if req.PerKeys < 0 {
+			return badRequest("per_keys: %d: want a number of keys, 1 or more", req.PerKeys)
+		}
+		p.Keys = req.PerKeys
+	}
+	if req.PerIdle != "" {
+		d, err := time.ParseDuration(req.PerIdle)
+		if err != nil {
+			return badRequest("per_idle: %w", err)
+		}
+		if d <= 0 {
+			return badRequest("per_idle: must be above 0, not %s", req.PerIdle)
+		}
+		p.Idle = d
+	}
+	return nil
+}
+
 // addClass adds a class to cfg: last, or before the class req.Before; a
 // class named "default" becomes the direction's default class.
 func addClass(cfg *shaper.Config, dir string, req control.AddRequest) error {
 	dc, _, err := direction(cfg, dir)
 	if err != nil {
+		return err
+	}
+	if err := checkTracePath(req.Trace); err != nil {
 		return err
 	}
 	cc, err := parseClass(cfg, dir, req.ClassConfig)
@@ -536,6 +620,8 @@ func classJSON(cc shaper.ClassConfig) control.ClassConfig {
 	}
 	out.Capped = cc.Capped
 	queueJSON(&out, cc)
+	out.Per = perJSON(cc.Per)
+	out.Emulation = emulationJSON(cc.Emulate)
 	m := &control.Match{}
 	for _, p := range cc.Match.Src {
 		m.Src = append(m.Src, p.String())
@@ -587,4 +673,25 @@ func queueJSON(out *control.ClassConfig, cc shaper.ClassConfig) {
 	if f.Quantum > 0 {
 		out.Quantum = shaper.FormatSize(f.Quantum)
 	}
+}
+
+// perJSON writes a class's per-key limit in the config file's syntax; nil
+// for none.
+func perJSON(p *shaper.PerConfig) *control.Per {
+	if p == nil {
+		return nil
+	}
+	out := &control.Per{
+		Key: p.Key(), Rate: shaper.FormatRate(p.Rate), Burst: shaper.FormatSize(p.Burst),
+		Mode: p.Mode.String(), Keys: p.Keys, Idle: p.Idle.String(),
+	}
+	if p.Peak > 0 {
+		out.Peak = shaper.FormatRate(p.Peak)
+	}
+	for _, o := range p.Overrides {
+		out.Overrides = append(out.Overrides, control.PerOverride{
+			Match: o.Match.String(), Rate: shaper.FormatRate(o.Rate), Burst: shaper.FormatSize(o.Burst),
+		})
+	}
+	return out
 }

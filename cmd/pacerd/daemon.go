@@ -15,6 +15,7 @@ import (
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
+	"github.com/pacer-dev/pacer/stats/web"
 )
 
 // Sampling of the achieved rates that the control API reports.
@@ -44,13 +45,20 @@ const (
 type daemon struct {
 	path string // the config file, for reloads
 	log  *slog.Logger
+	// load, if set, reads the config a reload applies instead of
+	// shaper.LoadConfig(path) (pacerd shell merges its own devices in).
+	load func() (*shaper.Config, error)
+	// metricsAddr is the address the metrics server bound.
+	metricsAddr net.Addr
 
 	mu  sync.Mutex // serialises changes; guards cfg
 	cfg *shaper.Config
 
 	link    atomic.Pointer[shaper.Link] // nil until the link runs
+	gateway *routerGateway              // gateway mode; nil without it
 	state   atomic.Int32
 	sampler *stats.Sampler
+	history *web.History // the dashboard's one-second history
 
 	stopSampler context.CancelFunc
 	samplerDone chan struct{}
@@ -103,10 +111,15 @@ func (s *server) shutdown() error {
 // serve it: /healthz answers 503 until the link runs) and the control
 // socket, so that a taken port or socket fails before any device exists;
 // open and start the link; then serve the control API. On error
-// everything started is stopped again.
-func start(cfg *shaper.Config, path string, log *slog.Logger) (_ *daemon, err error) {
+// everything started is stopped again. opts adjust the daemon before
+// anything starts (pacerd shell sets load).
+func start(cfg *shaper.Config, path string, log *slog.Logger, opts ...func(*daemon)) (_ *daemon, err error) {
 	d := &daemon{path: path, log: log, cfg: cfg}
+	for _, o := range opts {
+		o(d)
+	}
 	d.sampler = stats.NewSampler(d, sampleWindow)
+	d.history = web.NewHistory(d, web.DefaultInterval, web.DefaultWindow)
 	defer func() {
 		if err != nil {
 			d.stopServers()
@@ -122,7 +135,8 @@ func start(cfg *shaper.Config, path string, log *slog.Logger) (_ *daemon, err er
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	d.metrics = serve(mln, stats.Handler(reg, d.health, log), log, "metrics")
+	d.metricsAddr = mln.Addr()
+	d.metrics = serve(mln, stats.HandlerWithUI(reg, d.health, log, web.Handler(d.history, dashboardKeys{d}, log)), log, "metrics")
 	log.Info("metrics listening", "addr", mln.Addr().String())
 
 	cln, err := control.Listen(cfg.Control.Socket)
@@ -130,12 +144,12 @@ func start(cfg *shaper.Config, path string, log *slog.Logger) (_ *daemon, err er
 		return nil, err
 	}
 
-	l, err := shaper.Open(cfg, log)
+	l, gw, err := openLink(cfg, log)
 	if err != nil {
 		cln.Close()
 		return nil, err
 	}
-	l.Start()
+	d.gateway = gw
 	d.link.Store(l)
 	d.state.Store(stateUp)
 
@@ -143,7 +157,10 @@ func start(cfg *shaper.Config, path string, log *slog.Logger) (_ *daemon, err er
 	d.stopSampler, d.samplerDone = cancel, make(chan struct{})
 	go func() {
 		defer close(d.samplerDone)
+		var wg sync.WaitGroup
+		wg.Go(func() { d.history.Run(ctx) })
 		d.sampler.Run(ctx, sampleInterval)
+		wg.Wait()
 	}()
 	d.control = serve(cln, d.controlHandler(), log, "control")
 	log.Info("control socket listening", "path", cfg.Control.Socket)
@@ -189,7 +206,11 @@ func (d *daemon) running() *shaper.Config {
 // made through the control API. The link, metrics and control sections
 // need a restart; changes there are reported, not applied.
 func (d *daemon) reload() (*shaper.Config, error) {
-	cfg, err := shaper.LoadConfig(d.path)
+	load := d.load
+	if load == nil {
+		load = func() (*shaper.Config, error) { return shaper.LoadConfig(d.path) }
+	}
+	cfg, err := load()
 	if err != nil {
 		return nil, &requestError{status: http.StatusBadRequest, err: err}
 	}
@@ -236,6 +257,7 @@ func (d *daemon) applyLocked(next *shaper.Config) error {
 		{"link", d.cfg.Link, next.Link},
 		{"metrics", d.cfg.Metrics, next.Metrics},
 		{"control", d.cfg.Control, next.Control},
+		{"gateway", d.cfg.Gateway, next.Gateway},
 	} {
 		if !reflect.DeepEqual(s.old, s.new) {
 			d.log.Warn("the "+s.what+" section changed; restart pacerd to apply it", "config", d.path)
@@ -252,10 +274,17 @@ func (d *daemon) applyLocked(next *shaper.Config) error {
 func cloneConfig(c *shaper.Config) *shaper.Config {
 	dir := func(dc shaper.DirectionConfig) shaper.DirectionConfig {
 		dc.Classes = append([]shaper.ClassConfig(nil), dc.Classes...)
+		for i := range dc.Classes {
+			dc.Classes[i].Per = dc.Classes[i].Per.Clone() // an editor may change it
+			dc.Classes[i].Emulate = dc.Classes[i].Emulate.Clone()
+		}
 		if dc.Default != nil {
 			def := *dc.Default
+			def.Per = def.Per.Clone()
+			def.Emulate = def.Emulate.Clone()
 			dc.Default = &def
 		}
+		dc.Emulate = dc.Emulate.Clone()
 		return dc
 	}
 	return &shaper.Config{
@@ -264,17 +293,22 @@ func cloneConfig(c *shaper.Config) *shaper.Config {
 		Control: c.Control,
 		Egress:  dir(c.Egress),
 		Ingress: dir(c.Ingress),
+		Gateway: c.Gateway,
 	}
 }
 
-// close stops pacerd, once, in this order: /healthz turns 503; the link
-// stops reading, sends what it holds for at most drain and removes its
+// close stops pacerd, once, in this order: /healthz turns 503; in
+// gateway mode the router's traffic is taken off the link; the link stops
+// reading, sends what it holds for at most drain and removes its
 // devices; the sampler and the metrics server stop; the control socket
 // goes last (so that pacerctl can watch the drain).
 func (d *daemon) close(drain time.Duration) error {
 	d.closeOnce.Do(func() {
 		d.state.Store(stateStopping)
 		var errs []error
+		if err := d.gateway.close(); err != nil {
+			errs = append(errs, err)
+		}
 		if l := d.link.Load(); l != nil {
 			if err := l.Close(drain); err != nil {
 				errs = append(errs, fmt.Errorf("close link: %w", err))

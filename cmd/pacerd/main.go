@@ -3,6 +3,7 @@
 //
 //	pacerd -config /etc/pacer/pacer.yaml        run
 //	pacerd -check -config /etc/pacer/pacer.yaml  validate and exit 0 or 1
+//	pacerd shell -uplink 10mbit -- CMD [ARGS]     run CMD behind a shaped link (see shell.go)
 //
 // Signals: SIGTERM and SIGINT stop reading, drain held packets within
 // -drain, remove the devices pacerd created and exit 0. SIGHUP reloads the
@@ -43,6 +44,9 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "shell" {
+		return runShell(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("pacerd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/pacer/pacer.yaml", "config `file` (YAML)")

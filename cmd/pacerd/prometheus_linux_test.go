@@ -27,7 +27,8 @@ import (
 // TestPrometheusDashboard runs the whole monitoring path for real: pacerd
 // shapes iperf3 traffic between two namespaces (TCP into a 10 Mbit/s egress
 // class, so packets queue; UDP at 4x an ingress class's rate, so packets
-// are dropped; both classes queue per flow, the default), `promtool check
+// are dropped; both classes queue per flow, the default; the egress class
+// has a per-key limit, so that the key panels have series), `promtool check
 // metrics` checks a live scrape, a real Prometheus scrapes pacerd every
 // second, and every PromQL expression of configs/grafana-dashboard.json
 // (and every template variable's query) is evaluated through Prometheus's
@@ -44,7 +45,7 @@ func TestPrometheusDashboard(t *testing.T) {
 	td := startTestDaemon(t, `egress:
   rate: 100mbit
   classes:
-    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms}
+    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms, per: {key: src, rate: 8mbit}}
 ingress:
   classes:
     - {name: video, match: {dst: [198.18.0.1/32], proto: udp, dport: 5201}, rate: 5mbit, backlog: 20ms}
@@ -71,6 +72,9 @@ ingress:
 		`pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape",queue="fq"} 1`,
 		`pacer_active_flows{class="bulk",direction="egress"}`,
 		`pacer_marked_packets_total{class="bulk",direction="egress"}`,
+		`pacer_keys{class="bulk",direction="egress"} 1`,
+		`pacer_keys_created_total{class="bulk",direction="egress"} 1`,
+		`pacer_keys_overflowed_packets_total{class="bulk",direction="egress"} 0`,
 		"pacer_queue_delay_seconds_bucket{", "go_goroutines", "process_cpu_seconds_total",
 	} {
 		if !strings.Contains(scrape, want) {
@@ -105,7 +109,9 @@ ingress:
 		// flow panels (both classes queue per flow, the default). The ECN
 		// marks panel needs data, not marks: iperf3's TCP negotiates ECN
 		// only where net.ipv4.tcp_ecn is 1 (the default, 2, only answers
-		// it), and its UDP is not ECN-capable.
+		// it), and its UDP is not ECN-capable. The key panels need data
+		// too, which only bulk (the one class with a per-key limit) has;
+		// its one key is created once and never evicted or overflowed.
 		if (strings.Contains(e.panel, "delay") || strings.Contains(e.panel, "Drops") || e.panel == "Active flows") && positive == 0 {
 			t.Errorf("panel %q query %s: no series above 0 although packets queue and drop: %s", e.panel, e.refID, q)
 		}

@@ -24,6 +24,9 @@ type Packet struct {
 	Buf     []byte
 	Pkt     tun.Packet
 	Arrival int64 // clock ns when it arrived
+	// Due is the owner's (link emulation's earliest departure); the Sched
+	// carries it and does not look at it.
+	Due int64
 	// Gate, if not nil, is a limit of the packet's own (a per-key bucket)
 	// that the Sched asks before it picks the packet: while it says wait,
 	// the packet's flow is throttled (set aside, off the lists, as Linux

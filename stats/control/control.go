@@ -10,8 +10,10 @@
 //	PATCH  /v1/classes/{direction}/{class}  SetRequest  → 200 Class
 //	POST   /v1/classes/{direction}          AddRequest  → 201 Class
 //	DELETE /v1/classes/{direction}/{class}  → 204
+//	PATCH  /v1/directions/{direction}       DirectionSetRequest  → 200 Direction
 //	POST   /v1/reload                       → 200 ReloadResult
 //	GET    /v1/flows/{direction}/{class}?n=N&sort=queued|sent  → 200 Flows
+//	GET    /v1/keys/{direction}/{class}?n=N&sort=rate|queued|sent  → 200 Keys
 //
 // direction is "egress" or "ingress"; class is a class name, or "default"
 // for the direction's default class. A failed request gets a status of 400
@@ -31,6 +33,13 @@
 package control
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
 	"github.com/pacer-dev/pacer/stats"
 )
 
@@ -39,6 +48,8 @@ const (
 	StatusPath  = "/v1/status"
 	ClassesPath = "/v1/classes"
 	ReloadPath  = "/v1/reload"
+	// DirectionsPath + "/" + direction changes a direction's emulation.
+	DirectionsPath = "/v1/directions"
 )
 
 // Status is the whole picture: both directions and every class, each with
@@ -59,6 +70,9 @@ type Direction struct {
 	Burst string `json:"burst,omitempty"`
 	// RateBytesPerSecond is Rate in bytes per second; 0: unlimited.
 	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
+	// The direction's own link emulation, as in the config file (its
+	// fields appear at the top level of the JSON object).
+	Emulation
 }
 
 // Class is one class: its configuration as in the config file, its
@@ -103,6 +117,167 @@ type ClassConfig struct {
 	Flows    int    `json:"flows,omitempty"`
 	Isolate  string `json:"isolate,omitempty"`
 	Quantum  string `json:"quantum,omitempty"`
+	// Per is the class's per-key limit; nil for none.
+	Per *Per `json:"per,omitempty"`
+	// The class's link emulation (its fields appear at the top level of
+	// the JSON object, as in the config file).
+	Emulation
+}
+
+// Emulation is link emulation as in the config file (see the README's
+// "Link emulation"): Delay and Jitter are durations ("40ms"; the daemon
+// writes them when not 0), Distribution "normal", "pareto" or
+// "paretonormal" ("uniform", the default, is left out), Loss a percentage
+// or a Gilbert-Elliott model, Duplicate and Corrupt percentages ("0.1%"),
+// Trace the path of a trace file in Mahimahi's format (absolute in a
+// request), Rates a rate schedule whose last step, without a rate, ends
+// it. Empty fields are omitted, and in a request take their defaults
+// (none).
+type Emulation struct {
+	Delay        string     `json:"delay,omitempty"`
+	Jitter       string     `json:"jitter,omitempty"`
+	Distribution string     `json:"distribution,omitempty"`
+	Reorder      bool       `json:"reorder,omitempty"`
+	Loss         *Loss      `json:"loss,omitempty"`
+	Duplicate    string     `json:"duplicate,omitempty"`
+	Corrupt      string     `json:"corrupt,omitempty"`
+	Trace        string     `json:"trace,omitempty"`
+	Rates        []RateStep `json:"rates,omitempty"`
+}
+
+// IsZero reports whether e emulates nothing.
+func (e *Emulation) IsZero() bool {
+	return e.Delay == "" && e.Jitter == "" && e.Distribution == "" && !e.Reorder && e.Loss == nil &&
+		e.Duplicate == "" && e.Corrupt == "" && e.Trace == "" && len(e.Rates) == 0
+}
+
+// Loss is a loss setting: either a percentage (Percent, such as "1%"; in
+// JSON a string) or a Gilbert-Elliott model (Model; in JSON an object).
+type Loss struct {
+	Percent string
+	Model   *LossModel
+}
+
+// LossModel is a Gilbert-Elliott loss model in percentages, as netem names
+// them: P is the chance to go from the good to the bad state, R back; H
+// is the chance that a packet gets through in the bad state, K in the good
+// state. In a request only P is required: R defaults to 100% - P, H to
+// 0%, K to 100% (which makes the model Bernoulli, as netem's defaults).
+type LossModel struct {
+	P string `json:"p,omitempty"`
+	R string `json:"r,omitempty"`
+	H string `json:"h,omitempty"`
+	K string `json:"k,omitempty"`
+}
+
+// MarshalJSON writes the model as an object, else the percentage as a
+// string.
+func (l Loss) MarshalJSON() ([]byte, error) {
+	if l.Model != nil {
+		return json.Marshal(l.Model)
+	}
+	return json.Marshal(l.Percent)
+}
+
+// UnmarshalJSON reads a string (a percentage) or an object (a model; its
+// unknown keys are errors).
+func (l *Loss) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.HasPrefix(b, []byte(`"`)):
+		*l = Loss{}
+		return json.Unmarshal(b, &l.Percent)
+	case bytes.HasPrefix(b, []byte("{")):
+		m := &LossModel{}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(m); err != nil {
+			return err
+		}
+		*l = Loss{Model: m}
+		return nil
+	}
+	return errors.New(`loss must be a percentage such as "1%" or a model such as {"p": "1%", "r": "25%"}`)
+}
+
+// RateStep is one step of a rate schedule: from At (a duration since the
+// schedule's start) the rate is Rate; the last step has no Rate and ends
+// the schedule, which starts over.
+type RateStep struct {
+	At   string `json:"at"`
+	Rate string `json:"rate,omitempty"`
+}
+
+// EmulationChange changes a running class's or direction's link
+// emulation; fields left empty (nil) keep their value. Delay, Jitter,
+// Duplicate and Corrupt of 0 ("0s", "0%") or "none" remove them; a delay
+// of 0 with no jitter given removes the whole delay line (jitter,
+// distribution and reorder too), and a jitter of 0 removes the
+// distribution and reorder unless they are given. Loss "0%" or "none"
+// removes any loss (a model too). Trace (an absolute path, read and
+// checked at once) or Rates (a schedule) replace the schedule, either
+// kind; Trace "none" or an empty Rates list remove it.
+type EmulationChange struct {
+	Delay        string      `json:"delay,omitempty"`
+	Jitter       string      `json:"jitter,omitempty"`
+	Distribution string      `json:"distribution,omitempty"`
+	Reorder      *bool       `json:"reorder,omitempty"`
+	Loss         *Loss       `json:"loss,omitempty"`
+	Duplicate    string      `json:"duplicate,omitempty"`
+	Corrupt      string      `json:"corrupt,omitempty"`
+	Trace        string      `json:"trace,omitempty"`
+	Rates        *[]RateStep `json:"rates,omitempty"`
+}
+
+// DirectionSetRequest changes a direction's own link emulation (PATCH
+// DirectionsPath/direction); see EmulationChange. Its rate and burst
+// change by a reload.
+type DirectionSetRequest struct {
+	EmulationChange
+}
+
+// SetDirection changes a direction's link emulation and returns the
+// direction as it is now.
+func (c *Client) SetDirection(ctx context.Context, direction string, req DirectionSetRequest) (*Direction, error) {
+	var out Direction
+	if err := c.do(ctx, http.MethodPatch, DirectionsPath+"/"+url.PathEscape(direction), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Per is a class's per-key limit, as in the config file: every key (a
+// source or destination address or prefix, or a flow) has a bucket of its
+// own at Rate, within the class's rate. Key is "src", "dst", "flow", or
+// "src/N" or "dst/N" for a prefix of N bits (N <= 32: IPv4 keys are /N and
+// IPv6 keys /64; N > 32: IPv6 keys are /N and IPv4 keys whole addresses).
+//
+// The daemon writes every field but Peak (only when set) and Overrides
+// (only when there are any); in a request, Burst, Mode (the class's), Keys
+// and Idle may be left out for their defaults.
+type Per struct {
+	Key   string `json:"key,omitempty"`
+	Rate  string `json:"rate,omitempty"`
+	Burst string `json:"burst,omitempty"`
+	Peak  string `json:"peak,omitempty"`
+	// Mode is "shape" or "police"; a police class's keys are policed.
+	Mode string `json:"mode,omitempty"`
+	// Keys bounds the keys that get a bucket of their own; the keys past
+	// it share one bucket at Rate.
+	Keys int `json:"keys,omitempty"`
+	// Idle is how long a key's bucket outlives its last packet.
+	Idle string `json:"idle,omitempty"`
+	// Overrides give the keys within a prefix another rate; the first
+	// that contains a key applies.
+	Overrides []PerOverride `json:"overrides,omitempty"`
+}
+
+// PerOverride gives the keys within the prefix Match another rate (and
+// burst: by default 10 ms of its rate).
+type PerOverride struct {
+	Match string `json:"match"`
+	Rate  string `json:"rate,omitempty"`
+	Burst string `json:"burst,omitempty"`
 }
 
 // Match is a class's match, as in the config file: prefix lists for Src
@@ -128,6 +303,15 @@ func (m *Match) IsZero() bool {
 // rate. The queue settings are ClassConfig's: a change of Queue to "fifo"
 // clears the fq settings, and one to "fq" starts from their defaults;
 // Quantum "auto" (or "0") makes the quantum follow the rate again.
+//
+// The Per fields change a class's per-key limit (a class without one
+// refuses them; add it with the class) without losing its keys: PerRate,
+// PerBurst (a burst left at its default follows a new PerRate), PerPeak
+// ("none" or "0" removes it), PerKeys and PerIdle. Its key, mode and
+// overrides change by removing and adding the class, or by a reload.
+//
+// The emulation fields (EmulationChange, at the top level of the JSON
+// object) change the class's link emulation.
 type SetRequest struct {
 	Rate     string `json:"rate,omitempty"`
 	Burst    string `json:"burst,omitempty"`
@@ -141,6 +325,12 @@ type SetRequest struct {
 	Flows    int    `json:"flows,omitempty"`
 	Isolate  string `json:"isolate,omitempty"`
 	Quantum  string `json:"quantum,omitempty"`
+	PerRate  string `json:"per_rate,omitempty"`
+	PerBurst string `json:"per_burst,omitempty"`
+	PerPeak  string `json:"per_peak,omitempty"`
+	PerKeys  int    `json:"per_keys,omitempty"`
+	PerIdle  string `json:"per_idle,omitempty"`
+	EmulationChange
 }
 
 // AddRequest adds a class (POST to ClassesPath/direction). The class goes

@@ -35,8 +35,15 @@ type Iperf3Server struct {
 // runs, one at a time, and is killed in t.Cleanup.
 func StartIperf3Server(t testing.TB, ns string, addr netip.Addr) *Iperf3Server {
 	t.Helper()
+	return StartIperf3ServerPort(t, ns, addr, Iperf3Port)
+}
+
+// StartIperf3ServerPort is StartIperf3Server on another port, so that
+// several servers (one client run each at a time) share an address.
+func StartIperf3ServerPort(t testing.TB, ns string, addr netip.Addr, port int) *Iperf3Server {
+	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns, "iperf3", "-s", "--forceflush",
-		"-B", addr.String(), "-p", strconv.Itoa(Iperf3Port))
+		"-B", addr.String(), "-p", strconv.Itoa(port))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatalf("iperf3 server: %v", err)
@@ -46,7 +53,7 @@ func StartIperf3Server(t testing.TB, ns string, addr netip.Addr) *Iperf3Server {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("iperf3 server: %v", err)
 	}
-	s := &Iperf3Server{Netns: ns, Addr: addr, Port: Iperf3Port, cmd: cmd, exit: make(chan error, 1)}
+	s := &Iperf3Server{Netns: ns, Addr: addr, Port: port, cmd: cmd, exit: make(chan error, 1)}
 	listening := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/tun/shell"
+	"gopkg.in/yaml.v3"
+)
+
+const shellUsage = `usage: sudo pacerd shell [flags] [--] [CMD [ARGS]]
+
+Runs CMD (default: $SHELL) in a network namespace of its own whose only way
+out is a link that pacerd shapes: -uplink is the rate from CMD to the world,
+-downlink the rate back. CMD runs as the user who ran sudo, with
+PACER_SHELL_HOST set to the host's address as seen from inside (localhost
+inside is the shell itself). pacerd exits with CMD's exit status and
+removes everything it made: namespace, devices, nftables table, forwarding
+settings, resolv.conf.
+
+With -config the file's classes apply (as for the daemon); its link section
+is replaced by the shell's own devices, and -uplink/-downlink replace the
+direction rates. pacerctl works against the shell's control socket.
+
+Flags:
+`
+
+// Exit statuses of the shell besides CMD's own.
+const (
+	exitNotFound = 127 // CMD not found, as a POSIX shell says it
+)
+
+// Timing of the shell's shutdown.
+const (
+	// interruptGrace: a SIGINT (or SIGQUIT) from the terminal reaches CMD
+	// too, as it runs in pacerd's process group; pacerd passes the signal
+	// on only if CMD is still running this long after.
+	interruptGrace = 100 * time.Millisecond
+	// killGrace: how long CMD may run on after pacerd passed it a signal
+	// before pacerd kills it.
+	killGrace = 5 * time.Second
+	// shellDrain: how long held packets may still be sent once CMD exited.
+	shellDrain = 200 * time.Millisecond
+)
+
+// shellSettings are the command line's settings that go into a shell's
+// config.
+type shellSettings struct {
+	path             string // -config; "": none
+	uplink, downlink uint64 // bytes per second; 0: not given
+	metrics, control string // "": not given
+	queues           *int   // nil: not given
+	offload          *bool  // nil: not given
+}
+
+// runShell is `pacerd shell`: it returns CMD's exit status (128+n if a
+// signal n ended it), exitUsage for a bad command line, exitNotFound if
+// CMD is not found, or exitFailure if the shell could not be set up.
+func runShell(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pacerd shell", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, shellUsage)
+		fs.PrintDefaults()
+	}
+	configPath := fs.String("config", "", "config `file` (YAML) whose classes apply; its link section is replaced")
+	uplink := fs.String("uplink", "", "`rate` from CMD to the world (egress), tc units: 10mbit, 1.5mbit, 500kbit")
+	downlink := fs.String("downlink", "", "`rate` from the world to CMD (ingress)")
+	metrics := fs.String("metrics", "", "metrics `address` (default: the file's metrics.listen, else 127.0.0.1 with a free port)")
+	controlSocket := fs.String("control", "", "control `socket` (default: the file's control.socket, else /run/pacer-shell-ID.sock)")
+	queues := fs.Int("queues", 0, "queues per device (0: one per CPU)")
+	offload := fs.Bool("offload", true, "GSO super-packets between the devices (turn off for kernels that reject some GSO writes)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "pacerd shell: -log-level: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	set := shellSettings{path: *configPath, metrics: *metrics, control: *controlSocket}
+	for _, r := range []struct {
+		flag, text string
+		dst        *uint64
+	}{{"uplink", *uplink, &set.uplink}, {"downlink", *downlink, &set.downlink}} {
+		if r.text == "" {
+			continue
+		}
+		v, err := shaper.ParseRate(r.text)
+		if err != nil {
+			fmt.Fprintf(stderr, "pacerd shell: -%s: %v\n", r.flag, err)
+			return exitUsage
+		}
+		*r.dst = v
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "queues":
+			set.queues = queues
+		case "offload":
+			set.offload = offload
+		}
+	})
+
+	argv := fs.Args()
+	if len(argv) == 0 {
+		sh := os.Getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		argv = []string{sh}
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "pacerd shell: %v\n", err)
+		return exitNotFound
+	}
+	inv, err := shell.InvokingUser(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "pacerd shell: %v\n", err)
+		return exitFailure
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(stderr, "pacerd shell: needs root (network namespaces, TUN devices, nftables): run it with sudo")
+		return exitFailure
+	}
+	// Before anything exists: from here on a signal ends CMD (once it
+	// runs) and then the shell, never pacerd before its cleanup.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	sh, err := shell.New(shell.Config{Log: log})
+	if err != nil {
+		log.Error("shell", "err", err)
+		return exitFailure
+	}
+	inner, outer := sh.Link()
+	defaultControl := shellSocket(sh.ID)
+	load := func() (*shaper.Config, error) {
+		return shellConfig(set, inner, outer, defaultControl)
+	}
+	cfg, err := load()
+	if err != nil {
+		log.Error("invalid config", "err", err)
+		sh.Close()
+		return exitFailure
+	}
+	d, err := start(cfg, set.path, log, func(d *daemon) {
+		if set.path == "" {
+			d.load = func() (*shaper.Config, error) {
+				return nil, errors.New("pacerd shell runs without -config: there is no file to reload")
+			}
+		} else {
+			d.load = load
+		}
+	})
+	if err != nil {
+		log.Error("start", "err", err)
+		sh.Close()
+		return exitFailure
+	}
+	stop := func() {
+		if err := d.close(shellDrain); err != nil {
+			log.Error("stop", "err", err)
+		}
+		if err := sh.Close(); err != nil {
+			log.Error("shell cleanup", "err", err)
+		}
+	}
+	if err := sh.Up(); err != nil {
+		log.Error("shell", "err", err)
+		stop()
+		return exitFailure
+	}
+	for _, id := range sh.Reaped {
+		// A killed shell's control socket, at the default path.
+		if p := shellSocket(id); isSocket(p) {
+			os.Remove(p)
+		}
+	}
+	if inv.Switch {
+		// The invoking user may steer their own shell with pacerctl.
+		if err := os.Chown(cfg.Control.Socket, int(inv.UID), int(inv.GID)); err != nil {
+			log.Warn("control socket stays root's", "err", err)
+		}
+	}
+	select {
+	case s := <-sigs:
+		log.Info("signal before the program started: removing the shell", "signal", s)
+		stop()
+		return 128 + int(s.(syscall.Signal))
+	default:
+	}
+
+	printShellBanner(stderr, sh, cfg, d, *uplink, *downlink)
+	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: stderr,
+		Env: append(shell.Environ(os.Environ(), inv, sh.Addrs.Host, sh.Netns), "PACER_SHELL_CONTROL="+cfg.Control.Socket)}
+	exited, err := sh.Start(cmd, inv)
+	if err != nil {
+		log.Error("start the program", "cmd", path, "err", err)
+		stop()
+		return exitFailure
+	}
+	log.Info("shell running", "netns", sh.Netns, "cmd", argv, "pid", cmd.Process.Pid, "uid", uidOf(inv))
+
+	status := waitShell(cmd, exited, sigs, log)
+	log.Info("program exited: removing the shell", "status", status)
+	stop()
+	return status
+}
+
+// waitShell waits for cmd to exit and returns its status (128+n if signal
+// n ended it). A signal to pacerd is passed on to cmd (SIGINT and SIGQUIT
+// only if cmd has not exited interruptGrace later: from a terminal, cmd
+// got them too); killGrace after the first, cmd is killed.
+func waitShell(cmd *exec.Cmd, exited <-chan error, sigs <-chan os.Signal, log *slog.Logger) int {
+	var kill <-chan time.Time
+	for {
+		select {
+		case err := <-exited:
+			return exitStatus(cmd.ProcessState, err)
+		case s := <-sigs:
+			log.Info("signal: passing it on to the program", "signal", s)
+			switch s {
+			case syscall.SIGINT, syscall.SIGQUIT:
+				time.AfterFunc(interruptGrace, func() { cmd.Process.Signal(s) })
+			default:
+				cmd.Process.Signal(s)
+			}
+			if kill == nil {
+				kill = time.After(killGrace)
+			}
+		case <-kill:
+			log.Warn("the program did not exit after the signal: killing it", "after", killGrace)
+			cmd.Process.Kill()
+		}
+	}
+}
+
+// exitStatus is a shell's view of how a process ended: its exit code, or
+// 128+n if signal n ended it.
+func exitStatus(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		return exitFailure
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// shellSocket is the default control socket of shell id.
+func shellSocket(id string) string { return "/run/pacer-shell-" + id + ".sock" }
+
+func isSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().Type() == os.ModeSocket
+}
+
+func uidOf(inv shell.Invoker) string {
+	if !inv.Switch {
+		return strconv.Itoa(os.Getuid())
+	}
+	return strconv.FormatUint(uint64(inv.UID), 10)
+}
+
+// printShellBanner says where the shell is and how to watch it: the
+// dashboard (the metrics server's "/"), the metrics and the control socket.
+func printShellBanner(w io.Writer, sh *shell.Shell, cfg *shaper.Config, d *daemon, uplink, downlink string) {
+	rate := func(s string) string {
+		if s == "" {
+			return "unlimited"
+		}
+		return s
+	}
+	fmt.Fprintf(w, "pacerd shell %s: uplink %s, downlink %s\n", sh.Netns, rate(uplink), rate(downlink))
+	fmt.Fprintf(w, "  shell address %s, host %s ($PACER_SHELL_HOST)\n", sh.Addrs.Child, sh.Addrs.Host)
+	fmt.Fprintf(w, "  dashboard  http://%s/\n", d.metricsAddr)
+	fmt.Fprintf(w, "  metrics    http://%s/metrics\n", d.metricsAddr)
+	fmt.Fprintf(w, "  control    pacerctl -socket %s status\n", cfg.Control.Socket)
+}
+
+// shellConfig builds a shell's config: the file's, if set.path names one
+// (its classes, rates, queues, offload, metrics and control; other
+// sections, such as gateway, are ignored), with the
+// link's endpoints replaced by inner and outer and the command line's
+// settings on top: -uplink and -downlink replace the directions' rates
+// (and their bursts follow the new rates), -metrics and -control the
+// endpoints, which default to 127.0.0.1 with a free port and
+// defaultControl when neither the file nor the command line sets them.
+// A file needs no link section (one is assumed); if it has one, it must
+// be valid for the daemon.
+func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultControl string) (*shaper.Config, error) {
+	cfg := &shaper.Config{Link: shaper.LinkPairConfig{Offload: true}}
+	if set.path != "" {
+		data, err := os.ReadFile(set.path)
+		if err != nil {
+			return nil, fmt.Errorf("load config: %w", err)
+		}
+		keys := topLevelKeys(data)
+		if !keys["link"] {
+			// Appended, so the file's own lines keep their numbers in errors.
+			data = append(data, "\nlink:\n  inner: {name: shell-inner}\n  outer: {name: shell-outer}\n"...)
+		}
+		file, err := shaper.ParseConfig(set.path, data)
+		if err != nil {
+			if keys["link"] {
+				err = fmt.Errorf("%w\n(pacerd shell replaces the link section's devices: a file for the shell needs none)", err)
+			}
+			return nil, err
+		}
+		// Only these sections apply to a shell; any other (gateway) does not.
+		cfg = &shaper.Config{Link: file.Link, Egress: file.Egress, Ingress: file.Ingress}
+		if keys["metrics"] {
+			cfg.Metrics = file.Metrics
+		}
+		if keys["control"] {
+			cfg.Control = file.Control
+		}
+	}
+	cfg.Link.Inner, cfg.Link.Outer = inner, outer
+	if set.queues != nil {
+		cfg.Link.Queues = *set.queues
+	}
+	if set.offload != nil {
+		cfg.Link.Offload = *set.offload
+	}
+	if set.metrics != "" {
+		cfg.Metrics.Listen = set.metrics
+	} else if cfg.Metrics.Listen == "" {
+		cfg.Metrics.Listen = "127.0.0.1:0"
+	}
+	if set.control != "" {
+		cfg.Control.Socket = set.control
+	} else if cfg.Control.Socket == "" {
+		cfg.Control.Socket = defaultControl
+	}
+	if set.uplink > 0 {
+		shellRate(&cfg.Egress, set.uplink)
+	}
+	if set.downlink > 0 {
+		shellRate(&cfg.Ingress, set.downlink)
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// shellRate sets a direction's rate from -uplink or -downlink. A direction
+// without classes gets it as its default class, so that all of the
+// shell's traffic is fair-queued with AQM (a class's default queue)
+// instead of waiting in one FIFO; with classes it is the direction's total.
+func shellRate(dc *shaper.DirectionConfig, rate uint64) {
+	if len(dc.Classes) == 0 && dc.Default == nil {
+		dc.Default = &shaper.ClassConfig{Name: shaper.DefaultClass, Rate: rate}
+		return
+	}
+	dc.Rate, dc.Burst = rate, 0
+}
+
+// topLevelKeys returns the keys of a YAML document's top-level mapping;
+// none if it does not parse (ParseConfig then says why).
+func topLevelKeys(data []byte) map[string]bool {
+	keys := map[string]bool{}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return keys
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		keys[m[i].Value] = true
+	}
+	return keys
+}

@@ -1,0 +1,504 @@
+package shaper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Distribution is the shape of a delay's jitter (as netem's).
+type Distribution uint8
+
+const (
+	// DistUniform: the delay is uniform in [delay-jitter, delay+jitter].
+	DistUniform Distribution = iota
+	// DistNormal: normal with mean delay and standard deviation jitter.
+	DistNormal
+	// DistPareto: Pareto-distributed (heavy tail) with mean delay and
+	// spread jitter, as netem's pareto table.
+	DistPareto
+	// DistParetoNormal: netem's paretonormal (a quarter Pareto, three
+	// quarters normal).
+	DistParetoNormal
+)
+
+// String returns the distribution's config name.
+func (d Distribution) String() string {
+	switch d {
+	case DistUniform:
+		return "uniform"
+	case DistNormal:
+		return "normal"
+	case DistPareto:
+		return "pareto"
+	case DistParetoNormal:
+		return "paretonormal"
+	}
+	return "Distribution(?)"
+}
+
+// GilbertElliott is netem's four-parameter loss model, in percent: P is
+// the chance to go from the good to the bad state, R from bad to good; in
+// the bad state a packet is lost with chance 100-H, in the good state with
+// chance 100-K (netem's "loss gemodel p r 1-h 1-k" takes 100-H and 100-K).
+type GilbertElliott struct {
+	P, R, H, K float64
+}
+
+// RateStep is one step of a rate schedule: from At (since the schedule's
+// start, modulo its period) the rate is Rate bytes per second. The last
+// step of a schedule has Rate 0 and ends it: its At is the period, after
+// which the schedule starts over.
+type RateStep struct {
+	At   time.Duration
+	Rate uint64
+}
+
+// EmulateConfig is link emulation for a class or a whole direction, on top
+// of shaping. The zero value emulates nothing.
+type EmulateConfig struct {
+	// Delay holds every packet this long on top of any shaping wait: a
+	// packet leaves at max(its shaping time, arrival + Delay + jitter).
+	Delay time.Duration
+	// Jitter spreads the delay by Distribution. Without Reorder a flow's
+	// packets never overtake each other (a packet waits for the flow's
+	// previous one).
+	Jitter       time.Duration
+	Distribution Distribution
+	Reorder      bool
+	// Loss is the chance (percent, 0 to 100) that a packet is dropped
+	// independently; LossModel, if set, replaces it by Gilbert-Elliott.
+	Loss      float64
+	LossModel *GilbertElliott
+	// Duplicate is the chance (percent) that a packet is sent twice;
+	// Corrupt the chance that one random bit of its payload is flipped.
+	Duplicate, Corrupt float64
+	// Trace, if set, replaces the constant rate (class or direction) by a
+	// schedule read from a Mahimahi trace file: one line per delivery
+	// opportunity, the millisecond at which one 1500-byte packet may leave;
+	// the file loops. Rates is the simpler form: a looping list of steps,
+	// at strictly increasing times from 0, the last one the end (see
+	// RateStep). At most one of them is set, and the rate they replace
+	// must be set too (it stays the burst's basis and the rate shown when
+	// idle). ParseConfig makes Trace absolute (a relative path is relative
+	// to the config file's directory) and reads the file to check it.
+	Trace string
+	Rates []RateStep
+}
+
+// IsZero reports whether e emulates nothing.
+func (e *EmulateConfig) IsZero() bool {
+	return e.Delay == 0 && e.Jitter == 0 && e.Loss == 0 && e.LossModel == nil &&
+		e.Duplicate == 0 && e.Corrupt == 0 && e.Trace == "" && len(e.Rates) == 0
+}
+
+// Bounds of link emulation that Validate checks.
+const (
+	// MaxDelay bounds a delay line's delay (and so its jitter).
+	MaxDelay = 10 * time.Second
+	// MaxTraceBytes bounds a trace file's size.
+	MaxTraceBytes = 64 << 20
+)
+
+// ParseDistribution reads a distribution's config name: uniform, normal,
+// pareto or paretonormal.
+func ParseDistribution(s string) (Distribution, error) {
+	for d := DistUniform; d <= DistParetoNormal; d++ {
+		if s == d.String() {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown distribution %q (use uniform, normal, pareto or paretonormal)", s)
+}
+
+// ParsePercent reads a percentage as netem writes it, "1%" or "0.25%",
+// and returns it as a number from 0 to 100. The % sign is required (a
+// bare 0.01 reads as a fraction to some and as a percentage, as tc takes
+// it, to others), except in "0". Negative numbers, exponents and values
+// above 100% are errors.
+func ParsePercent(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	if t == "0" {
+		return 0, nil
+	}
+	num, ok := strings.CutSuffix(t, "%")
+	num = strings.TrimSpace(num)
+	switch {
+	case strings.HasPrefix(num, "-"):
+		return 0, fmt.Errorf("%q is negative", s)
+	case strings.Trim(num, "0123456789.") != "" || !validNumber(num) || len(num) > maxDigits:
+		return 0, fmt.Errorf("invalid percentage %q (want a number and a %% sign, such as 1%% or 0.5%%)", s)
+	case !ok:
+		return 0, fmt.Errorf("percentage %q needs a %% sign (such as %s%%)", s, num)
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid percentage %q", s)
+	}
+	if v > 100 {
+		return 0, fmt.Errorf("%s is above 100%%", t)
+	}
+	return v, nil
+}
+
+// FormatPercent writes a percentage as ParsePercent reads it, in the
+// fewest digits that read back the same: 1 gives "1%", 0.25 "0.25%".
+func FormatPercent(p float64) string {
+	return strconv.FormatFloat(p, 'f', -1, 64) + "%"
+}
+
+// NewGilbertElliott returns the Gilbert-Elliott model with chance p (in
+// percent) to go from the good to the bad state, filling in netem's
+// defaults for the parameters not given (nil): r = 100-p (then the model
+// is Bernoulli: each packet is lost with chance p), h = 0 (every packet in
+// the bad state is lost), k = 100 (none in the good state is).
+func NewGilbertElliott(p float64, r, h, k *float64) *GilbertElliott {
+	g := &GilbertElliott{P: p, R: 100 - p, H: 0, K: 100}
+	for _, o := range []struct {
+		given *float64
+		dst   *float64
+	}{{r, &g.R}, {h, &g.H}, {k, &g.K}} {
+		if o.given != nil {
+			*o.dst = *o.given
+		}
+	}
+	return g
+}
+
+// ParseLossModel reads a Gilbert-Elliott model's percentages (ParsePercent)
+// as the control API and pacerctl give them; "" leaves a parameter to its
+// default (see NewGilbertElliott), but p is required.
+func ParseLossModel(p, r, h, k string) (*GilbertElliott, error) {
+	if p == "" {
+		return nil, errors.New("a Gilbert-Elliott loss model needs p (the chance to go from the good to the bad state)")
+	}
+	var vals [4]*float64
+	for i, s := range []string{p, r, h, k} {
+		if s == "" {
+			continue
+		}
+		v, err := ParsePercent(s)
+		if err != nil {
+			return nil, fmt.Errorf("%c: %w", "prhk"[i], err)
+		}
+		vals[i] = &v
+	}
+	return NewGilbertElliott(*vals[0], vals[1], vals[2], vals[3]), nil
+}
+
+// IsBernoulli reports whether g loses each packet independently with
+// chance P (r = 100-p, h = 0, k = 100: netem's defaults).
+func (g *GilbertElliott) IsBernoulli() bool {
+	return g.R == 100-g.P && g.H == 0 && g.K == 100
+}
+
+// Clone returns a copy of e that shares nothing with it (its Rates and
+// LossModel are copied).
+func (e *EmulateConfig) Clone() EmulateConfig {
+	c := *e
+	c.Rates = slices.Clone(e.Rates)
+	if e.LossModel != nil {
+		m := *e.LossModel
+		c.LossModel = &m
+	}
+	return c
+}
+
+// Scheduled reports whether e replaces the constant rate by a schedule
+// (Trace or Rates).
+func (e *EmulateConfig) Scheduled() bool { return e.Trace != "" || len(e.Rates) > 0 }
+
+// Period returns the length of e's rate schedule (Rates), after which it
+// starts over: the At of its last step, the end. 0 without Rates.
+func (e *EmulateConfig) Period() time.Duration {
+	if len(e.Rates) == 0 {
+		return 0
+	}
+	return e.Rates[len(e.Rates)-1].At
+}
+
+// ParseRateSteps reads a rate schedule as pacerctl writes it:
+// "0s:12mbit,1s:3mbit,2s", each step AT:RATE, the last the end (AT
+// alone). It checks the syntax only; Validate checks the schedule.
+func ParseRateSteps(s string) ([]RateStep, error) {
+	var steps []RateStep
+	for i, part := range strings.Split(s, ",") {
+		at, rate, hasRate := strings.Cut(strings.TrimSpace(part), ":")
+		d, err := time.ParseDuration(at)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: invalid time %q (want AT:RATE such as 1s:3mbit, and the end AT such as 2s)", i, at)
+		}
+		st := RateStep{At: d}
+		if hasRate {
+			if st.Rate, err = ParseRate(rate); err != nil {
+				return nil, fmt.Errorf("step %d: %w", i, err)
+			}
+			if st.Rate == 0 {
+				return nil, fmt.Errorf("step %d: the rate must be above 0", i)
+			}
+		}
+		steps = append(steps, st)
+	}
+	return steps, nil
+}
+
+// FormatRateSteps writes a rate schedule as ParseRateSteps reads it.
+func FormatRateSteps(steps []RateStep) string {
+	parts := make([]string, len(steps))
+	for i, st := range steps {
+		parts[i] = st.At.String()
+		if st.Rate > 0 {
+			parts[i] += ":" + FormatRate(st.Rate)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// CheckTrace reads the trace file at path and checks it, as ParseConfig
+// does for a config's trace settings.
+func CheckTrace(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxTraceBytes+1))
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if len(data) > MaxTraceBytes {
+		return fmt.Errorf("trace %s: larger than %s", path, FormatSize(MaxTraceBytes))
+	}
+	// SWITCH ON: bucket.ParseMahimahiTrace is being written. Until it
+	// lands only existence and readability are checked; then replace the
+	// next line by a call that parses data, such as
+	//	if _, err := bucket.ParseMahimahiTrace(bytes.NewReader(data)); err != nil {
+	//		return fmt.Errorf("trace %s: %w", path, err)
+	//	}
+	_ = data
+	return nil
+}
+
+// emulateFields decodes the link emulation settings of a class or a
+// direction:
+//
+//	delay: 40ms                   (0 to 10s)
+//	jitter: 5ms                   (0 to delay)
+//	distribution: uniform | normal | pareto | paretonormal
+//	reorder: false
+//	loss: 1%                      (or a Gilbert-Elliott model:)
+//	loss: {p: 1%, r: 25%, h: 0%, k: 100%}   (r: 100%-p, h: 0%, k: 100%)
+//	duplicate: 0.1%
+//	corrupt: 0.1%
+//	trace: lte.down               (Mahimahi format; relative to the config file)
+//	rates: [{at: 0s, rate: 12mbit}, {at: 1s, rate: 3mbit}, {at: 2s}]
+//
+// A trace is read (and checked) here, so that its errors have the line of
+// the setting; e.Trace becomes its absolute path (a relative one is
+// relative to the config file's directory).
+func (d *decoder) emulateFields(e *EmulateConfig) []field {
+	return []field{
+		{"delay", d.span(&e.Delay)},
+		{"jitter", d.span(&e.Jitter)},
+		{"distribution", named(d, &e.Distribution, "uniform, normal, pareto or paretonormal", ParseDistribution)},
+		{"reorder", d.boolean(&e.Reorder)},
+		{"loss", func(n *yaml.Node, path string) {
+			if d.node(n).Kind == yaml.MappingNode {
+				e.Loss, e.LossModel = 0, d.lossModel(n, path)
+				return
+			}
+			e.LossModel = nil
+			d.percent(&e.Loss)(n, path)
+		}},
+		{"duplicate", d.percent(&e.Duplicate)},
+		{"corrupt", d.percent(&e.Corrupt)},
+		{"trace", func(n *yaml.Node, path string) {
+			if isNull(d.node(n)) {
+				e.Trace = ""
+				return
+			}
+			s, ok := d.scalar(n, path, "a trace file (Mahimahi's format)")
+			if !ok {
+				return
+			}
+			if s == "" {
+				d.failf(n, path, "must be a file name (omit it for a constant rate)")
+				return
+			}
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(filepath.Dir(d.src.file), s)
+				if abs, err := filepath.Abs(s); err == nil {
+					s = abs // the same file, whatever the working directory later
+				}
+			}
+			if err := CheckTrace(s); err != nil {
+				d.failf(n, path, "%v", err)
+				return
+			}
+			e.Trace = s
+		}},
+		{"rates", func(n *yaml.Node, path string) {
+			e.Rates = nil
+			d.sequence(n, path, false, func(v *yaml.Node, path string) {
+				e.Rates = append(e.Rates, RateStep{})
+				st := &e.Rates[len(e.Rates)-1]
+				d.mapping(v, path, []field{
+					{"at", d.span(&st.At)},
+					{"rate", d.rate(&st.Rate, "omit it in the last step, which ends the schedule")},
+				})
+				if _, given := d.src.lines[path+".at"]; !given && d.node(v).Kind == yaml.MappingNode {
+					d.failf(d.node(v), path, "a step needs at (its time from the schedule's start, such as 1s)")
+				}
+			})
+		}},
+	}
+}
+
+// lossModel decodes a Gilbert-Elliott loss model: p required; r, h and k
+// as NewGilbertElliott fills them in.
+func (d *decoder) lossModel(n *yaml.Node, path string) *GilbertElliott {
+	var p float64
+	var opt [3]*float64
+	given := func(i int) func(*yaml.Node, string) {
+		return func(v *yaml.Node, path string) {
+			var x float64
+			ok := len(d.errs)
+			d.percent(&x)(v, path)
+			if len(d.errs) == ok {
+				opt[i] = &x
+			}
+		}
+	}
+	d.mapping(n, path, []field{{"p", d.percent(&p)}, {"r", given(0)}, {"h", given(1)}, {"k", given(2)}})
+	if _, ok := d.src.lines[path+".p"]; !ok {
+		d.failf(d.node(n), path, "a Gilbert-Elliott loss model needs p (the chance to go from the good to the bad state), such as {p: 1%%, r: 25%%}")
+	}
+	return NewGilbertElliott(p, opt[0], opt[1], opt[2])
+}
+
+// percent decodes a percentage (ParsePercent).
+func (d *decoder) percent(dst *float64) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a percentage such as 1%")
+		if !ok {
+			return
+		}
+		v, err := ParsePercent(s)
+		if err != nil {
+			d.failf(n, path, "%v", err)
+			return
+		}
+		*dst = v
+	}
+}
+
+// span decodes a duration that may be 0.
+func (d *decoder) span(dst *time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a duration such as 40ms")
+		if !ok {
+			return
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			d.failf(n, path, "invalid duration %q (use a number and a unit: 40ms, 1.5s)", s)
+			return
+		}
+		if v < 0 {
+			d.failf(n, path, "%s is negative", s)
+			return
+		}
+		*dst = v
+	}
+}
+
+// emulate checks the link emulation of a class or a direction (path is
+// theirs). A schedule (trace or rates) of a direction replaces its rate,
+// which must be set too: it stays the basis of the burst; a class has a
+// rate anyway.
+func (v *validator) emulate(path string, e *EmulateConfig, rate uint64) {
+	if e.Delay < 0 || e.Delay > MaxDelay {
+		v.errorf(path+".delay", "%v is out of range [0s, %v]", e.Delay, MaxDelay)
+	}
+	switch {
+	case e.Jitter < 0:
+		v.errorf(path+".jitter", "%v is negative", e.Jitter)
+	case e.Jitter > e.Delay:
+		v.errorf(path+".jitter", "%v is above the delay (%v): the delay varies by the jitter either way and cannot go below 0", e.Jitter, e.Delay)
+	}
+	switch {
+	case e.Distribution > DistParetoNormal:
+		v.errorf(path+".distribution", "%v is not uniform, normal, pareto or paretonormal", e.Distribution)
+	case e.Distribution != DistUniform && e.Jitter == 0:
+		v.errorf(path+".distribution", "the distribution only matters with jitter")
+	}
+	if e.Reorder && e.Jitter == 0 {
+		v.errorf(path+".reorder", "reorder only matters with jitter")
+	}
+	v.percent(path+".loss", e.Loss)
+	if g := e.LossModel; g != nil {
+		if e.Loss != 0 {
+			v.errorf(path+".loss", "give a loss percentage or a Gilbert-Elliott model, not both")
+		}
+		for _, x := range []struct {
+			k string
+			p float64
+		}{{"p", g.P}, {"r", g.R}, {"h", g.H}, {"k", g.K}} {
+			v.percent(path+".loss."+x.k, x.p)
+		}
+	}
+	v.percent(path+".duplicate", e.Duplicate)
+	v.percent(path+".corrupt", e.Corrupt)
+	if e.Trace != "" && len(e.Rates) > 0 {
+		v.errorf(path+".rates", "give a trace or rates, not both")
+	}
+	if len(e.Rates) > 0 {
+		v.rateSteps(path+".rates", e.Rates)
+	}
+	if e.Scheduled() && rate == 0 {
+		key := ".trace"
+		if e.Trace == "" {
+			key = ".rates"
+		}
+		v.errorf(path+key, "a schedule replaces the rate, which must be set too (it is the basis of the burst and the rate of the metrics when idle)")
+	}
+}
+
+func (v *validator) percent(path string, p float64) {
+	if !(p >= 0 && p <= 100) { // NaN too
+		v.errorf(path, "%v%% is out of range [0%%, 100%%]", p)
+	}
+}
+
+// rateSteps checks a rate schedule: steps at strictly increasing times
+// from 0s, each with a rate but the last, which ends the schedule (it
+// starts over there).
+func (v *validator) rateSteps(path string, steps []RateStep) {
+	last := len(steps) - 1
+	if steps[0].At != 0 {
+		v.errorf(path+"[0].at", "the first step is at 0s, not %v", steps[0].At)
+	}
+	for i, st := range steps {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if i > 0 && st.At <= steps[i-1].At {
+			v.errorf(p+".at", "%v is not after the step before (%v): steps go in order of time", st.At, steps[i-1].At)
+		}
+		switch {
+		case i < last && st.Rate == 0:
+			v.errorf(p+".rate", "a step needs a rate above 0 (only the last step, the end, has none)")
+		case i == last && st.Rate != 0:
+			v.errorf(p, "the last step ends the schedule, which then starts over: it has no rate; add the end, such as {at: %v}", st.At+time.Second)
+		}
+	}
+	if last == 0 && steps[0].Rate == 0 {
+		v.errorf(path, "a schedule needs a step with a rate before its end")
+	}
+}

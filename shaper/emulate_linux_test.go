@@ -1,0 +1,202 @@
+//go:build linux
+
+package shaper
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// apply parses the link's YAML with a new policy and applies it live.
+func (tl *testLink) apply(t *testing.T, policy string) {
+	t.Helper()
+	cfg, err := ParseConfig("test.yaml", []byte(tl.linkYAML+policy))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, policy)
+	}
+	if err := tl.Apply(cfg.Egress, cfg.Ingress); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEmulateDelay: with delay: 40ms on ping's class in both directions,
+// ping's RTT is 80 ms plus the idle RTT, within 0.5 ms at p50 and 2 ms at
+// p99, while bulk TCP runs beside it in another class.
+func TestEmulateDelay(t *testing.T) {
+	skipShort(t)
+	const plain = `
+egress:
+  classes:
+    - {name: ping, match: {proto: icmp}, rate: 10mbit}
+    - {name: bulk, match: {proto: tcp}, rate: 50mbit}
+ingress:
+  classes:
+    - {name: ping, match: {proto: icmp}, rate: 10mbit}
+`
+	tl := newTestLink(t, true, plain)
+	idle, _, err := tuntest.Ping(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := tuntest.Percentile(idle, 0.5)
+	tl.apply(t, `
+egress:
+  classes:
+    - {name: ping, match: {proto: icmp}, rate: 10mbit, delay: 40ms}
+    - {name: bulk, match: {proto: tcp}, rate: 50mbit}
+ingress:
+  classes:
+    - {name: ping, match: {proto: icmp}, rate: 10mbit, delay: 40ms}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	defer background(tl.iperf(t, s, 14*time.Second, "-C", "cubic"))()
+	time.Sleep(2 * time.Second)
+	rtts, lost, err := tuntest.Ping(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 80*time.Millisecond + base
+	p50, p99 := tuntest.Percentile(rtts, 0.5), tuntest.Percentile(rtts, 0.99)
+	t.Logf("idle RTT p50 %v; with 40ms each way beside bulk TCP: p50 %v, p99 %v, max %v (%d lost); want %v",
+		base, p50, p99, tuntest.Percentile(rtts, 1), lost, want)
+	if (p50 - want).Abs() > 500*time.Microsecond {
+		t.Errorf("p50 %v, want %v within 0.5ms", p50, want)
+	}
+	if (p99 - want).Abs() > 2*time.Millisecond {
+		t.Errorf("p99 %v, want %v within 2ms", p99, want)
+	}
+	if c := tl.Class(Egress, "ping").Counters(); c.Delayed == 0 {
+		t.Error("no packet counted as delayed")
+	}
+}
+
+// TestEmulateJitter: jitter: 10ms (uniform) without reordering keeps a
+// flow's packets in order and spreads its delay as configured; with
+// reorder: true the same flow is reordered.
+func TestEmulateJitter(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: j, match: {proto: udp}, rate: 50mbit, delay: 40ms, jitter: 10ms}
+`)
+	// 20 datagrams a second: 50 ms apart, more than the 20 ms spread, so
+	// that keeping order does not shape the distribution.
+	r, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 300, 200, 20, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Lost() != 0 || r.Reordered() != 0 {
+		t.Fatalf("lost %d, reordered %d; want none", r.Lost(), r.Reordered())
+	}
+	d := slices.Clone(r.Delays)
+	slices.Sort(d)
+	q := func(f float64) time.Duration { return d[int(f*float64(len(d)-1))] }
+	base := q(0) - 30*time.Millisecond // what the path adds besides the emulation
+	t.Logf("one-way delay q0 %v q10 %v q50 %v q90 %v q100 %v", q(0), q(0.1), q(0.5), q(0.9), q(1))
+	for _, f := range []float64{0.1, 0.25, 0.5, 0.75, 0.9} {
+		want := 30*time.Millisecond + time.Duration(f*float64(20*time.Millisecond))
+		// 300 draws: a quantile of the uniform sits within about 1.5 ms
+		// (3 sigma) of its expectation; the path adds a little.
+		if got := q(f) - base; (got - want).Abs() > 2*time.Millisecond {
+			t.Errorf("q%.2f of the delay %v, want %v (uniform 30..50 ms)", f, got, want)
+		}
+	}
+	// The middle 98% of a uniform 20 ms spread spans 19.6 ms.
+	if spread := q(0.99) - q(0.01); spread > 21*time.Millisecond || spread < 17*time.Millisecond {
+		t.Errorf("delay spread q1..q99 %v, want about 19.6ms", spread)
+	}
+
+	// 2000 datagrams a second, 0.5 ms apart: with reordering allowed
+	// the jitter reorders them; without, never.
+	for _, reorder := range []bool{false, true} {
+		tl.apply(t, fmt.Sprintf(`
+egress:
+  classes:
+    - {name: j, match: {proto: udp}, rate: 50mbit, delay: 40ms, jitter: 10ms, reorder: %v}
+`, reorder))
+		r, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 4000, 200, 2000, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("reorder=%v: %d of %d arrived, %d reordered", reorder, len(r.Seqs), r.Sent, r.Reordered())
+		if reorder != (r.Reordered() > 0) {
+			t.Errorf("reorder=%v: %d datagrams reordered", reorder, r.Reordered())
+		}
+	}
+}
+
+// TestEmulateLoss: loss: 5% over 100,000 UDP datagrams loses 5% +- 0.3;
+// the Gilbert-Elliott model loses p/(p+r) of them in bursts of mean
+// length 1/r (h = 0, k = 100%).
+func TestEmulateLoss(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: lossy, match: {proto: udp}, rate: 100mbit, loss: 5%}
+`)
+	r, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 100_000, 100, 20_000, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tl.Class(Egress, "lossy").Counters()
+	rate := float64(r.Lost()) / float64(r.Sent)
+	t.Logf("independent: %d of %d lost (%.3f%%); pacer counted %d loss drops of %d received", r.Lost(), r.Sent, 100*rate, c.Dropped[DropLoss], c.ReceivedPackets)
+	if rate < 0.047 || rate > 0.053 {
+		t.Errorf("lost %.3f%%, want 5%% +- 0.3", 100*rate)
+	}
+	if uint64(r.Lost()) != c.Dropped[DropLoss] {
+		t.Errorf("receiver missed %d, pacer dropped %d on purpose: other losses crept in", r.Lost(), c.Dropped[DropLoss])
+	}
+
+	tl.apply(t, `
+egress:
+  classes:
+    - {name: lossy, match: {proto: udp}, rate: 100mbit, loss: {p: 1%, r: 25%, h: 0%, k: 100%}}
+`)
+	r, err = tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 100_000, 100, 20_000, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bursts := r.LossBursts()
+	var sum int
+	for _, b := range bursts {
+		sum += b
+	}
+	mean := float64(sum) / float64(len(bursts))
+	rate = float64(r.Lost()) / float64(r.Sent)
+	t.Logf("Gilbert-Elliott: lost %.3f%% in %d bursts of mean %.2f", 100*rate, len(bursts), mean)
+	if want := 0.01 / 0.26; rate < want*0.85 || rate > want*1.15 {
+		t.Errorf("lost %.3f%%, want %.3f%% +- 15%%", 100*rate, 100*want)
+	}
+	if mean < 3.6 || mean > 4.4 {
+		t.Errorf("mean loss burst %.2f, want 4 (1/r) +- 10%%", mean)
+	}
+}
+
+// TestEmulateHighRate: a 1 Gbit/s class with a 20 ms delay line and
+// offloads on delivers its rate within 1% (goodput of TCP, whose RTT the
+// line makes 20 ms).
+func TestEmulateHighRate(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, true, `
+egress:
+  classes:
+    - {name: fast, match: {proto: tcp}, rate: 1gbit, delay: 20ms, queue: fifo}
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	r, err := s.Client(context.Background(), tl.ns1, 10*time.Second, "-C", "cubic", "-O", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuntest.WithinRate(t, "1gbit class with a 20ms delay line", ipRate(r, 0), 125e6, 0.01)
+	if c := tl.Class(Egress, "fast").Counters(); c.Delayed == 0 {
+		t.Error("nothing went through the delay line")
+	}
+}

@@ -1,0 +1,308 @@
+//go:build linux
+
+package shaper
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// keyHosts returns n source addresses for per-key tests: 198.18.<net>.1,
+// .2, ... (inner side; the link's own 198.18.0.1 is not among them).
+func keyHosts(net, n int) []string {
+	var out []string
+	for i := 1; i <= n; i++ {
+		out = append(out, fmt.Sprintf("198.18.%d.%d", net, i))
+	}
+	return out
+}
+
+// newKeyLink opens a link whose inner side also has the given source
+// addresses, with ECN on in ns1 (so that shaped TCP loses nothing and
+// goodput measures the rate).
+func newKeyLink(t *testing.T, policy string, srcs []string) *testLink {
+	t.Helper()
+	var opts []linkOption
+	for _, s := range srcs {
+		opts = append(opts, withInnerAddr(s+"/32"))
+	}
+	tl := newTestLink(t, true, policy, opts...)
+	if err := exec.Command("ip", "netns", "exec", tl.ns1, "sysctl", "-qw", "net.ipv4.tcp_ecn=1").Run(); err != nil {
+		t.Fatalf("tcp_ecn: %v", err)
+	}
+	return tl
+}
+
+// bulkFrom runs one bulk TCP flow (cubic, 3 s omitted, d long) from each
+// source address at once, each to a server of its own (ports 5201 on), and
+// returns each one's goodput as IP bytes per second.
+func (tl *testLink) bulkFrom(t *testing.T, srcs []string, d time.Duration) map[string]float64 {
+	t.Helper()
+	servers := make([]*tuntest.Iperf3Server, len(srcs))
+	for i := range srcs {
+		servers[i] = tuntest.StartIperf3ServerPort(t, tl.ns2, tl.outerIP, tuntest.Iperf3Port+i)
+	}
+	var mu sync.Mutex
+	got := map[string]float64{}
+	var wg sync.WaitGroup
+	for i, src := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := servers[i].Client(context.Background(), tl.ns1, d, "-C", "cubic", "-O", "3", "-B", src)
+			if err != nil {
+				t.Errorf("iperf3 from %s: %v", src, err)
+				return
+			}
+			mu.Lock()
+			got[src] = ipRate(r, 0)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return got
+}
+
+// TestPerKeySrc: per: {key: src, rate: 2mbit} in a 20 Mbit/s class: four
+// sources with bulk TCP each get 2 Mbit/s within 2%; twelve sources are
+// held to the class's 20 Mbit/s in total (within 1%).
+func TestPerKeySrc(t *testing.T) {
+	skipShort(t)
+	policy := `
+egress:
+  classes:
+    - {name: keyed, match: {dst: [198.18.0.2/32]}, rate: 20mbit, per: {key: src, rate: 2mbit}}
+`
+	t.Run("4 sources", func(t *testing.T) {
+		srcs := keyHosts(1, 4)
+		tl := newKeyLink(t, policy, srcs)
+		got := tl.bulkFrom(t, srcs, 13*time.Second)
+		for _, src := range srcs {
+			tuntest.WithinRate(t, "key "+src, got[src], 250e3, 0.02)
+		}
+		keys, err := tl.Keys(Egress, "keyed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 4 {
+			t.Errorf("%d keys tracked, want 4: %+v", len(keys), keys)
+		}
+	})
+	t.Run("12 sources", func(t *testing.T) {
+		srcs := keyHosts(1, 12)
+		tl := newKeyLink(t, policy, srcs)
+		var total float64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(4 * time.Second)
+			b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+			time.Sleep(6 * time.Second)
+			b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+			total = float64(b1-b0) / t1.Sub(t0).Seconds()
+		}()
+		got := tl.bulkFrom(t, srcs, 12*time.Second)
+		<-done
+		tuntest.WithinRate(t, "class total, 12 keys at 2 Mbit/s each", total, 2.5e6, 0.01)
+		t.Logf("per key (Mbit/s of IP): %v", mbitMap(got))
+	})
+}
+
+func mbitMap(m map[string]float64) string {
+	var b strings.Builder
+	for k, v := range m {
+		fmt.Fprintf(&b, "%s=%.2f ", k, v*8/1e6)
+	}
+	return b.String()
+}
+
+// TestPerKeyPrefix: key: src/24 gives each /24 one share, however many
+// hosts it has: three hosts in one /24 and one host in another get
+// 4 Mbit/s per /24 (within 3%).
+func TestPerKeyPrefix(t *testing.T) {
+	skipShort(t)
+	a, b := keyHosts(1, 3), keyHosts(2, 1)
+	tl := newKeyLink(t, `
+egress:
+  classes:
+    - {name: keyed, match: {dst: [198.18.0.2/32]}, rate: 20mbit, per: {key: src/24, rate: 4mbit}}
+`, append(append([]string{}, a...), b...))
+	got := tl.bulkFrom(t, append(append([]string{}, a...), b...), 13*time.Second)
+	var sumA float64
+	for _, s := range a {
+		sumA += got[s]
+	}
+	tuntest.WithinRate(t, "198.18.1.0/24 (3 hosts)", sumA, 500e3, 0.03)
+	tuntest.WithinRate(t, "198.18.2.0/24 (1 host)", got[b[0]], 500e3, 0.03)
+}
+
+// TestPerKeyOverride: an override gives one address 8 Mbit/s while the
+// others keep 2 Mbit/s.
+func TestPerKeyOverride(t *testing.T) {
+	skipShort(t)
+	srcs := keyHosts(1, 3)
+	tl := newKeyLink(t, `
+egress:
+  classes:
+    - name: keyed
+      match: {dst: [198.18.0.2/32]}
+      rate: 20mbit
+      per: {key: src, rate: 2mbit, overrides: [{match: 198.18.1.1/32, rate: 8mbit}]}
+`, srcs)
+	got := tl.bulkFrom(t, srcs, 13*time.Second)
+	tuntest.WithinRate(t, "overridden key 198.18.1.1", got[srcs[0]], 1e6, 0.02)
+	tuntest.WithinRate(t, "key 198.18.1.2", got[srcs[1]], 250e3, 0.02)
+	tuntest.WithinRate(t, "key 198.18.1.3", got[srcs[2]], 250e3, 0.02)
+}
+
+// TestPerKeyPolice: with per.mode police, a key's excess is dropped when
+// it arrives, never queued: UDP at 5 Mbit/s from one source through a
+// 2 Mbit/s police key delivers 2 Mbit/s and the class holds nothing.
+func TestPerKeyPolice(t *testing.T) {
+	skipShort(t)
+	for _, classMode := range []string{"shape", "police"} {
+		t.Run("class "+classMode, func(t *testing.T) {
+			tl := newTestLink(t, false, fmt.Sprintf(`
+egress:
+  classes:
+    - {name: keyed, match: {dst: [198.18.0.2/32]}, rate: 20mbit, mode: %s, per: {key: src, rate: 2mbit, mode: police}}
+`, classMode))
+			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+			var maxHeld int64
+			stop := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+						maxHeld = max(maxHeld, tl.Class(Egress, "keyed").Counters().BacklogPackets)
+					}
+				}
+			}()
+			got := tl.measure(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, 7*time.Second, "-u", "-b", "5M", "-l", "1400"))
+			close(stop)
+			<-sampled
+			// 2 Mbit/s of police at its burst's granularity: within 3%.
+			tuntest.WithinRate(t, "police key at 2.5x", got, 250e3, 0.03)
+			c := tl.Class(Egress, "keyed").Counters()
+			t.Logf("police drops %d, most held at once %d", c.Dropped[DropPolice], maxHeld)
+			if c.Dropped[DropPolice] == 0 {
+				t.Error("no police drops")
+			}
+			// A shape class passes what the key lets in at once (the
+			// class is far from full): at most the odd packet waits.
+			if maxHeld > 2 {
+				t.Errorf("the class held %d packets: a police key queued", maxHeld)
+			}
+		})
+	}
+}
+
+// TestPerKeyFlood: a flood of 1,000,000 distinct source addresses (IPv6,
+// 2001:2::/48 inside the test's namespaces: 198.18.0.0/15 holds only
+// 131,072) through a keyed class: the table stays at its bound (keys past
+// it share the overflow bucket), the heap stays bounded, pacer stays up,
+// and a real TCP flow beside it keeps its 2 Mbit/s.
+func TestPerKeyFlood(t *testing.T) {
+	skipShort(t)
+	const keys = 65536
+	tl := newKeyLink(t, `
+egress:
+  classes:
+    - {name: keyed, match: {dst: [198.18.0.2/32, "2001:2::2/128"]}, rate: 100mbit, per: {key: src, rate: 2mbit}}
+`, nil)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := tl.iperfResult(t, s, 14*time.Second, "-C", "cubic", "-O", "3")
+	time.Sleep(3 * time.Second)
+	const flood = 1_000_000
+	if err := sendIPv6Sources(tl.ns1, tl.inner, flood); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	k := tl.Class(Egress, "keyed").KeyCounters()
+	c := tl.Class(Egress, "keyed").Counters()
+	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("flood of %d sources: %d keys tracked, %d created, %d packets overflowed; class received %d; heap %+d MB",
+		flood, k.Tracked, k.Created, k.Overflowed, c.ReceivedPackets, growth>>20)
+	tuntest.WithinRate(t, "real flow's key beside the flood", ipRate(r, 0), 250e3, 0.03)
+	if k.Tracked > keys || k.Overflowed == 0 {
+		t.Errorf("keys tracked %d (bound %d), overflowed %d", k.Tracked, keys, k.Overflowed)
+	}
+	if c.ReceivedPackets < flood/2 {
+		t.Errorf("class saw only %d of %d flood packets: test too weak", c.ReceivedPackets, flood)
+	}
+	// 65,536 keys of a few hundred bytes each, plus the queues' bound.
+	if growth > 96<<20 {
+		t.Errorf("heap grew by %d MB", growth>>20)
+	}
+}
+
+// sendIPv6Sources sends n 60-byte IPv6 UDP packets to 2001:2::2, each
+// from another source address in 2001:2::/48, out of dev in ns through
+// an AF_PACKET socket (the kernel does not look at them; pacer reads them
+// from the TUN).
+func sendIPv6Sources(ns, dev string, n int) error {
+	return tuntest.RunIn(ns, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			return fmt.Errorf("packet socket: %w", err)
+		}
+		defer unix.Close(fd)
+		sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: l.Attrs().Index}
+		pkt := make([]byte, 60)
+		pkt[0], pkt[6], pkt[7] = 0x60, 17, 64
+		binary.BigEndian.PutUint16(pkt[4:], 20)
+		src := netip.MustParseAddr("2001:2::").As16()
+		dst := netip.MustParseAddr("2001:2::2").As16()
+		copy(pkt[24:40], dst[:])
+		binary.BigEndian.PutUint16(pkt[40:], 4000)
+		binary.BigEndian.PutUint16(pkt[42:], 9)
+		binary.BigEndian.PutUint16(pkt[44:], 20)
+		for i := 0; i < n; i++ {
+			s := src
+			binary.BigEndian.PutUint32(s[12:], uint32(i+1)<<8) // 2001:2::xx:xx00
+			s[6], s[7] = 0, 0
+			copy(pkt[8:24], s[:])
+			for {
+				err := unix.Sendto(fd, pkt, 0, sa)
+				if err == nil {
+					break
+				}
+				if err != unix.ENOBUFS {
+					return fmt.Errorf("send: %w", err)
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			if i%200 == 199 {
+				time.Sleep(200 * time.Microsecond) // stay within the TUN's queue
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,638 @@
+// pacerd's live dashboard. It polls api/v1/history just after each of
+// pacerd's one-second samples (asking only for the samples it has not
+// seen), keeps the history's window of samples, and draws for each
+// direction: charts of rate, queue delay, drops, backlog, active flows and
+// ECN marks, a table of every class's figures at the newest sample, and
+// the busiest keys of classes with a per-key limit. A class keeps one
+// colour in every chart and table while it exists. The page only reads:
+// changes go through pacerctl.
+'use strict';
+(() => {
+  // Colours of classes, in the order classes are first seen; "unclassified"
+  // is always grey.
+  const PALETTE = ['#1f6fd1', '#d9412b', '#2a9d48', '#e08a00', '#8451c7', '#0f9fb0',
+    '#b5447c', '#7a5c3e', '#6f8f1f', '#3b4cc0', '#c7561f', '#4d7f8c'];
+  const GREY = '#8a919e';
+  const MAX_CHARTED = 10; // classes per direction drawn in the charts
+  const MAX_READOUT = 4; // classes per chart in its readout line
+  const DASHES = [[], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3]]; // a class's drop reasons
+
+  const state = {
+    last: null, // number of the newest sample held
+    started: null, // when pacerd's history started: another value is another pacerd
+    times: [], // sample times, Unix seconds
+    size: 300, // samples kept
+    windowSeconds: 300,
+    dirs: [], // [{direction, rate, keys: [class key]}], the newest sample's order
+    classes: new Map(), // class key -> {direction, meta, since, series: {name: [v]}, dropped: {reason: [v]}}
+    colours: new Map(), // class key -> colour
+    views: new Map(), // direction -> view
+    charted: new Map(), // direction -> {sig, keys, at}
+  };
+
+  // ---- Formatting: rates in tc units of bits (1mbit = 10^6 bit/s), sizes
+  // in tc units of bytes (1kb = 1024 bytes), as pacerctl prints them.
+
+  const RATE_UNITS = [['tbit', 1e12], ['gbit', 1e9], ['mbit', 1e6], ['kbit', 1e3]];
+  const SIZE_UNITS = [['gb', 2 ** 30], ['mb', 2 ** 20], ['kb', 2 ** 10]];
+  const DASH = '–';
+  // Tick steps of byte axes: 1, 2, 5, 10, ... of b, kb, mb, gb.
+  const BYTE_INCRS = [1, 2 ** 10, 2 ** 20, 2 ** 30].flatMap((u) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * u));
+  // Tick steps of count axes: whole numbers.
+  const COUNT_INCRS = [1, 1e3, 1e6].flatMap((u) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * u));
+
+  // sig3 writes v with three significant digits ("9.99", "10.0", "125").
+  function sig3(v) {
+    const r = Number(v.toPrecision(3));
+    const a = Math.abs(r);
+    return a >= 100 ? r.toFixed(0) : a >= 10 ? r.toFixed(1) : r.toFixed(2);
+  }
+  function trim(s) {
+    return s.includes('.') ? s.replace(/\.?0+$/, '') : s;
+  }
+  function ok(v) {
+    return v !== null && v !== undefined && Number.isFinite(v);
+  }
+  // fmtBits writes bits per second measured: three significant digits.
+  function fmtBits(bits) {
+    if (!ok(bits)) return DASH;
+    for (const [u, d] of RATE_UNITS) if (bits >= d) return sig3(bits / d) + u;
+    return Math.round(bits) + 'bit';
+  }
+  // fmtRate is fmtBits of bytes per second.
+  function fmtRate(bytesPerSec) {
+    return ok(bytesPerSec) ? fmtBits(bytesPerSec * 8) : DASH;
+  }
+  // fmtRateExact writes a configured rate (bytes per second) as pacerctl
+  // does: the largest unit it reaches, without trailing zeros.
+  function fmtRateExact(bytesPerSec) {
+    const bits = bytesPerSec * 8;
+    for (const [u, d] of RATE_UNITS) if (bits >= d) return trim((bits / d).toFixed(6)) + u;
+    return bits + 'bit';
+  }
+  function fmtBitsAxis(bits) {
+    if (bits === 0) return '0';
+    for (const [u, d] of RATE_UNITS) if (Math.abs(bits) >= d) return trim((bits / d).toFixed(2)) + u;
+    return trim(bits.toFixed(1)) + 'bit';
+  }
+  function fmtBytes(b) {
+    if (!ok(b)) return DASH;
+    for (const [u, d] of SIZE_UNITS) if (b >= d) return sig3(b / d) + u;
+    return Math.round(b) + 'b';
+  }
+  function fmtBytesAxis(b) {
+    if (b === 0) return '0';
+    for (const [u, d] of SIZE_UNITS) if (Math.abs(b) >= d) return trim((b / d).toFixed(1)) + u;
+    return trim(b.toFixed(0)) + 'b';
+  }
+  // fmtDelay writes seconds.
+  function fmtDelay(s) {
+    if (!ok(s)) return DASH;
+    if (s < 1e-3) return (s * 1e6).toFixed(0) + 'µs';
+    if (s < 1) return sig3(s * 1e3) + 'ms';
+    return sig3(s) + 's';
+  }
+  function fmtMsAxis(ms) {
+    if (ms === 0) return '0';
+    if (ms < 1) return trim((ms * 1e3).toFixed(0)) + 'µs';
+    if (ms < 1000) return trim(ms.toFixed(1)) + 'ms';
+    return trim((ms / 1e3).toFixed(2)) + 's';
+  }
+  function fmtCount(v) {
+    if (!ok(v)) return DASH;
+    if (v >= 1e6) return trim((v / 1e6).toFixed(2)) + 'M';
+    if (v >= 1e4) return trim((v / 1e3).toFixed(1)) + 'k';
+    return v >= 10 || Number.isInteger(v) ? String(Math.round(v)) : trim(v.toFixed(1));
+  }
+  function fmtTime(unixSeconds) {
+    const d = new Date(unixSeconds * 1000);
+    return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, '0')).join(':');
+  }
+
+  // ---- DOM helpers (no innerHTML with data; no inline style attributes).
+
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k === 'colour') e.style.setProperty('--c', v);
+      else if (k.startsWith('data-') || k === 'title' || k === 'hidden' || k === 'scope') {
+        if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? '' : v);
+      } else e[k] = v;
+    }
+    for (const c of children) if (c !== null && c !== undefined) e.append(c);
+    return e;
+  }
+  function swatch(colour) {
+    return el('i', {class: 'sw', colour});
+  }
+
+  // ---- State: merge one answer of the history endpoint.
+
+  const key = (dir, cls) => dir + '\u0000' + cls;
+
+  // merge adds an answer to the samples held: appends it when it
+  // continues them, else (the first answer, one after a gap, or one from
+  // a pacerd that restarted) replaces them.
+  function merge(resp) {
+    state.size = Math.max(2, Math.round(resp.window_seconds / resp.interval_seconds));
+    state.windowSeconds = resp.window_seconds;
+    const append = state.last !== null && resp.first === state.last + 1 && resp.started === state.started;
+    state.started = resp.started;
+    if (!append) {
+      state.times = [];
+      state.classes.clear();
+    }
+    const old = state.times.length;
+    state.times.push(...resp.times);
+    state.last = resp.last;
+    const n = state.times.length;
+
+    const seen = new Set();
+    state.dirs = [];
+    for (const d of resp.directions) {
+      const keys = [];
+      for (const c of d.classes) {
+        const k = key(d.direction, c.class);
+        seen.add(k);
+        keys.push(k);
+        let e = state.classes.get(k);
+        if (!e || e.since !== c.since) { // new, or removed and added again
+          e = {direction: d.direction, since: c.since, series: {}, dropped: {}};
+          state.classes.set(k, e);
+        }
+        e.meta = c;
+        for (const [name, vals] of Object.entries(c.series)) {
+          if (name === 'dropped_per_second') {
+            for (const [reason, rv] of Object.entries(vals)) extend(e.dropped, reason, rv, old);
+          } else {
+            extend(e.series, name, vals, old);
+          }
+        }
+        for (const obj of [e.series, e.dropped]) {
+          for (const a of Object.values(obj)) while (a.length < n) a.push(null);
+        }
+      }
+      state.dirs.push({direction: d.direction, rate: d.rate_bytes_per_second, keys});
+    }
+    for (const k of [...state.classes.keys()]) {
+      if (!seen.has(k)) state.classes.delete(k);
+    }
+    for (const k of [...state.colours.keys()]) {
+      if (!seen.has(k)) state.colours.delete(k);
+    }
+    const cut = state.times.length - state.size;
+    if (cut > 0) {
+      state.times.splice(0, cut);
+      for (const e of state.classes.values()) {
+        for (const obj of [e.series, e.dropped]) for (const a of Object.values(obj)) a.splice(0, cut);
+      }
+    }
+    // Colours in the order classes appear, egress first.
+    for (const d of state.dirs) for (const k of d.keys) colourOf(k);
+  }
+
+  // extend appends vals to obj[name], first padding it with nulls to old
+  // samples (a series the class did not have before).
+  function extend(obj, name, vals, old) {
+    let a = obj[name];
+    if (!a) a = obj[name] = [];
+    while (a.length < old) a.push(null);
+    if (a.length > old) a.length = old;
+    for (const v of vals) a.push(v);
+  }
+
+  function colourOf(k) {
+    const e = state.classes.get(k);
+    if (e && e.meta.class === 'unclassified') return GREY;
+    let c = state.colours.get(k);
+    if (c) return c;
+    const used = new Set(state.colours.values());
+    c = PALETTE.find((p) => !used.has(p));
+    if (!c) c = `hsl(${(state.colours.size * 137.5) % 360}, 60%, 42%)`;
+    state.colours.set(k, c);
+    return c;
+  }
+
+  // ---- Charts.
+
+  const last = (a) => (a && a.length ? a[a.length - 1] : null);
+  const scale = (a, f) => a.map((v) => (ok(v) ? v * f : null));
+  const anyAbove0 = (a) => a.some((v) => ok(v) && v > 0);
+  const anyValue = (a) => a.some(ok);
+
+  // The charts of a direction. Each lists its series for the charted
+  // classes: {cls, label, values, dash, width}; readout(cls, i) is the
+  // text a class gets in the chart's readout line at sample i.
+  const CHARTS = [
+    {
+      id: 'rate', title: 'Rate', hint: 'achieved ── configured ╌╌', axis: fmtBitsAxis,
+      series: (c) => {
+        const s = [{cls: c, label: c.meta.class + ' achieved', values: scale(c.series.sent_bytes_per_second, 8), width: 2}];
+        if (c.meta.rate_bytes_per_second > 0) {
+          s.push({cls: c, label: c.meta.class + ' configured', values: scale(c.series.rate_bytes_per_second, 8), width: 1.25, dash: [5, 4]});
+        }
+        return s;
+      },
+      readout: (c, i) => {
+        const r = c.series.rate_bytes_per_second[i];
+        return fmtRate(c.series.sent_bytes_per_second[i]) + (r > 0 ? ' / ' + fmtRateExact(r) : '');
+      },
+    },
+    {
+      id: 'delay', title: 'Queue delay', hint: 'p99 ── p50 ╌╌', axis: fmtMsAxis,
+      series: (c) => anyValue(c.series.delay_p99_seconds) ? [
+        {cls: c, label: c.meta.class + ' p99', values: scale(c.series.delay_p99_seconds, 1e3), width: 2},
+        {cls: c, label: c.meta.class + ' p50', values: scale(c.series.delay_p50_seconds, 1e3), width: 1.25, dash: [5, 4]},
+      ] : [],
+      readout: (c, i) => fmtDelay(c.series.delay_p50_seconds[i]) + ' / ' + fmtDelay(c.series.delay_p99_seconds[i]),
+      empty: 'No packet sent yet',
+    },
+    {
+      id: 'drops', title: 'Drops', hint: 'packets/s by reason', axis: fmtCount, incrs: COUNT_INCRS,
+      // A class's first dropping reason (by name) is drawn solid, the
+      // next ones dashed; the readout names them.
+      series: (c) => Object.keys(c.dropped).sort().filter((r) => anyAbove0(c.dropped[r])).map((r, i) => ({
+        cls: c, label: c.meta.class + ' ' + r, values: c.dropped[r], width: 1.5, dash: DASHES[Math.min(i, DASHES.length - 1)],
+      })),
+      readout: (c, i) => {
+        const parts = Object.keys(c.dropped).sort().filter((r) => ok(c.dropped[r][i]) && c.dropped[r][i] > 0)
+          .map((r) => r + ' ' + fmtCount(c.dropped[r][i]));
+        return parts.length ? parts.join(', ') : '0';
+      },
+      readoutIf: (c) => Object.values(c.dropped).some(anyAbove0),
+      empty: () => 'No drops in the last ' + fmtWindow(),
+    },
+    {
+      id: 'backlog', title: 'Backlog', hint: 'bytes held', axis: fmtBytesAxis, incrs: BYTE_INCRS,
+      series: (c) => c.meta.mode === 'shape' ? [{cls: c, label: c.meta.class + ' backlog', values: c.series.backlog_bytes, width: 1.5}] : [],
+      readout: (c, i) => fmtBytes(c.series.backlog_bytes[i]),
+      empty: 'No shaping class holds packets',
+    },
+    {
+      id: 'flows', title: 'Active flows', hint: 'fair-queued classes', axis: fmtCount, incrs: COUNT_INCRS,
+      series: (c) => c.meta.queue === 'fq' ? [{cls: c, label: c.meta.class + ' flows', values: c.series.active_flows, width: 1.5}] : [],
+      readout: (c, i) => fmtCount(c.series.active_flows[i]),
+      hideEmpty: true,
+    },
+    {
+      id: 'marks', title: 'ECN marks', hint: 'packets/s marked CE', axis: fmtCount, incrs: COUNT_INCRS,
+      series: (c) => c.meta.queue === 'fq' ? [{cls: c, label: c.meta.class + ' marks', values: c.series.marked_per_second, width: 1.5}] : [],
+      readout: (c, i) => fmtCount(c.series.marked_per_second[i]),
+      hideEmpty: true,
+    },
+  ];
+  function fmtWindow() {
+    const m = state.windowSeconds / 60;
+    return m >= 1 ? trim(m.toFixed(1)) + (m === 1 ? ' minute' : ' minutes') : state.windowSeconds + ' seconds';
+  }
+
+  // chartedClasses picks up to MAX_CHARTED classes of a direction: all of
+  // them when there are few; else the busiest by mean achieved rate over
+  // the window, chosen again when the classes change or every 30 s, so
+  // that series do not come and go every second.
+  function chartedClasses(d) {
+    const sig = d.keys.join('\u0001');
+    let ch = state.charted.get(d.direction);
+    const now = Date.now();
+    if (!ch || ch.sig !== sig || (d.keys.length > MAX_CHARTED && now - ch.at > 30000)) {
+      let keys = d.keys;
+      if (keys.length > MAX_CHARTED) {
+        const mean = (k) => {
+          const a = state.classes.get(k).series.sent_bytes_per_second || [];
+          let s = 0;
+          for (const v of a) if (ok(v)) s += v;
+          return s;
+        };
+        const rank = new Map(keys.map((k) => [k, mean(k)]));
+        const top = new Set([...keys].sort((a, b) => rank.get(b) - rank.get(a)).slice(0, MAX_CHARTED));
+        keys = keys.filter((k) => top.has(k));
+      }
+      ch = {sig, keys, at: now};
+      state.charted.set(d.direction, ch);
+    }
+    return ch.keys.map((k) => state.classes.get(k)).filter(Boolean);
+  }
+
+  // ---- A direction's view.
+
+  const TITLES = {egress: 'egress', ingress: 'ingress'};
+  const SUBS = {egress: 'inner → outer', ingress: 'outer → inner'};
+
+  function newView(direction) {
+    const v = {direction, charts: new Map()};
+    v.title = el('h2', {text: TITLES[direction] || direction});
+    v.sub = el('span', {class: 'sub'});
+    v.legend = el('div', {class: 'legend'});
+    v.grid = el('div', {class: 'charts'});
+    for (const spec of CHARTS) {
+      const c = {spec, u: null, sig: '', series: []};
+      c.readout = el('div', {class: 'readout'});
+      c.plot = el('div', {class: 'plot'});
+      c.nodata = el('p', {class: 'nodata', hidden: true});
+      c.fig = el('figure', {class: 'chart', 'data-chart': spec.id},
+        el('figcaption', {}, el('span', {text: spec.title}), el('span', {class: 'hint', text: spec.hint})),
+        c.readout, c.plot, c.nodata);
+      v.charts.set(spec.id, c);
+      v.grid.append(c.fig);
+    }
+    v.tbody = el('tbody');
+    const th = (t, cls, title) => el('th', {scope: 'col', class: cls, text: t, title});
+    v.table = el('table', {class: 'classes'},
+      el('thead', {}, el('tr', {},
+        th('class'), th('achieved', '', 'sent over the last second'), th('rate', '', 'configured rate'),
+        th('offered', '', 'received over the last second'), th('delay p50 / p99'), th('drops/s'),
+        th('backlog'), th('flows'), th('ECN/s', '', 'packets marked CE per second'), th('keys'), th('mode', 'mode'))),
+      v.tbody);
+    v.keys = el('div', {class: 'keys'});
+    v.section = el('section', {class: 'dir', 'data-direction': direction},
+      el('div', {class: 'dir-head'}, v.title, v.sub), v.legend, v.grid,
+      el('div', {class: 'table-wrap'}, v.table), v.keys);
+    const ro = new ResizeObserver(() => resize(v));
+    ro.observe(v.grid);
+    v.ro = ro;
+    return v;
+  }
+
+  function plotSize(c) {
+    const w = Math.max(200, Math.floor(c.plot.clientWidth || c.fig.clientWidth - 16));
+    return {width: w, height: window.innerWidth <= 640 ? 150 : 165};
+  }
+
+  function resize(v) {
+    for (const c of v.charts.values()) if (c.u) c.u.setSize(plotSize(c));
+  }
+
+  function updateView(v, d) {
+    const classes = d.keys.map((k) => state.classes.get(k)).filter(Boolean);
+    v.sub.textContent = (SUBS[d.direction] || '') + (d.rate > 0 ? ' · total ' + fmtRateExact(d.rate) : '');
+
+    // Legend: the charted classes (the table lists every class).
+    const charted = chartedClasses(d);
+    v.legend.replaceChildren(...charted.map((c) => el('span', {class: 'chip', 'data-class': c.meta.class},
+      swatch(colourOf(key(d.direction, c.meta.class))), el('span', {text: c.meta.class}),
+      el('span', {class: 'mode', text: modeText(c.meta)}))));
+    if (charted.length < classes.length) {
+      v.legend.append(el('span', {class: 'note', text: `charts show the ${charted.length} busiest of ${classes.length} classes; the table lists them all`}));
+    }
+
+    for (const c of v.charts.values()) updateChart(v, c, charted);
+    updateTable(v, d, classes);
+    updateKeys(v, d, classes);
+  }
+
+  function modeText(m) {
+    const parts = [m.mode];
+    if (m.queue) parts.push(m.queue);
+    if (m.capped) parts.push('capped');
+    if (m.per_key) parts.push('per ' + m.per_key);
+    return parts.join(' · ');
+  }
+
+  function updateChart(v, c, charted) {
+    const spec = c.spec;
+    const series = [];
+    for (const cls of charted) {
+      for (const s of spec.series(cls)) {
+        s.colour = colourOf(key(v.direction, cls.meta.class));
+        series.push(s);
+      }
+    }
+    c.series = series;
+    if (series.length === 0) {
+      if (c.u) {
+        c.u.destroy();
+        c.u = null;
+        c.sig = '';
+      }
+      c.fig.hidden = !!spec.hideEmpty;
+      c.plot.hidden = true;
+      c.nodata.hidden = false;
+      c.nodata.textContent = typeof spec.empty === 'function' ? spec.empty() : (spec.empty || 'No data');
+      c.readout.replaceChildren();
+      return;
+    }
+    c.fig.hidden = false;
+    c.plot.hidden = false;
+    c.nodata.hidden = true;
+    const data = [state.times, ...series.map((s) => s.values)];
+    const sig = series.map((s) => s.label + '|' + s.colour + '|' + (s.dash || []).join(',')).join(';');
+    if (c.u && c.sig === sig) {
+      c.u.setData(data);
+    } else {
+      if (c.u) c.u.destroy();
+      c.sig = sig;
+      c.u = new uPlot(chartOptions(v, c, series), data, c.plot);
+    }
+    updateReadout(v, c);
+  }
+
+  function chartOptions(v, c, series) {
+    const axis = {
+      stroke: '#5b6474', font: '11px system-ui, sans-serif',
+      grid: {stroke: '#edf0f3', width: 1}, ticks: {stroke: '#dfe3e8', width: 1, size: 4},
+    };
+    return {
+      ...plotSize(c),
+      legend: {show: false},
+      cursor: {sync: {key: 'pacer-' + v.direction}, drag: {x: false, y: false}, points: {size: 5}},
+      scales: {x: {time: true}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.12 : 1]}},
+      axes: [
+        {...axis, space: 64, size: 30, values: (u, splits) => splits.map(fmtTime)},
+        {...axis, size: 58, space: 28, incrs: c.spec.incrs, values: (u, splits) => splits.map(c.spec.axis)},
+      ],
+      series: [{}, ...series.map((s) => ({
+        label: s.label, stroke: s.colour, width: s.width, dash: s.dash, points: {show: false}, spanGaps: false,
+      }))],
+      hooks: {setCursor: [() => updateReadout(v, c)]},
+    };
+  }
+
+  // updateReadout writes each charted class's figure at the cursor, or at
+  // the newest sample: the first MAX_READOUT classes, then how many more
+  // (the table has them all).
+  function updateReadout(v, c) {
+    const n = state.times.length;
+    if (!n) return;
+    const hover = c.u && c.u.cursor.idx !== null && c.u.cursor.idx !== undefined;
+    const i = hover ? c.u.cursor.idx : n - 1;
+    const seen = new Set();
+    const parts = [el('span', {class: 'when', text: hover ? fmtTime(state.times[i]) : 'now'})];
+    let more = 0;
+    for (const s of c.series) {
+      if (seen.has(s.cls)) continue;
+      seen.add(s.cls);
+      if (c.spec.readoutIf && !c.spec.readoutIf(s.cls)) continue;
+      if (parts.length > MAX_READOUT) {
+        more++;
+        continue;
+      }
+      parts.push(el('span', {}, swatch(s.colour), el('span', {text: s.cls.meta.class}), el('b', {text: c.spec.readout(s.cls, i)})));
+    }
+    if (more) parts.push(el('span', {class: 'when', text: `+${more} more`}));
+    c.readout.replaceChildren(...parts);
+  }
+
+  function updateTable(v, d, classes) {
+    const n = state.times.length;
+    const rows = classes.map((c) => {
+      const m = c.meta;
+      const s = c.series;
+      const i = n - 1;
+      const cell = (field, text, extra) => el('td', {'data-field': field, text, ...extra});
+      const drops = Object.entries(c.dropped).filter(([, a]) => ok(a[i]) && a[i] > 0);
+      const dropTotal = drops.reduce((t, [, a]) => t + a[i], 0);
+      const fq = m.queue === 'fq';
+      const sent = s.sent_bytes_per_second[i];
+      return el('tr', {'data-direction': d.direction, 'data-class': m.class},
+        el('td', {class: 'name'}, swatch(colourOf(key(d.direction, m.class))), m.class),
+        cell('achieved', fmtRate(sent), {
+          'data-value': ok(sent) ? sent : '',
+          'data-from': i > 0 ? state.times[i - 1] : '', 'data-to': state.times[i],
+          title: i > 0 ? `${fmtTime(state.times[i - 1])} – ${fmtTime(state.times[i])}` : null,
+        }),
+        cell('rate', m.rate_bytes_per_second > 0 ? fmtRateExact(m.rate_bytes_per_second) +
+          (m.peak_bytes_per_second > 0 ? ' peak ' + fmtRateExact(m.peak_bytes_per_second) : '') : DASH,
+        {'data-value': m.rate_bytes_per_second}),
+        cell('offered', fmtRate(s.received_bytes_per_second[i])),
+        cell('delay', fmtDelay(s.delay_p50_seconds[i]) + ' / ' + fmtDelay(s.delay_p99_seconds[i])),
+        cell('drops', dropTotal > 0 ? fmtCount(dropTotal) : '0', {
+          class: dropTotal > 0 ? '' : 'dim',
+          title: drops.map(([r, a]) => r + ' ' + fmtCount(a[i])).join(', ') || null,
+        }),
+        cell('backlog', m.mode === 'shape' ? fmtBytes(s.backlog_bytes[i]) + ' · ' + fmtCount(m.backlog_packets) + ' pkt' : DASH,
+          {class: m.mode === 'shape' ? '' : 'dim'}),
+        cell('flows', fq ? fmtCount(s.active_flows[i]) : DASH, {class: fq ? '' : 'dim'}),
+        cell('marks', fq ? fmtCount(s.marked_per_second[i]) : DASH, {class: fq ? '' : 'dim'}),
+        cell('keys', m.per_key ? fmtCount(last(s.keys)) : DASH, {class: m.per_key ? '' : 'dim'}),
+        cell('mode', modeText(m), {class: 'mode'}),
+      );
+    });
+    v.tbody.replaceChildren(...rows);
+  }
+
+  function updateKeys(v, d, classes) {
+    const boxes = [];
+    for (const c of classes) {
+      const m = c.meta;
+      if (!m.per_key) continue;
+      const keys = m.top_keys || [];
+      const rows = keys.map((k) => el('tr', {},
+        el('td', {text: k.key}), el('td', {text: fmtRate(k.rate_bytes_per_second)}),
+        el('td', {text: fmtRateExact(k.rate_limit_bytes_per_second)}), el('td', {text: fmtBytes(k.queued_bytes)}),
+        el('td', {text: fmtCount(k.dropped)})));
+      if (!rows.length) rows.push(el('tr', {}, el('td', {class: 'dim', text: 'no keys yet', colSpan: 5})));
+      const th = (t) => el('th', {scope: 'col', text: t});
+      boxes.push(el('div', {class: 'keybox', 'data-class': m.class},
+        el('h3', {}, swatch(colourOf(key(d.direction, m.class))), el('span', {text: `Busiest keys of ${m.class}`}),
+          el('span', {class: 'sub', text: `per ${m.per_key} · ${fmtCount(m.keys_total || 0)} tracked`})),
+        el('table', {}, el('thead', {}, el('tr', {}, th('key'), th('rate'), th('limit'), th('queued'), th('dropped'))),
+          el('tbody', {}, ...rows))));
+    }
+    v.keys.replaceChildren(...boxes);
+  }
+
+  // ---- Rendering and polling.
+
+  const dirsEl = document.getElementById('directions');
+  const statusEl = document.getElementById('status');
+  const bannerEl = document.getElementById('banner');
+  const emptyEl = document.getElementById('empty');
+
+  function render() {
+    const n = state.times.length;
+    document.body.dataset.state = 'live';
+    statusEl.textContent = n ? 'live · ' + fmtTime(state.times[n - 1]) : 'live · waiting for the first sample';
+    if (!state.dirs.length) {
+      bannerEl.textContent = n ? 'pacerd’s link is not up yet.' : 'Waiting for pacerd’s first sample…';
+      bannerEl.hidden = false;
+    } else {
+      bannerEl.hidden = true;
+    }
+    const configured = [...state.classes.values()].some((c) => c.meta.class !== 'unclassified');
+    emptyEl.hidden = configured || !state.dirs.length;
+
+    const want = new Set(state.dirs.map((d) => d.direction));
+    for (const [dir, v] of state.views) {
+      if (!want.has(dir)) {
+        for (const c of v.charts.values()) if (c.u) c.u.destroy();
+        v.ro.disconnect();
+        v.section.remove();
+        state.views.delete(dir);
+        state.charted.delete(dir);
+      }
+    }
+    for (const d of state.dirs) {
+      let v = state.views.get(d.direction);
+      if (!v) {
+        v = newView(d.direction);
+        state.views.set(d.direction, v);
+      }
+      dirsEl.append(v.section); // keeps the answer's order
+      updateView(v, d);
+    }
+  }
+
+  async function poll() {
+    let wait = 1000;
+    try {
+      const url = 'api/v1/history' + (state.last !== null ? '?after=' + state.last : '');
+      const r = await fetch(url, {cache: 'no-store'});
+      if (!r.ok) throw new Error(`${r.status} ${r.statusText}`);
+      const resp = await r.json();
+      if (state.started !== null && resp.started !== state.started && resp.first !== 1) {
+        // pacerd restarted: our "after" meant nothing to it; ask for all.
+        state.last = null;
+        setTimeout(poll, 0);
+        return;
+      }
+      merge(resp);
+      render();
+      // Ask again just after the next sample.
+      wait = resp.next_sample_in_seconds > 0 ? resp.next_sample_in_seconds * 1000 + 120 : 250;
+    } catch (err) {
+      document.body.dataset.state = 'error';
+      statusEl.textContent = 'no answer from pacerd (' + err.message + '); retrying';
+      wait = 2000;
+    }
+    setTimeout(poll, Math.min(Math.max(wait, 100), 2000));
+  }
+
+  // pacerDashboard lets tests (and the curious, from the console) read
+  // what the page draws.
+  window.pacerDashboard = {
+    // series returns, per direction and chart, the labels of the series
+    // drawn.
+    series() {
+      const out = {};
+      for (const [dir, v] of state.views) {
+        out[dir] = {};
+        for (const [id, c] of v.charts) out[dir][id] = c.u ? c.series.map((s) => s.label) : [];
+      }
+      return out;
+    },
+    // lastValues returns, per direction and chart, each series' value at
+    // the newest sample, in the chart's units (bit/s, ms, 1/s, bytes).
+    lastValues() {
+      const out = {};
+      for (const [dir, v] of state.views) {
+        out[dir] = {};
+        for (const [id, c] of v.charts) {
+          out[dir][id] = {};
+          for (const s of c.series) out[dir][id][s.label] = last(s.values);
+        }
+      }
+      return out;
+    },
+    // colours returns each class's colour, by "direction/class".
+    colours() {
+      const out = {};
+      for (const [k, c] of state.colours) out[k.replace('\u0000', '/')] = c;
+      return out;
+    },
+    last: () => state.last,
+  };
+
+  poll();
+})();
