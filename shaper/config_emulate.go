@@ -3,8 +3,6 @@ package shaper
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -265,26 +263,8 @@ func FormatRateSteps(steps []RateStep) string {
 // CheckTrace reads the trace file at path and checks it, as ParseConfig
 // does for a config's trace settings.
 func CheckTrace(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxTraceBytes+1))
-	if err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	if len(data) > MaxTraceBytes {
-		return fmt.Errorf("trace %s: larger than %s", path, FormatSize(MaxTraceBytes))
-	}
-	// SWITCH ON: bucket.ParseMahimahiTrace is being written. Until it
-	// lands only existence and readability are checked; then replace the
-	// next line by a call that parses data, such as
-	//	if _, err := bucket.ParseMahimahiTrace(bytes.NewReader(data)); err != nil {
-	//		return fmt.Errorf("trace %s: %w", path, err)
-	//	}
-	_ = data
-	return nil
+	_, err := LoadTrace(path)
+	return err
 }
 
 // emulateFields decodes the link emulation settings of a class or a

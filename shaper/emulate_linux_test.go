@@ -200,3 +200,94 @@ egress:
 		t.Error("nothing went through the delay line")
 	}
 }
+
+// rxSample is the receiving device's byte counter at a link clock time.
+type rxSample struct {
+	at    int64
+	bytes uint64
+}
+
+// sampleRx reads the outer device's rx bytes every 10 ms for d.
+func (tl *testLink) sampleRx(t *testing.T, d time.Duration) []rxSample {
+	t.Helper()
+	var out []rxSample
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		// Bracket the read by the clock; a read that took long (the test
+		// was descheduled) has no precise time: skip it.
+		t0 := tl.now()
+		b := tuntest.RxBytes(t, tl.ns2, tl.outer)
+		if t1 := tl.now(); t1-t0 < int64(time.Millisecond) {
+			out = append(out, rxSample{(t0 + t1) / 2, b})
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return out
+}
+
+// TestEmulateTrace: a class whose rate follows a schedule. A 12 Mbit/s
+// for 1 s, 3 Mbit/s for 1 s schedule, saturated with UDP: the bytes
+// delivered in every 100 ms bin follow the schedule within 3%. A
+// Mahimahi trace with one opportunity a millisecond delivers 12 Mbit/s
+// within 1%.
+func TestEmulateTrace(t *testing.T) {
+	skipShort(t)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - name: sched
+      match: {proto: udp}
+      rate: 12mbit
+      queue: fifo
+      backlog: 200ms
+      rates: [{at: 0s, rate: 12mbit}, {at: 1s, rate: 3mbit}, {at: 2s}]
+`)
+	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	// Small datagrams (228 bytes of IP) so that a 100 ms bin at 3 Mbit/s
+	// holds 160 of them: the packet granularity is well below 3%.
+	stop := background(tl.iperf(t, s, 9*time.Second, "-u", "-b", "20M", "-l", "200"))
+	time.Sleep(2 * time.Second)
+	samples := tl.sampleRx(t, 6*time.Second)
+	stop()
+	rate := tl.Class(Egress, "sched").state.Load().rate
+	worst := 0.0
+	bins := 0
+	for i := 0; i < len(samples); i++ {
+		// The sample closest to 100 ms after sample i.
+		j := i
+		for j < len(samples) && samples[j].at-samples[i].at < int64(100*time.Millisecond) {
+			j++
+		}
+		if j == len(samples) {
+			break
+		}
+		// The schedule's bytes over the same window, integrated per 0.1 ms.
+		var want float64
+		for at := samples[i].at; at < samples[j].at; at += 100_000 {
+			want += float64(rate.RateAt(at)) * float64(min(100_000, samples[j].at-at)) / 1e9
+		}
+		got := float64(samples[j].bytes - samples[i].bytes)
+		dev := got/want - 1
+		worst = max(worst, dev, -dev)
+		bins++
+		if dev > 0.03 || dev < -0.03 {
+			t.Errorf("bin at %v: delivered %.0f B, schedule %.0f B (%+.1f%%)", time.Duration(samples[i].at), got, want, 100*dev)
+		}
+		i = j - 1
+	}
+	t.Logf("%d bins of 100 ms: worst deviation from the schedule %.2f%%", bins, 100*worst)
+
+	tl.apply(t, `
+egress:
+  classes:
+    - {name: sched, match: {proto: udp}, rate: 12mbit, queue: fifo, trace: ../configs/traces/constant-12mbit.trace}
+`)
+	// A server of its own: the first may still be busy with the run that
+	// was stopped.
+	s2 := tuntest.StartIperf3ServerPort(t, tl.ns2, tl.outerIP, tuntest.Iperf3Port+1)
+	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s2, 8*time.Second, "-u", "-b", "20M", "-l", "1400"))
+	tuntest.WithinRate(t, "Mahimahi trace, one 1500-byte opportunity per ms", got, 1.5e6, 0.01)
+	if r := tl.Classes()[0].RateNow(); r != 1.5e6 {
+		t.Errorf("scheduled rate now %d B/s, want 1.5e6", r)
+	}
+}

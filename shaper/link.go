@@ -200,15 +200,17 @@ func (l *Link) sweepKeys() {
 type ClassInfo struct {
 	Direction string
 	*Class
+	now int64 // the link's clock when it was taken
 }
 
 // Classes returns every class of both directions (egress first), each
 // direction's "unclassified" last.
 func (l *Link) Classes() []ClassInfo {
 	var out []ClassInfo
+	now := l.now()
 	for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
 		for _, c := range d.all() {
-			out = append(out, ClassInfo{d.name, c})
+			out = append(out, ClassInfo{Direction: d.name, Class: c, now: now})
 		}
 	}
 	return out

@@ -33,6 +33,9 @@ type Class struct {
 	// what it keys on.
 	keys     *keyed.Table
 	keyShape PerConfig
+	// sched is the class's rate schedule (nil: constant); nextSched is the
+	// one the next apply installs.
+	sched, nextSched *bucket.Schedule
 }
 
 // classState is a class's immutable settings and buckets. A reload or a
@@ -82,6 +85,10 @@ func newClass(name string, workers int) *Class {
 // apply installs cfg, reusing the class's buckets where it can so that the
 // tokens they hold and the tickets out on them stay valid.
 func (c *Class) apply(cfg ClassConfig, now int64) {
+	// A trace or rate schedule replaces the constant rate (loaded by the
+	// caller: it may fail, and a failed apply must change nothing).
+	c.sched = c.nextSched
+	c.nextSched = nil
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == ModePolice, backlog: cfg.Backlog}
 	c.applyPer(st, cfg, now)
@@ -101,10 +108,14 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 		st.rate = old.rate
 		st.rate.SetRate(cfg.Rate)
 		st.rate.SetLimit(cfg.Burst)
+		st.rate.SetSchedule(c.sched)
 	} else {
 		var opts []bucket.Option
 		if cfg.Capped {
 			opts = append(opts, bucket.WithCappedRelease())
+		}
+		if c.sched != nil {
+			opts = append(opts, bucket.WithSchedule(c.sched))
 		}
 		st.rate = bucket.New(cfg.Rate, cfg.Burst, append(opts, bucket.WithStart(now))...)
 	}
@@ -246,21 +257,44 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 		d.unclass = newClass(Unclassified, workers)
 		d.unclass.state.Store(&classState{cfg: ClassConfig{Name: Unclassified}, backlog: DefaultBacklog})
 	}
-	get := func(cc ClassConfig) *Class {
+	get := func(cc ClassConfig, sched *bucket.Schedule) *Class {
 		c := byName[cc.Name]
 		if c == nil {
 			c = newClass(cc.Name, workers)
 		}
+		c.nextSched = sched
 		c.apply(cc, now)
 		return c
 	}
-	for _, cc := range cfg.Classes {
-		d.classes = append(d.classes, get(cc))
+	// Rate schedules first: a trace that cannot be read fails the whole
+	// policy before any class changes.
+	scheds := make([]*bucket.Schedule, len(cfg.Classes))
+	for i := range cfg.Classes {
+		s, err := cfg.Classes[i].Emulate.schedule()
+		if err != nil {
+			return nil, fmt.Errorf("%s: class %s: %w", name, cfg.Classes[i].Name, err)
+		}
+		scheds[i] = s
+	}
+	var defSched *bucket.Schedule
+	if cfg.Default != nil {
+		s, err := cfg.Default.Emulate.schedule()
+		if err != nil {
+			return nil, fmt.Errorf("%s: class default: %w", name, err)
+		}
+		defSched = s
+	}
+	linkSched, err := cfg.Emulate.schedule()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for i, cc := range cfg.Classes {
+		d.classes = append(d.classes, get(cc, scheds[i]))
 	}
 	if cfg.Default != nil {
 		dc := *cfg.Default
 		dc.Name = DefaultClass
-		d.def = get(dc)
+		d.def = get(dc, defSched)
 	}
 	cl, err := NewClassifier(cfg.Classes)
 	if err != nil {
@@ -272,6 +306,9 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 			d.link = old.link
 			d.link.SetRate(cfg.Rate)
 			d.link.SetLimit(cfg.Burst)
+			d.link.SetSchedule(linkSched)
+		} else if linkSched != nil {
+			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now), bucket.WithSchedule(linkSched))
 		} else {
 			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now))
 		}

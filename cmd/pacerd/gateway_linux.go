@@ -4,7 +4,7 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/pacer-dev/pacer/gateway"
+	"github.com/pacer-dev/pacer/tun/gateway"
 	"github.com/pacer-dev/pacer/shaper"
 )
 

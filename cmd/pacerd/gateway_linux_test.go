@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/gateway"
+	"github.com/pacer-dev/pacer/tun/gateway"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"

@@ -57,7 +57,8 @@ type change struct {
 // other pacerd runs gateway mode with the same table; the tables hold no
 // routes of another program. It removes (and logs) the rules and routes
 // with RouteProtocol that an earlier pacerd left in its tables or at its
-// priorities. On error nothing is changed and nothing is held.
+// priorities. On error nothing is held; the checks change nothing, and
+// leftovers removed before an error stay removed.
 func New(cfg Config, log *slog.Logger) (_ *Gateway, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
