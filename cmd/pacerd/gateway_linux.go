@@ -4,8 +4,8 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/pacer-dev/pacer/tun/gateway"
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/tun/gateway"
 )
 
 // routerGateway is gateway mode in a running pacerd (see package gateway);
