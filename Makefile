@@ -18,6 +18,7 @@ deps:
 	command -v iperf3 >/dev/null 2>&1 || need="$$need iperf3"; \
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$$need prometheus"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
+	command -v ping >/dev/null 2>&1 || need="$$need iputils-ping"; \
 	if [ -n "$$need" ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
 	fi

@@ -27,6 +27,9 @@ var pingTimeRE = regexp.MustCompile(`icmp_seq=(\d+) .*time=([0-9.]+) ms`)
 func Ping(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, count int) (rtts []time.Duration, lost int, err error) {
 	args := []string{"netns", "exec", ns, "ping", "-n", "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64),
 		"-c", strconv.Itoa(count), "-W", "2", addr.String()}
+	if _, err := exec.LookPath("ping"); err != nil {
+		return nil, count, fmt.Errorf("ping not found (Debian package iputils-ping: make deps): %w", err)
+	}
 	out, err := exec.CommandContext(ctx, "ip", args...).Output()
 	rtts = ParsePing(out)
 	// ping exits 1 when some replies were missing: that is what lost says.
