@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/stats/control"
@@ -18,33 +19,42 @@ func (d *daemon) flowsHandler(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusOK, f, err)
 }
 
+// listQuery reads what the flows and keys endpoints share: the running
+// link, a known direction, n (a count, 1 or more; def if absent) and sort
+// (one of orders; the first if absent). what names the listed things in
+// errors.
+func (d *daemon) listQuery(dir string, q url.Values, what string, def int, orders ...string) (l *shaper.Link, n int, order string, err error) {
+	if l = d.link.Load(); l == nil {
+		return nil, 0, "", &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
+	}
+	if err := checkDirection(dir); err != nil {
+		return nil, 0, "", err
+	}
+	n = def
+	if v := q.Get("n"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return nil, 0, "", badRequest("n=%q: want a number of %s, 1 or more", v, what)
+		}
+	}
+	order = q.Get("sort")
+	if order == "" {
+		return l, n, orders[0], nil
+	}
+	if !slices.Contains(orders, order) {
+		list := strings.Join(orders[:len(orders)-1], ", ") + " or " + orders[len(orders)-1]
+		return nil, 0, "", badRequest("sort=%q: use %s", order, list)
+	}
+	return l, n, order, nil
+}
+
 // flows lists a class's flows: the first n (query parameter, default
 // control.DefaultFlows) in the order sort (control.FlowsByQueued, the
 // default, or control.FlowsBySent). A class that does not queue per flow
 // has none.
 func (d *daemon) flows(dir, class string, q url.Values) (*control.Flows, error) {
-	l := d.link.Load()
-	if l == nil {
-		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
-	}
-	if err := checkDirection(dir); err != nil {
+	l, n, order, err := d.listQuery(dir, q, "flows", control.DefaultFlows, control.FlowsByQueued, control.FlowsBySent)
+	if err != nil {
 		return nil, err
-	}
-	n := control.DefaultFlows
-	if v := q.Get("n"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, badRequest("n=%q: want a number of flows, 1 or more", v)
-		}
-	}
-	order := q.Get("sort")
-	switch order {
-	case "":
-		order = control.FlowsByQueued
-	case control.FlowsByQueued, control.FlowsBySent:
-	default:
-		return nil, badRequest("sort=%q: use %s or %s", order, control.FlowsByQueued, control.FlowsBySent)
 	}
 	fs, err := l.Flows(dir, class)
 	if err != nil {

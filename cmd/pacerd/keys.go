@@ -2,11 +2,9 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/pacer-dev/pacer/shaper"
@@ -24,28 +22,9 @@ func (d *daemon) keysHandler(w http.ResponseWriter, r *http.Request) {
 // default, control.KeysByQueued or control.KeysBySent). A class without a
 // per-key limit has none.
 func (d *daemon) keys(dir, class string, q url.Values) (*control.Keys, error) {
-	l := d.link.Load()
-	if l == nil {
-		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
-	}
-	if err := checkDirection(dir); err != nil {
+	l, n, order, err := d.listQuery(dir, q, "keys", control.DefaultKeys, control.KeysByRate, control.KeysByQueued, control.KeysBySent)
+	if err != nil {
 		return nil, err
-	}
-	n := control.DefaultKeys
-	if v := q.Get("n"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, badRequest("n=%q: want a number of keys, 1 or more", v)
-		}
-	}
-	order := q.Get("sort")
-	switch order {
-	case "":
-		order = control.KeysByRate
-	case control.KeysByRate, control.KeysByQueued, control.KeysBySent:
-	default:
-		return nil, badRequest("sort=%q: use %s, %s or %s", order, control.KeysByRate, control.KeysByQueued, control.KeysBySent)
 	}
 	ks, err := l.Keys(dir, class)
 	if err != nil {

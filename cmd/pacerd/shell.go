@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -61,6 +63,12 @@ type shellSettings struct {
 	metrics, control string // "": not given
 	queues           *int   // nil: not given
 	offload          *bool  // nil: not given
+	// Link emulation, as mm-delay, mm-loss and mm-link: a one-way delay
+	// and a loss percentage in both directions, and Mahimahi traces per
+	// direction.
+	delay                      time.Duration
+	loss                       float64 // percent
+	uplinkTrace, downlinkTrace string  // absolute paths; "": none
 }
 
 // runShell is `pacerd shell`: it returns CMD's exit status (128+n if a
@@ -80,6 +88,10 @@ func runShell(args []string, stderr io.Writer) int {
 	controlSocket := fs.String("control", "", "control `socket` (default: the file's control.socket, else /run/pacer-shell-ID.sock)")
 	queues := fs.Int("queues", 0, "queues per device (0: one per CPU)")
 	offload := fs.Bool("offload", true, "GSO super-packets between the devices (turn off for kernels that reject some GSO writes)")
+	delay := fs.Duration("delay", 0, "one-way `delay` added in each direction, as mm-delay (e.g. 40ms)")
+	loss := fs.String("loss", "", "`percent` of packets lost in each direction, as mm-loss (e.g. 1%)")
+	uplinkTrace := fs.String("uplink-trace", "", "Mahimahi trace `file` for the rate from CMD to the world, as mm-link's uplink trace")
+	downlinkTrace := fs.String("downlink-trace", "", "Mahimahi trace `file` for the rate back, as mm-link's downlink trace")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -105,6 +117,29 @@ func runShell(args []string, stderr io.Writer) int {
 			return exitUsage
 		}
 		*r.dst = v
+	}
+	set.delay = *delay
+	if *loss != "" {
+		p, err := shaper.ParsePercent(*loss)
+		if err != nil {
+			fmt.Fprintf(stderr, "pacerd shell: -loss: %v\n", err)
+			return exitUsage
+		}
+		set.loss = p
+	}
+	for _, tr := range []struct {
+		flag, path string
+		dst        *string
+	}{{"uplink-trace", *uplinkTrace, &set.uplinkTrace}, {"downlink-trace", *downlinkTrace, &set.downlinkTrace}} {
+		if tr.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(tr.path)
+		if err != nil {
+			fmt.Fprintf(stderr, "pacerd shell: -%s: %v\n", tr.flag, err)
+			return exitUsage
+		}
+		*tr.dst = abs
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -148,7 +183,7 @@ func runShell(args []string, stderr io.Writer) int {
 		log.Error("shell", "err", err)
 		return exitFailure
 	}
-	inner, outer := sh.Link()
+	inner, outer := linkConfig(sh.Link())
 	defaultControl := shellSocket(sh.ID)
 	load := func() (*shaper.Config, error) {
 		return shellConfig(set, inner, outer, defaultControl)
@@ -355,11 +390,43 @@ func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultContr
 	if set.downlink > 0 {
 		shellRate(&cfg.Ingress, set.downlink)
 	}
+	for _, d := range []struct {
+		dc    *shaper.DirectionConfig
+		trace string
+		flag  string
+	}{{&cfg.Egress, set.uplinkTrace, "-uplink"}, {&cfg.Ingress, set.downlinkTrace, "-downlink"}} {
+		d.dc.Emulate.Delay += set.delay
+		if set.loss > 0 {
+			d.dc.Emulate.Loss = set.loss
+		}
+		if d.trace == "" {
+			continue
+		}
+		// The trace replaces the direction's rate, which stays its burst's
+		// basis: the trace's mean unless a rate was given.
+		sched, err := shaper.LoadTrace(d.trace)
+		if err != nil {
+			return nil, fmt.Errorf("%s-trace: %w", d.flag, err)
+		}
+		d.dc.Emulate.Trace = d.trace
+		if d.dc.Rate == 0 {
+			d.dc.Rate, d.dc.Burst = max(sched.Mean(), 1), 0
+		}
+	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// linkConfig turns the shell's two endpoints into the link's config.
+func linkConfig(inner, outer shell.Endpoint) (shaper.LinkConfig, shaper.LinkConfig) {
+	conv := func(e shell.Endpoint) shaper.LinkConfig {
+		return shaper.LinkConfig{Name: e.Name, Netns: e.Netns, MTU: shaper.DefaultMTU,
+			Addresses: []netip.Prefix{e.Address}, Peer: e.Peer, Routes: e.Routes}
+	}
+	return conv(inner), conv(outer)
 }
 
 // shellRate sets a direction's rate from -uplink or -downlink. A direction

@@ -633,3 +633,49 @@ func processRuns(pid int) bool {
 	_, rest, _ := strings.Cut(string(b), ") ")
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }
+
+// TestShellEmulation: `pacerd shell -delay 20ms -- ping` sees 40 ms more
+// than the idle RTT (as mm-delay 20), and `-downlink-trace` with a
+// Mahimahi trace of one opportunity a millisecond gives iperf3 -R
+// 12 Mbit/s (as mm-link), within 1%.
+func TestShellEmulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("traffic test: skipped in -short mode")
+	}
+	tuntest.RequireIperf3(t)
+	h := newShellHost(t)
+	tuntest.StartIperf3Server(t, h.internet, shellInternetAddr)
+	ping := []string{"ping", "-n", "-c", "50", "-i", "0.02", shellInternetAddr.String()}
+	rtts := func(args ...string) time.Duration {
+		t.Helper()
+		p, code := h.runShell(t, 40*time.Second, nil, append(args, append([]string{"--"}, ping...)...)...)
+		if code != 0 {
+			t.Fatalf("exit status %d\n%s", code, p.stdout.String())
+		}
+		r := tuntest.ParsePing(p.stdout.Bytes())
+		if len(r) < 45 {
+			t.Fatalf("%d replies of 50\n%s", len(r), p.stdout.String())
+		}
+		return tuntest.Percentile(r, 0.5)
+	}
+	idle := rtts("-uplink", "100mbit")
+	delayed := rtts("-uplink", "100mbit", "-delay", "20ms")
+	t.Logf("ping p50: %v without, %v with -delay 20ms", idle, delayed)
+	if d := delayed - idle - 40*time.Millisecond; d.Abs() > time.Millisecond {
+		t.Errorf("-delay 20ms added %v to the RTT, want 40ms", delayed-idle)
+	}
+	trace, err := filepath.Abs("../../configs/traces/constant-12mbit.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, code := h.runShell(t, 40*time.Second, nil, append([]string{"-downlink-trace", trace, "--"}, iperf3Args("-R")...)...)
+	if code != 0 {
+		t.Fatalf("exit status %d\n%s", code, p.stdout.String())
+	}
+	r, err := tuntest.ParseIperf3JSON(p.stdout.Bytes())
+	if err != nil {
+		t.Fatalf("iperf3 report: %v\n%s", err, p.stdout.String())
+	}
+	tuntest.WithinRate(t, "downlink trace of 1 opportunity/ms (iperf3 goodput as IP bytes)", tcpIPRate(r), 1.5e6, 0.01)
+	h.checkClean(t)
+}

@@ -519,16 +519,7 @@ func (s *Sched) dequeueFlow(f *flow, now, tooOld int64) (Packet, bool) {
 				v = pass // the last packet of a queue is never dropped
 			}
 		}
-		p := n.pkt
-		f.head = n.next
-		if f.head == none {
-			f.tail = none
-		}
-		s.release(ni)
-		f.packets--
-		f.bytes -= int64(p.Pkt.Cost)
-		s.packets--
-		s.bytes -= int64(p.Pkt.Cost)
+		p := s.popHead(f)
 		switch v {
 		case drop:
 			f.dropped++
@@ -566,6 +557,22 @@ func (s *Sched) drop(p *Packet, r Reason) {
 	s.dropped = Packet{}
 }
 
+// popHead takes the first packet off flow f's queue (f holds one).
+func (s *Sched) popHead(f *flow) Packet {
+	ni := f.head
+	p := s.nodes[ni].pkt
+	f.head = s.nodes[ni].next
+	if f.head == none {
+		f.tail = none
+	}
+	s.release(ni)
+	f.packets--
+	f.bytes -= int64(p.Pkt.Cost)
+	s.packets--
+	s.bytes -= int64(p.Pkt.Cost)
+	return p
+}
+
 // DropFattest drops from the head of the flow holding the most bytes until
 // half its bytes, or 64 packets, are gone (at least one packet), as
 // fq_codel does on overload; under COBALT the flow's BLUE probability
@@ -587,17 +594,7 @@ func (s *Sched) DropFattest(now int64) int64 {
 	}
 	var dropped int64
 	for n := 0; f.head != none && (n == 0 || dropped < most/2 && n < 64); n++ {
-		ni := f.head
-		p := s.nodes[ni].pkt
-		f.head = s.nodes[ni].next
-		if f.head == none {
-			f.tail = none
-		}
-		s.release(ni)
-		f.packets--
-		f.bytes -= int64(p.Pkt.Cost)
-		s.packets--
-		s.bytes -= int64(p.Pkt.Cost)
+		p := s.popHead(f)
 		f.dropped++
 		dropped += int64(p.Pkt.Cost)
 		s.drop(&p, ReasonOverlimit)

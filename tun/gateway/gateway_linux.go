@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/pacer-dev/pacer/tun"
 )
 
 // Gateway is gateway mode on one router: New checks the router and clears
@@ -519,30 +520,7 @@ func (g *Gateway) inNetns(fn func() error) error {
 	if g.ns < 0 {
 		return fn()
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(g.ns); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter netns %s: %w", g.cfg.Netns, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(ferr, fmt.Errorf("leave netns %s (thread discarded): %w", g.cfg.Netns, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+	return tun.InNetns(g.ns, fn)
 }
 
 // Rules and routes.

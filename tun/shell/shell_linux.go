@@ -23,7 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -242,20 +241,24 @@ func prefixesInUse(ns netns.NsHandle) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// Link returns the two devices' endpoints for a shaper.Config: the inner
-// device in the shell's namespace, with the shell's address and the
-// default route, and the outer one in the calling namespace ("" when that
-// is the process's own), each the other's peer.
-func (s *Shell) Link() (inner, outer shaper.LinkConfig) {
-	inner = shaper.LinkConfig{
-		Name: s.Inner, Netns: s.Netns, MTU: shaper.DefaultMTU,
-		Addresses: []netip.Prefix{netip.PrefixFrom(s.Addrs.Child, 32)}, Peer: s.Addrs.Host,
+// Endpoint is one of the shell's two devices as a link's config needs it.
+type Endpoint struct {
+	Name, Netns string // the device, and its namespace ("": the process's own)
+	Address     netip.Prefix
+	Peer        netip.Addr
+	Routes      []netip.Prefix
+}
+
+// Link returns the two devices' endpoints: the inner device in the shell's
+// namespace, with the shell's address and the default route, and the
+// outer one in the calling namespace ("" when that is the process's own),
+// each the other's peer.
+func (s *Shell) Link() (inner, outer Endpoint) {
+	inner = Endpoint{
+		Name: s.Inner, Netns: s.Netns, Address: netip.PrefixFrom(s.Addrs.Child, 32), Peer: s.Addrs.Host,
 		Routes: []netip.Prefix{netip.PrefixFrom(netip.IPv4Unspecified(), 0)},
 	}
-	outer = shaper.LinkConfig{
-		Name: s.Outer, Netns: s.cfg.Netns, MTU: shaper.DefaultMTU,
-		Addresses: []netip.Prefix{netip.PrefixFrom(s.Addrs.Host, 32)}, Peer: s.Addrs.Child,
-	}
+	outer = Endpoint{Name: s.Outer, Netns: s.cfg.Netns, Address: netip.PrefixFrom(s.Addrs.Host, 32), Peer: s.Addrs.Child}
 	return inner, outer
 }
 
@@ -637,30 +640,7 @@ func (s *Shell) inHost(fn func() error) error {
 // the thread cannot switch back it stays locked, so that the runtime
 // discards it.
 func runIn(ns netns.NsHandle, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("shell: current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("shell: enter netns: %w", err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(ferr, fmt.Errorf("shell: leave netns (thread discarded): %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+	return tun.InNetns(ns, fn)
 }
 
 // writeSysctl writes value to /proc/sys/<key> (key with '/' separators)

@@ -104,7 +104,12 @@ func openShell(t *testing.T, host, etc, resolv string) (*Shell, *shaper.Link) {
 		t.Fatal(err)
 	}
 	cfg := &shaper.Config{}
-	cfg.Link.Inner, cfg.Link.Outer = s.Link()
+	in, out := s.Link()
+	conv := func(e Endpoint) shaper.LinkConfig {
+		return shaper.LinkConfig{Name: e.Name, Netns: e.Netns, MTU: shaper.DefaultMTU,
+			Addresses: []netip.Prefix{e.Address}, Peer: e.Peer, Routes: e.Routes}
+	}
+	cfg.Link.Inner, cfg.Link.Outer = conv(in), conv(out)
 	cfg.Link.Queues = 1
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {

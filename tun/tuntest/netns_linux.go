@@ -8,16 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/tun"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/pacer-dev/pacer/tun"
 )
 
 // RequirePrivileges skips the test unless it can create TUN devices and
@@ -207,30 +207,7 @@ func RunIn(nsName string, fn func() error) error {
 		return fmt.Errorf("netns %s: %w", nsName, err)
 	}
 	defer target.Close()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter netns %s: %w", nsName, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(ferr, fmt.Errorf("leave netns %s (thread discarded): %w", nsName, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+	return tun.InNetns(target, fn)
 }
 
 // LinkStats returns the kernel's counters of interface name in the named
