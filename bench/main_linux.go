@@ -2,7 +2,7 @@
 
 // Command bench measures pacer against its references in one run and
 // writes BENCHMARKS.md with PNG plots (issue 6). Run it as root from the
-// module root, through `sudo make bench` (about 8 minutes) or `make
+// module root, through `sudo make bench` (about 10 minutes) or `make
 // bench-quick` (about 2 minutes):
 //
 //	go run ./bench [-quick] [-out BENCHMARKS.md] [-plots bench/] [-only 3,7]
@@ -11,9 +11,10 @@
 // same two network namespaces, which the harness creates and removes: pacer
 // (shaper.Open, in this process, so that this process's rusage is pacer's
 // CPU), the bare copy loop (tuntest.BareCopy, also in this process), and a
-// veth pair, with `tc qdisc tbf` (and fq_codel and cake, where the kernel
-// has them) where a shaper is compared. Traffic is iperf3, ping and the
-// harness's UDP probe between 198.18.0.1 and 198.18.0.2 only.
+// veth pair, with `tc qdisc tbf` (and fq_codel, cake and netem, where the
+// kernel has them) where a shaper or emulator is compared. Traffic is
+// iperf3, ping and the harness's UDP probe between 198.18.0.1 and
+// 198.18.0.2 only.
 package main
 
 import (
@@ -58,6 +59,12 @@ type params struct {
 	lulTime        time.Duration // scenario 10: iperf3 -t per run (whole seconds)
 	lulSkip        time.Duration // scenario 10: the start of the steady window
 	lulReps        int           // scenario 10
+	emuReps        int           // scenario 11
+	emuWarm        time.Duration // scenario 11, throughput: before the window
+	emuWindow      time.Duration
+	emuIdle        time.Duration // scenario 11, probe: each idle phase
+	emuLoadWarm    time.Duration // from the bulk flows' start to the first loaded phase
+	emuProbeWindow time.Duration // each loaded phase
 }
 
 var fullParams = params{
@@ -68,6 +75,8 @@ var fullParams = params{
 	loadedWarm: 1500 * time.Millisecond,
 	changeAt:   3 * time.Second, changeTotal: 6 * time.Second,
 	lulTime: 7 * time.Second, lulSkip: 2 * time.Second, lulReps: 3,
+	emuReps: 3, emuWarm: 1500 * time.Millisecond, emuWindow: 2500 * time.Millisecond,
+	emuIdle: time.Second, emuLoadWarm: 1500 * time.Millisecond, emuProbeWindow: 2500 * time.Millisecond,
 }
 
 var quickParams = params{
@@ -78,6 +87,8 @@ var quickParams = params{
 	loadedWarm: 500 * time.Millisecond,
 	changeAt:   1500 * time.Millisecond, changeTotal: 3 * time.Second,
 	lulTime: 6 * time.Second, lulSkip: 2 * time.Second, lulReps: 1,
+	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second,
+	emuIdle: 500 * time.Millisecond, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 }
 
 // results is everything a run measured, for the report.
@@ -91,6 +102,7 @@ type results struct {
 	DelayCounts [len(shaper.DelayBuckets) + 1]uint64
 	RateChange  []*rateSeries
 	LUL         []*lulResult      // scenario 10, by rate then variant
+	Emu         *emuResults       // scenario 11
 	Plots       map[string]string // plot name → path relative to the report
 	Errors      []string
 }
@@ -110,11 +122,11 @@ func (r *runner) progress(format string, args ...any) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenario 10; whole run about 2 minutes)")
+	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenarios 10 and 11; whole run about 2 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10), for development; default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11), for development; default all")
 	flag.Parse()
 
 	r := &runner{p: fullParams, start: time.Now()}
@@ -200,6 +212,7 @@ func run() int {
 		{[]string{"6", "9"}, "scenario 6 (loaded)", r.runLoadedLatency},
 		{[]string{"9"}, "scenario 9", r.runRateChange},
 		{[]string{"10"}, "scenario 10", r.runLatencyUnderLoad},
+		{[]string{"11"}, "scenario 11", r.runEmulation},
 	} {
 		if ctx.Err() != nil {
 			break
@@ -242,7 +255,7 @@ func run() int {
 	return 0
 }
 
-// writePlots saves the plots of scenarios 9 and 10 into dir and records their
+// writePlots saves the plots of scenarios 9, 10 and 11 into dir and records their
 // paths relative to the report.
 func (r *runner) writePlots(report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -283,6 +296,14 @@ func (r *runner) writePlots(report, dir string) error {
 			errs = append(errs, err)
 		} else {
 			r.res.Plots["latency-under-load"] = rel(f)
+		}
+	}
+	if e := r.res.Emu; e != nil && len(e.Phases) > 0 {
+		f := filepath.Join(dir, "emulation-delay.png")
+		if err := plotEmuDelay(f, e.Phases, 2*emuDelay); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.res.Plots["emulation-delay"] = rel(f)
 		}
 	}
 	return errors.Join(errs...)

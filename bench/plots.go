@@ -177,3 +177,61 @@ func plotProbeRTT(file string, series []*lulResult, from, to time.Duration) erro
 	}
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
 }
+
+// plotEmuDelay draws the probe's RTT minus the idle RTT over time for each
+// phase with a delay line (the time each probe was sent, from the phase's
+// start), with the configured round-trip delay as a dashed line; lost
+// probes are left out.
+func plotEmuDelay(file string, phases []*emuPhase, want time.Duration) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("UDP probe through a %v delay line each way: RTT minus the idle RTT", want/2)
+	p.Title.Padding = vg.Points(10)
+	p.X.Label.Text = "time the probe was sent, since the phase started (s)"
+	p.Y.Label.Text = "RTT − idle RTT (ms)"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	w := float64(want) / float64(time.Millisecond)
+	lo, hi, tmax := w, w, 0.0
+	colors := []color.RGBA{colorPacer, colorRef, lulColors["pacer-fifo"], lulColors["fq_codel"]}
+	n := 0
+	for _, ph := range phases {
+		if ph.Delay == 0 || len(ph.Series) == 0 || math.IsNaN(ph.SeriesIdle) {
+			continue
+		}
+		var xy plotter.XYs
+		for _, s := range ph.Series {
+			if math.IsNaN(s.RTT) {
+				continue
+			}
+			y := s.RTT - ph.SeriesIdle
+			xy = append(xy, plotter.XY{X: s.Sent.Seconds(), Y: y})
+			lo, hi, tmax = math.Min(lo, y), math.Max(hi, y), math.Max(tmax, s.Sent.Seconds())
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = colors[n%len(colors)]
+		l.Width = vg.Points(1)
+		p.Add(l)
+		p.Legend.Add(ph.Name, l)
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("emulation plot: no probe replies")
+	}
+	m, err := plotter.NewLine(plotter.XYs{{X: 0, Y: w}, {X: tmax, Y: w}})
+	if err != nil {
+		return err
+	}
+	m.Color, m.Dashes = colorGrey, []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(m)
+	p.Legend.Add(fmt.Sprintf("configured %v", want), m)
+	pad := math.Max(0.5, (hi-lo)*0.1)
+	p.Y.Min, p.Y.Max = math.Min(lo-pad, w-1), hi+pad+(hi-lo+2*pad)*0.4 // room for the legend
+	p.X.Min, p.X.Max = 0, tmax
+	return p.Save(8*vg.Inch, 4*vg.Inch, file)
+}

@@ -56,6 +56,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.cpu(res)
 	r.plots(res)
 	r.latencyUnderLoad(res, p)
+	r.emulation(res, p)
 	r.method(p)
 
 	h := &rep{w: w}
@@ -666,6 +667,8 @@ func (r *rep) method(p params) {
 				p.warm, p.window, p.shapeWarm, p.shapeWindow, p.pings, p.pingInterval, p.loadedPings, p.loadedInterval, p.loadedWarm, p.changeTotal, p.changeAt),
 		fmt.Sprintf("Scenario 10 runs `iperf3 -c -t %d -P %d -C cubic -i 0.5 --json --get-server-output` against a one-test `iperf3 -s --json` per run (the server's per-stream intervals give the flows' received rates) and a UDP probe from this process every %v (a sent probe without an echo within %v of the window's end counts as lost); the window is %v to %v after the client starts; %s.",
 			int(p.lulTime/time.Second), lulFlows, lulProbeInterval, 2*shapeBacklog, p.lulSkip, p.lulTime-500*time.Millisecond, plural(p.lulReps, "repetition")),
+		fmt.Sprintf("Scenario 11 raises `net.ipv4.tcp_rmem` and `tcp_wmem`'s maximum to %d MiB in both namespaces (so that a window covers 10 Gbit/s × 20 ms); its throughput runs are `iperf3 -c -t %d [-P 4] -C cubic` with a window of %v after %v, and its probe phases last %v idle and %v under load (after %v of load), %s.",
+			emuTCPBufMax>>20, int((p.emuWarm+p.emuWindow)/time.Second)+2, p.emuWindow, p.emuWarm, p.emuIdle, p.emuProbeWindow, p.emuLoadWarm, plural(p.emuReps, "repetition")),
 		fmt.Sprintf("Scenarios 1 and 2 run `go test -bench` as a subprocess, %d times each (`-count %d -benchtime %s`); the benchmarks stay in their `_test.go` files.", p.benchCount, p.benchCount, p.benchTime),
 		"The run measures on whatever else the machine is doing: the header gives the load average and the other CPU time during the run.",
 	}
@@ -673,4 +676,158 @@ func (r *rep) method(p params) {
 		r.p("- %s", l)
 	}
 	r.p("")
+}
+
+func (r *rep) emulation(res *results, p params) {
+	e := res.Emu
+	if e == nil {
+		return
+	}
+	r.p("## 11. Link emulation: a %v delay line at speed, and its accuracy under load", emuDelay)
+	r.p("")
+	r.p("**Throughput ceiling.** TCP (iperf3, cubic, %s flows) from ns1 to ns2 through a one-way delay line of %v, as `mm-delay` or `tc netem delay` gives, with offloads on: pacer with one egress default class `{rate: 100gbit, delay: 20ms, queue: fifo}` (a rate far above what it forwards, so that the class never limits; fifo is a droptail link like Mahimahi's, where the fair queue's AQM would cut a single flow's window), against the same class without `delay` in the same run; netem (`tc qdisc add dev <veth end in ns1> root netem delay 20ms limit 1000000`) on a veth pair with offloads on, against the bare veth, where the kernel has netem. The ACKs come back without delay, so the RTT is about %v. Goodput is the TCP payload the receiving device counted over a window of %v after %v (IP bytes minus 52 per packet, as in scenario 3); the ratio is against the same path without the delay line, measured in the same run; %s. Both namespaces' TCP buffers may grow to %d MiB for this scenario. Higher is better.",
+		joinInts(emuFlowCounts), emuDelay, emuDelay, p.emuWindow, p.emuWarm, medianOf(p.emuReps), emuTCPBufMax>>20)
+	r.p("")
+	byKey := map[string]*emuFlowResult{}
+	for _, fr := range e.Ceiling {
+		byKey[fmt.Sprintf("%d/%s", fr.Flows, fr.Key)] = fr
+	}
+	ref := map[string]string{"pacer-delay": "pacer", "netem": "veth"}
+	t := newTable("flows", "path", "TCP goodput Gbit/s", "vs the same path without delay", "CPU s per GB", "pacer's class: delayed / dropped packets")
+	var unavail []string
+	seen := map[string]bool{}
+	for _, fr := range e.Ceiling {
+		flows := fmt.Sprint(fr.Flows)
+		switch {
+		case fr.Skipped:
+			continue
+		case fr.Unavailable != "":
+			t.add(flows, fr.Name, "not available", "—", "—", "—")
+			if !seen[fr.Key] {
+				seen[fr.Key] = true
+				unavail = append(unavail, fmt.Sprintf("%s: %s", fr.Key, strings.TrimRight(fr.Unavailable, ".")))
+			}
+			continue
+		case len(fr.Goodput) == 0:
+			t.add(flows, fr.Name, "failed", "—", "—", "—")
+			continue
+		}
+		g := summarize(fr.Goodput)
+		vs := "—"
+		if k, ok := ref[fr.Key]; ok {
+			if rf := byKey[fmt.Sprintf("%d/%s", fr.Flows, k)]; rf != nil {
+				vs = fmtRatio(ratio(g, summarize(rf.Goodput)))
+			}
+		}
+		cpu, counts := "—", "—"
+		if strings.HasPrefix(fr.Key, "pacer") {
+			cpu = fmtSummary(summarize(fr.CPUPerGB), 2)
+			counts = fmt.Sprintf("%d / %d of %d sent", fr.Delayed, fr.Dropped, fr.Sent)
+		}
+		t.add(flows, fr.Name, fmtSummary(g, 2), vs, cpu, counts)
+	}
+	r.p("%s", t)
+	if len(unavail) > 0 {
+		r.p("Not available on this kernel (Linux %s; the qdisc could not be created, so the variant and its bare-veth reference were not run): %s.", kernelRelease(), strings.Join(unavail, "; "))
+		r.p("")
+	}
+	r.p("CPU is this process's (pacer's workers) per GB of TCP payload, as in scenario 8; the delayed and dropped packets are pacer's class counters over the whole runs (a GSO super-packet counts once).")
+	r.p("")
+
+	if len(e.Limited) > 0 {
+		r.p("**Rate-limited delay line.** The same delay line in a class `{rate: 1gbit, delay: 20ms}` (pacer's default queue, fq; offloads on): the class's wire rate is the IP bytes pacer wrote for it per second with every segment's headers (its class counters: what the bucket charges), against the configured rate; the device's goodput is the TCP payload the receiving device counted, against the payload share of the rate (× 1448/1500, full-size segments). Both are over the same window.")
+		r.p("")
+		t := newTable("flows", "configured", "class wire rate Mbit/s", "error", "TCP goodput Mbit/s (device)", "error vs 1448/1500 of the rate", "delayed / dropped packets")
+		for _, fr := range e.Limited {
+			if len(fr.Wire) == 0 {
+				t.add(fmt.Sprint(fr.Flows), fmt.Sprintf("%d Mbit/s", fr.RateBits/1_000_000), "failed", "—", "—", "—", "—")
+				continue
+			}
+			w := summarize(fr.Wire)
+			g := summarize(fr.Goodput).scale(1e9)
+			t.add(fmt.Sprint(fr.Flows), fmt.Sprintf("%d Mbit/s", fr.RateBits/1_000_000),
+				fmtSummary(w.scale(1e-6), 1), fmtPct(relErr(w, float64(fr.RateBits))),
+				fmtSummary(g.scale(1e-6), 1), fmtPct(relErr(g, payloadShare(fr.RateBits))),
+				fmt.Sprintf("%d / %d of %d sent", fr.Delayed, fr.Dropped, fr.Sent))
+		}
+		r.p("%s", t)
+	}
+
+	if len(e.Phases) > 0 {
+		r.p("**Delay accuracy under load.** The UDP probe of scenario 10 (a %d-byte datagram every %v, RTT from the send to the kernel's receive timestamp of the echo) in a class of its own in both directions (`{rate: 10mbit, delay: 20ms}` on egress and on ingress, matched by UDP port), so that its RTT should be %v plus the idle RTT; pacer with offloads on. Each repetition runs on one pacer link whose policy changes between phases through `Link.Apply`: idle without the delay lines (the **idle RTT**, subtracted from every figure of the repetition), idle with them, then with %d bulk TCP flows (cubic) filling the egress default class at %s, first without and then with the delay lines. *Error* is the RTT minus the idle RTT minus the configured %v: 0 is exact, positive is late. %s; figures in ms.",
+			probePayload, lulProbeInterval, 2*emuDelay, lulFlows, joinRates(emuLoadRates), 2*emuDelay, strings.ToUpper(medianOf(p.emuReps)[:1])+medianOf(p.emuReps)[1:])
+		r.p("")
+		t := newTable("phase", "RTT p50", "RTT p99", "RTT max", "error p50", "error p99", "error max", "probes lost", "bulk class Mbit/s")
+		for _, ph := range e.Phases {
+			if len(ph.P50) == 0 {
+				t.add(ph.Name, "failed", "—", "—", "—", "—", "—", "—", "—")
+				continue
+			}
+			e50, e99, emax := "—", "—", "—"
+			if ph.Delay > 0 {
+				e50, e99, emax = fmtSigned(summarize(ph.Err50), 3), fmtSigned(summarize(ph.Err99), 3), fmtSigned(summarize(ph.ErrMax), 3)
+			}
+			bulk := "—"
+			if len(ph.LoadRate) > 0 {
+				bulk = fmtSummary(summarize(ph.LoadRate).scale(1e-6), 1)
+			}
+			t.add(ph.Name, fmtSummary(summarize(ph.P50), 3), fmtSummary(summarize(ph.P99), 3), fmtSummary(summarize(ph.Max), 3),
+				e50, e99, emax, fmt.Sprintf("%d of %d", ph.Lost, ph.Sent), bulk)
+		}
+		r.p("%s", t)
+		var delayed []string
+		for _, ph := range e.Phases {
+			if ph.Delay > 0 && len(ph.P50) > 0 {
+				delayed = append(delayed, fmt.Sprintf("%d of %d probes' packets (%s)", ph.Delayed, 2*(ph.Sent-ph.Lost), ph.Key))
+			}
+		}
+		if len(delayed) > 0 {
+			r.p("The probe class's delay lines (pacer's `Delayed` counters, both directions) held %s.", strings.Join(delayed, "; "))
+			r.p("")
+		}
+		if f := res.Plots["emulation-delay"]; f != "" {
+			r.p("![probe RTT minus the idle RTT through a 20 ms delay line each way](%s)", f)
+			r.p("")
+			r.p("The probe's RTT minus the idle RTT of the same repetition, over time, in the phases with the delay lines (last repetition; the dashed line is the configured %v).", 2*emuDelay)
+			r.p("")
+		}
+	}
+
+	// Headline.
+	var parts []string
+	for _, n := range emuFlowCounts {
+		d, ref := byKey[fmt.Sprintf("%d/pacer-delay", n)], byKey[fmt.Sprintf("%d/pacer", n)]
+		if d == nil || len(d.Goodput) == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s Gbit/s with %s", fmtNum(summarize(d.Goodput).Median, 2), plural(n, "flow"))
+		if ref != nil && len(ref.Goodput) > 0 {
+			s += fmt.Sprintf(" (%s without delay)", fmtRatio(ratio(summarize(d.Goodput), summarize(ref.Goodput))))
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) > 0 {
+		h := fmt.Sprintf("Link emulation, %v delay line (TCP, offloads on): pacer %s", emuDelay, strings.Join(parts, ", "))
+		if n := byKey[fmt.Sprintf("%d/netem", emuFlowCounts[0])]; n != nil {
+			switch {
+			case n.Unavailable != "":
+				h += "; netem not available"
+			case len(n.Goodput) > 0:
+				h += fmt.Sprintf("; netem %s Gbit/s with %s (pacer %s)", fmtNum(summarize(n.Goodput).Median, 2), plural(emuFlowCounts[0], "flow"),
+					fmtRatio(ratio(summarize(byKey[fmt.Sprintf("%d/pacer-delay", emuFlowCounts[0])].Goodput), summarize(n.Goodput))))
+			}
+		}
+		for _, fr := range e.Limited {
+			if fr.Flows == emuFlowCounts[0] && len(fr.Wire) > 0 {
+				h += fmt.Sprintf("; a 1 Gbit/s class with the delay delivered %s on the wire (%s flows)", fmtPct(relErr(summarize(fr.Wire), float64(fr.RateBits))), fmt.Sprint(fr.Flows))
+			}
+		}
+		for _, ph := range e.Phases {
+			if ph.LoadBits > 0 && ph.Delay > 0 && len(ph.Err50) > 0 {
+				h += fmt.Sprintf("; probe through %v each way beside %d Mbit/s of bulk TCP: %s ms at p50, %s at p99 off the configured %v",
+					ph.Delay, ph.LoadBits/1_000_000, fmtSigned(summarize(ph.Err50), 2), fmtSigned(summarize(ph.Err99), 2), 2*ph.Delay)
+			}
+		}
+		r.headline("%s.", h)
+	}
 }

@@ -7,13 +7,6 @@ import (
 	"fmt"
 )
 
-// tcpHeaders is the IP and TCP header bytes of every data segment of a
-// Linux TCP flow (20 + 20 + 12 bytes of timestamp option). A GSO
-// super-packet carries them once, so the TCP payload delivered is the IP
-// bytes received minus tcpHeaders per received packet, whatever the
-// offloads.
-const tcpHeaders = 52
-
 // flowResult is what the repetitions of one variant measured.
 type flowResult struct {
 	Name      string

@@ -58,6 +58,17 @@ ingress:
 		}
 	}
 
+	// A worker counts a packet as sent once its write has returned, just
+	// after the fake passed it on: wait for the counts.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var sent uint64
+		for _, ci := range l.Classes() {
+			sent += ci.Counters().SentPackets
+		}
+		if sent == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
 	var s stats.Source = l
 	byKey := map[stats.Key]stats.ClassStats{}
 	for _, cs := range s.ClassStats() {
