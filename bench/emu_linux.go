@@ -65,14 +65,21 @@ var emuCeilingVariants = []emuVariant{
 	{key: "veth", name: "veth (offloads on), no qdisc", refOf: "netem"},
 }
 
-var emuLimitedVariant = emuVariant{key: "pacer-limited", name: "pacer (offloads on), rate 1gbit, delay 20ms",
-	rateBits: emuLimitedRate, delay: emuDelay}
+// emuLimitedVariants are the rate-limited delay lines: pacer's default
+// queue (fq, with its AQM) and a droptail fifo.
+var emuLimitedVariants = []emuVariant{
+	{key: "pacer-limited", name: "pacer (offloads on), rate 1gbit, delay 20ms (fq)",
+		rateBits: emuLimitedRate, delay: emuDelay},
+	{key: "pacer-limited-fifo", name: "pacer (offloads on), rate 1gbit, delay 20ms, fifo",
+		rateBits: emuLimitedRate, delay: emuDelay, queue: "fifo"},
+}
 
 // emuFlowResult is one variant with one flow count.
 type emuFlowResult struct {
 	Key, Name string
 	Flows     int
 	RateBits  uint64 // the configured rate of a rate-limited variant; 0 for the ceiling
+	Queue     string // the class's queue key ("": pacer's default, fq)
 	// Goodput is the TCP payload the receiving device counted, Gbit/s.
 	Goodput []float64
 	// Wire is the IP bytes pacer wrote for the class per second, headers
@@ -227,10 +234,11 @@ func (r *runner) emuThroughput(ctx context.Context, res *emuResults) error {
 		}
 	}
 	for _, n := range emuFlowCounts {
-		v := emuLimitedVariant
-		fr := &emuFlowResult{Key: v.key, Name: v.name, Flows: n, RateBits: v.rateBits}
-		res.Limited = append(res.Limited, fr)
-		jobs = append(jobs, job{v, n, fr})
+		for _, v := range emuLimitedVariants {
+			fr := &emuFlowResult{Key: v.key, Name: v.name, Flows: n, RateBits: v.rateBits, Queue: v.queue}
+			res.Limited = append(res.Limited, fr)
+			jobs = append(jobs, job{v, n, fr})
+		}
 	}
 	unavailable := map[string]string{}
 	var errs []error

@@ -12,7 +12,7 @@ import (
 // The policies of scenario 11 load and say what the report says they do.
 func TestEmuPolicies(t *testing.T) {
 	e := &env{ns1: "ns-a", ns2: "ns-b"}
-	for _, v := range append(emuCeilingVariants, emuLimitedVariant) {
+	for _, v := range append(emuCeilingVariants, emuLimitedVariants...) {
 		if v.kernel || v.refOf != "" {
 			continue
 		}

@@ -693,7 +693,7 @@ func (r *rep) emulation(res *results, p params) {
 		byKey[fmt.Sprintf("%d/%s", fr.Flows, fr.Key)] = fr
 	}
 	ref := map[string]string{"pacer-delay": "pacer", "netem": "veth"}
-	t := newTable("flows", "path", "TCP goodput Gbit/s", "vs the same path without delay", "CPU s per GB", "pacer's class: delayed / dropped packets")
+	t := newTable("flows", "path", "TCP goodput Gbit/s", "vs the same path without delay", "CPU s per GB", "pacer's class: delayed / dropped / sent packets")
 	var unavail []string
 	seen := map[string]bool{}
 	for _, fr := range e.Ceiling {
@@ -722,7 +722,7 @@ func (r *rep) emulation(res *results, p params) {
 		cpu, counts := "—", "—"
 		if strings.HasPrefix(fr.Key, "pacer") {
 			cpu = fmtSummary(summarize(fr.CPUPerGB), 2)
-			counts = fmt.Sprintf("%d / %d of %d sent", fr.Delayed, fr.Dropped, fr.Sent)
+			counts = fmt.Sprintf("%d / %d / %d", fr.Delayed, fr.Dropped, fr.Sent)
 		}
 		t.add(flows, fr.Name, fmtSummary(g, 2), vs, cpu, counts)
 	}
@@ -731,26 +731,32 @@ func (r *rep) emulation(res *results, p params) {
 		r.p("Not available on this kernel (Linux %s; the qdisc could not be created, so the variant and its bare-veth reference were not run): %s.", kernelRelease(), strings.Join(unavail, "; "))
 		r.p("")
 	}
-	r.p("CPU is this process's (pacer's workers) per GB of TCP payload, as in scenario 8; the delayed and dropped packets are pacer's class counters over the whole runs (a GSO super-packet counts once).")
+	r.p("CPU is this process's (pacer's workers) per GB of TCP payload, as in scenario 8; the delayed, dropped and sent packets are pacer's class counters over the whole runs (a GSO super-packet counts once; delayed can exceed sent by what was still in the line when it was read).")
 	r.p("")
 
 	if len(e.Limited) > 0 {
-		r.p("**Rate-limited delay line.** The same delay line in a class `{rate: 1gbit, delay: 20ms}` (pacer's default queue, fq; offloads on): the class's wire rate is the IP bytes pacer wrote for it per second with every segment's headers (its class counters: what the bucket charges), against the configured rate; the device's goodput is the TCP payload the receiving device counted, against the payload share of the rate (× 1448/1500, full-size segments). Both are over the same window.")
+		r.p("**Rate-limited delay line.** The same delay line in a class `{rate: 1gbit, delay: 20ms}`, with pacer's default queue (fq: per-flow queues, COBALT; the senders do not ask for ECN, so the AQM drops) and with `queue: fifo` (droptail, `backlog` 500 ms by default), offloads on. The class's *wire rate* is the IP bytes pacer wrote for it per second with every segment's headers (its class counters: what the bucket charges), against the configured rate; the *device goodput* is the TCP payload the receiving device counted, against the payload share of the rate (× 1448/1500, full-size segments). Both are over the window of the throughput runs.")
 		r.p("")
-		t := newTable("flows", "configured", "class wire rate Mbit/s", "error", "TCP goodput Mbit/s (device)", "error vs 1448/1500 of the rate", "delayed / dropped packets")
+		t := newTable("flows", "queue", "configured", "class wire rate Mbit/s", "error", "TCP goodput Mbit/s (device)", "error vs 1448/1500 of the rate", "delayed / dropped / sent packets")
 		for _, fr := range e.Limited {
+			q := fr.Queue
+			if q == "" {
+				q = "fq (default)"
+			}
 			if len(fr.Wire) == 0 {
-				t.add(fmt.Sprint(fr.Flows), fmt.Sprintf("%d Mbit/s", fr.RateBits/1_000_000), "failed", "—", "—", "—", "—")
+				t.add(fmt.Sprint(fr.Flows), q, fmt.Sprintf("%d Mbit/s", fr.RateBits/1_000_000), "failed", "—", "—", "—", "—")
 				continue
 			}
 			w := summarize(fr.Wire)
 			g := summarize(fr.Goodput).scale(1e9)
-			t.add(fmt.Sprint(fr.Flows), fmt.Sprintf("%d Mbit/s", fr.RateBits/1_000_000),
+			t.add(fmt.Sprint(fr.Flows), q, fmt.Sprintf("%d Mbit/s", fr.RateBits/1_000_000),
 				fmtSummary(w.scale(1e-6), 1), fmtPct(relErr(w, float64(fr.RateBits))),
 				fmtSummary(g.scale(1e-6), 1), fmtPct(relErr(g, payloadShare(fr.RateBits))),
-				fmt.Sprintf("%d / %d of %d sent", fr.Delayed, fr.Dropped, fr.Sent))
+				fmt.Sprintf("%d / %d / %d", fr.Delayed, fr.Dropped, fr.Sent))
 		}
 		r.p("%s", t)
+		r.p("A GSO super-packet (up to 44 segments here) is one packet to pacer's queue: the AQM drops it whole, so one drop costs TCP a burst of segments, and with 20 ms of delay the flow needs many round trips to grow back.")
+		r.p("")
 	}
 
 	if len(e.Phases) > 0 {

@@ -14,23 +14,28 @@ import (
 
 const ms = int64(time.Millisecond)
 
-// opportunitiesBefore counts a trace's opportunities that fall in [0, e)
-// ms of the looping link, by walking Mahimahi's own loop (the base time
-// moves on by the last timestamp after each pass) in its steady state: a
-// pass before time 0 puts its last opportunities at 0. It is the reference
-// for the parsed schedule, which spreads an opportunity at k over
-// [k, k+1) ms, so the bytes due by k ms are those of opportunities before.
-func opportunitiesBefore(stamps []int64, e int64) uint64 {
+// opportunitiesBefore returns, for each k in [0, upTo], how many of a
+// trace's opportunities fall in [0, k) ms of the looping link, by walking
+// Mahimahi's own loop (the base time moves on by the last timestamp after
+// each pass) in its steady state: a pass before time 0 puts its last
+// opportunities at 0. It is the reference for the parsed schedule, which
+// spreads an opportunity at k over [k, k+1) ms, so the bytes due by k ms
+// are those of the opportunities before.
+func opportunitiesBefore(stamps []int64, upTo int64) []uint64 {
 	period := stamps[len(stamps)-1]
-	var n uint64
-	for base := -period; base < e; base += period {
+	at := make([]uint64, upTo+1) // opportunities at each ms
+	for base := -period; base <= upTo; base += period {
 		for _, s := range stamps {
-			if t := base + s; t >= 0 && t < e {
-				n++
+			if t := base + s; t >= 0 && t <= upTo {
+				at[t]++
 			}
 		}
 	}
-	return n
+	before := make([]uint64, upTo+1)
+	for k := int64(1); k <= upTo; k++ {
+		before[k] = before[k-1] + at[k-1]
+	}
+	return before
 }
 
 func parseStamps(t testing.TB, trace string) []int64 {
@@ -73,9 +78,10 @@ func TestParseMahimahiTrace(t *testing.T) {
 					s.Period(), s.Mean(), s.RateAt(0), s.RateAt(ms), len(s.at),
 					tc.period, tc.mean, tc.rateAt0, tc.rateAt1, tc.segments)
 			}
-			stamps := parseStamps(t, tc.trace)
-			for k := int64(0); k <= 5*int64(tc.period/time.Millisecond)+1; k++ {
-				if got, want := s.Tokens(k*ms), 1500*opportunitiesBefore(stamps, k); got != want {
+			upTo := 5*int64(tc.period/time.Millisecond) + 1
+			before := opportunitiesBefore(parseStamps(t, tc.trace), upTo)
+			for k := int64(0); k <= upTo; k++ {
+				if got, want := s.Tokens(k*ms), 1500*before[k]; got != want {
 					t.Fatalf("Tokens(%d ms) = %d, want %d (Mahimahi's opportunities before it)", k, got, want)
 				}
 			}
@@ -180,8 +186,9 @@ func FuzzParseMahimahiTrace(f *testing.F) {
 		if period > 1000 {
 			return // the reference walk below would be slow
 		}
+		before := opportunitiesBefore(stamps, 3*period+1)
 		for k := int64(0); k <= 3*period+1; k++ {
-			if got, want := s.Tokens(k*ms), uint64(mtu)*opportunitiesBefore(stamps, k); got != want {
+			if got, want := s.Tokens(k*ms), uint64(mtu)*before[k]; got != want {
 				t.Fatalf("Tokens(%d ms) = %d, want %d", k, got, want)
 			}
 		}

@@ -150,7 +150,11 @@ func TestPacerctlSetMidFlow(t *testing.T) {
     - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 10mbit, backlog: 200ms}
 `)
 	srv := tuntest.StartIperf3Server(t, td.ns2, addr2)
-	wait := background(t, srv, td.ns1, 20*time.Second)
+	// Four flows: the class is fair-queued with AQM (the default), so one
+	// cubic flow keeps a short queue and takes seconds to grow into a
+	// doubled rate; four keep the class full, which is what the test is
+	// about (the new rate governs at once).
+	wait := background(t, srv, td.ns1, 20*time.Second, "-P", "4")
 	time.Sleep(2 * time.Second)
 	tuntest.WithinRate(t, "10mbit before set", td.deliveredRate(t, 3*time.Second), 1.25e6, 0.02)
 
@@ -188,6 +192,12 @@ ingress:
   classes:
     - {name: video, match: {dst: [198.18.0.1/32], proto: udp, dport: 5201}, rate: 20mbit, backlog: 50ms}
 `)
+	// ECN on for the TCP sender: the fair-queued class then marks rather
+	// than drops, so iperf3's goodput has no retransmissions that pacer
+	// counts as sent and iperf3 does not.
+	if err := exec.Command("ip", "netns", "exec", td.ns1, "sysctl", "-qw", "net.ipv4.tcp_ecn=1").Run(); err != nil {
+		t.Fatalf("tcp_ecn: %v", err)
+	}
 	srv2 := tuntest.StartIperf3Server(t, td.ns2, addr2) // TCP: ns1 → ns2, egress
 	srv1 := tuntest.StartIperf3Server(t, td.ns1, addr1) // UDP: ns2 → ns1, ingress
 	waitTCP := background(t, srv2, td.ns1, 12*time.Second)
