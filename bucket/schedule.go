@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -224,4 +225,13 @@ func (s *Schedule) RateAt(e int64) uint64 {
 	}
 	_, r := bits.Div64(0, uint64(e), uint64(s.period))
 	return s.rate[s.segment(int64(r))]
+}
+
+// Equal reports whether s and o accrue the same tokens at every time: the
+// same segments and period.
+func (s *Schedule) Equal(o *Schedule) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return s.period == o.period && s.loops == o.loops && slices.Equal(s.at, o.at) && slices.Equal(s.rate, o.rate)
 }

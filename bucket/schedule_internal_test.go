@@ -381,3 +381,13 @@ func TestScheduleZero(t *testing.T) {
 		t.Fatalf("After(0, 1001) = %v, want never", time.Duration(got))
 	}
 }
+
+func TestScheduleEqual(t *testing.T) {
+	a, _ := NewRateSchedule([]Step{{0, 1000}, {time.Second, 500}}, 2*time.Second)
+	b, _ := NewRateSchedule([]Step{{0, 1000}, {time.Second, 500}}, 2*time.Second)
+	c, _ := NewRateSchedule([]Step{{0, 1000}, {time.Second, 400}}, 2*time.Second)
+	var none *Schedule
+	if !a.Equal(b) || a.Equal(c) || a.Equal(none) || !none.Equal(nil) {
+		t.Errorf("Equal: a~b %v, a~c %v, a~nil %v, nil~nil %v", a.Equal(b), a.Equal(c), a.Equal(none), none.Equal(nil))
+	}
+}

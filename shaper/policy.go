@@ -261,6 +261,8 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 		c := byName[cc.Name]
 		if c == nil {
 			c = newClass(cc.Name, workers)
+		} else if sched.Equal(c.sched) {
+			sched = c.sched // unchanged: keep its phase
 		}
 		c.nextSched = sched
 		c.apply(cc, now)
@@ -306,6 +308,9 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 			d.link = old.link
 			d.link.SetRate(cfg.Rate)
 			d.link.SetLimit(cfg.Burst)
+			if linkSched.Equal(d.link.Schedule()) {
+				linkSched = d.link.Schedule() // unchanged: keep its phase
+			}
 			d.link.SetSchedule(linkSched)
 		} else if linkSched != nil {
 			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now), bucket.WithSchedule(linkSched))
