@@ -100,6 +100,14 @@ func fmtSigned(s summary, prec int) string {
 	return fmt.Sprintf("%s (%s … %s)", f(s.Median), f(s.Min), f(s.Max))
 }
 
+// medianOnly is the summary of xs with its range dropped, for a
+// headline.
+func medianOnly(xs []float64) summary {
+	s := summarize(xs)
+	s.Min, s.Max = s.Median, s.Median
+	return s
+}
+
 // joinInts formats ns as "4 and 1".
 func joinInts(ns []int) string {
 	var s []string
@@ -110,4 +118,18 @@ func joinInts(ns []int) string {
 		return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 	}
 	return strings.Join(s, "")
+}
+
+// rateYAML writes a rate in bit/s as a config would: "1gbit", "100mbit",
+// "64kbit", "1500bit".
+func rateYAML(bits uint64) string {
+	for _, u := range []struct {
+		div  uint64
+		unit string
+	}{{1_000_000_000, "gbit"}, {1_000_000, "mbit"}, {1_000, "kbit"}} {
+		if bits >= u.div && bits%u.div == 0 {
+			return fmt.Sprintf("%d%s", bits/u.div, u.unit)
+		}
+	}
+	return fmt.Sprintf("%dbit", bits)
 }

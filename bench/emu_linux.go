@@ -38,9 +38,10 @@ var emuFlowCounts = []int{4, 1}
 
 // emuTCPBufMax is the largest TCP send and receive buffer in both
 // namespaces during scenario 11 (tcp_wmem and tcp_rmem's maximum): a
-// flow's window must cover 10 Gbit/s × 20 ms = 25 MB plus what waits, or
-// the ceiling is the sender's buffer (4 MB by default) and not the path.
-const emuTCPBufMax = 64 << 20
+// flow's window must cover 10 Gbit/s × 20 ms = 25 MB plus what waits (and
+// the receiver advertises only part of its buffer), or the ceiling is the
+// sender's buffer (4 MB by default) and not the path.
+const emuTCPBufMax = 128 << 20
 
 // emuVariant is one path of the throughput half of scenario 11.
 type emuVariant struct {
@@ -65,13 +66,13 @@ var emuCeilingVariants = []emuVariant{
 	{key: "veth", name: "veth (offloads on), no qdisc", refOf: "netem"},
 }
 
-// emuLimitedVariants are the rate-limited delay lines: pacer's default
-// queue (fq, with its AQM) and a droptail fifo.
+// emuLimitedVariants are the rate-limited classes: the delay line with
+// pacer's default queue (fq, with its AQM), the same class without delay
+// (its reference), and the delay line with a droptail fifo.
 var emuLimitedVariants = []emuVariant{
-	{key: "pacer-limited", name: "pacer (offloads on), rate 1gbit, delay 20ms (fq)",
-		rateBits: emuLimitedRate, delay: emuDelay},
-	{key: "pacer-limited-fifo", name: "pacer (offloads on), rate 1gbit, delay 20ms, fifo",
-		rateBits: emuLimitedRate, delay: emuDelay, queue: "fifo"},
+	{key: "pacer-limited", name: "pacer (offloads on), rate 1gbit, delay 20ms", rateBits: emuLimitedRate, delay: emuDelay},
+	{key: "pacer-limited-nodelay", name: "pacer (offloads on), rate 1gbit, no delay", rateBits: emuLimitedRate},
+	{key: "pacer-limited-fifo", name: "pacer (offloads on), rate 1gbit, delay 20ms, fifo", rateBits: emuLimitedRate, delay: emuDelay, queue: "fifo"},
 }
 
 // emuFlowResult is one variant with one flow count.
@@ -80,12 +81,14 @@ type emuFlowResult struct {
 	Flows     int
 	RateBits  uint64 // the configured rate of a rate-limited variant; 0 for the ceiling
 	Queue     string // the class's queue key ("": pacer's default, fq)
+	Delay     time.Duration
 	// Goodput is the TCP payload the receiving device counted, Gbit/s.
 	Goodput []float64
 	// Wire is the IP bytes pacer wrote for the class per second, headers
 	// of every segment included (class counters, Packet.Cost), in bit/s.
 	Wire     []float64
 	CPUPerGB []float64 // this process's CPU s per GB of payload (pacer)
+	Cores    []float64 // this process's CPU s per second of the window (pacer)
 	// Delayed, Dropped and Sent are pacer's class counters, whole runs.
 	Delayed, Dropped, Sent uint64
 	// Unavailable is why a kernel variant could not be built; Skipped a
@@ -235,7 +238,7 @@ func (r *runner) emuThroughput(ctx context.Context, res *emuResults) error {
 	}
 	for _, n := range emuFlowCounts {
 		for _, v := range emuLimitedVariants {
-			fr := &emuFlowResult{Key: v.key, Name: v.name, Flows: n, RateBits: v.rateBits, Queue: v.queue}
+			fr := &emuFlowResult{Key: v.key, Name: v.name, Flows: n, RateBits: v.rateBits, Queue: v.queue, Delay: v.delay}
 			res.Limited = append(res.Limited, fr)
 			jobs = append(jobs, job{v, n, fr})
 		}
@@ -367,6 +370,7 @@ func (r *runner) emuFlowOnce(ctx context.Context, v emuVariant, fr *emuFlowResul
 		if payload > 0 {
 			fr.CPUPerGB = append(fr.CPUPerGB, d.cpu/(payload/1e9))
 		}
+		fr.Cores = append(fr.Cores, d.cpu/d.seconds)
 		k := classCounters(p, shaper.Egress, shaper.DefaultClass)
 		fr.Delayed += k.Delayed
 		fr.Dropped += k.DroppedTotal()

@@ -77,6 +77,9 @@ func TestFmtSigned(t *testing.T) {
 			t.Errorf("fmtSigned(%v) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+	if got := fmtSigned(medianOnly([]float64{0.2, -0.1, 0.4}), 2); got != "+0.20" {
+		t.Errorf("fmtSigned(medianOnly) = %q, want +0.20", got)
+	}
 }
 
 func TestJoinInts(t *testing.T) {
@@ -91,6 +94,25 @@ func TestJoinInts(t *testing.T) {
 	} {
 		if got := joinInts(tc.in); got != tc.want {
 			t.Errorf("joinInts(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestRateYAML(t *testing.T) {
+	for _, tc := range []struct {
+		in   uint64
+		want string
+	}{
+		{1_000_000_000, "1gbit"},
+		{100_000_000_000, "100gbit"},
+		{100_000_000, "100mbit"},
+		{1_500_000_000, "1500mbit"},
+		{64_000, "64kbit"},
+		{1500, "1500bit"},
+		{0, "0bit"},
+	} {
+		if got := rateYAML(tc.in); got != tc.want {
+			t.Errorf("rateYAML(%d) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -75,8 +75,8 @@ var fullParams = params{
 	loadedWarm: 1500 * time.Millisecond,
 	changeAt:   3 * time.Second, changeTotal: 6 * time.Second,
 	lulTime: 7 * time.Second, lulSkip: 2 * time.Second, lulReps: 3,
-	emuReps: 3, emuWarm: 1500 * time.Millisecond, emuWindow: 2500 * time.Millisecond,
-	emuIdle: time.Second, emuLoadWarm: 1500 * time.Millisecond, emuProbeWindow: 2500 * time.Millisecond,
+	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second,
+	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
 }
 
 var quickParams = params{
@@ -88,7 +88,7 @@ var quickParams = params{
 	changeAt:   1500 * time.Millisecond, changeTotal: 3 * time.Second,
 	lulTime: 6 * time.Second, lulSkip: 2 * time.Second, lulReps: 1,
 	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second,
-	emuIdle: 500 * time.Millisecond, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
+	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 }
 
 // results is everything a run measured, for the report.
