@@ -167,12 +167,13 @@ func (w *worker) serviceLine(now int64) {
 // emit adds a packet to the write batch, corrupting or duplicating it as
 // the class's and the direction's emulation say.
 func (w *worker) emit(buf []byte, p tun.Packet, m outMeta) {
-	if m.st.emu == nil && w.dir.Load().emu == nil {
+	dirEmu := w.dir.Load().emu
+	if m.st.emu == nil && dirEmu == nil {
 		w.batch(buf, p, m)
 		return
 	}
 	sh := &m.class.shards[w.idx]
-	for i, s := range [2]*emulate.Settings{m.st.emu, w.dir.Load().emu} {
+	for i, s := range [2]*emulate.Settings{m.st.emu, dirEmu} {
 		if s == nil || s.Corrupt == 0 && s.Duplicate == 0 {
 			continue
 		}

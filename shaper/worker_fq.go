@@ -46,7 +46,7 @@ func (w *worker) enqueueFQ(d *direction, c *Class, sh *shard, st *classState, bu
 	fkey := w.hasher.Key(&id, st.fqParams.Isolate)
 	if sh.fq == nil {
 		sh.fq = fq.New(st.fqParams, st.hosts, w.fqDropper(sh), &sh.fqc)
-	} else if sh.fq.Params() != st.fqParams {
+	} else if sh.fq.Requested() != st.fqParams {
 		sh.fq.Reconfigure(st.fqParams, st.hosts)
 	}
 	if key != nil && key.Overflow() {

@@ -108,10 +108,10 @@ type throttle struct {
 // Sched is the per-flow scheduler of one class on one worker. Make one with
 // New.
 type Sched struct {
-	p            Params // resolved
-	mtuTime      int64
-	pending      *Params // settings to take once the Sched is idle
-	pendingHosts *Hosts
+	p         Params // resolved
+	mtuTime   int64
+	want      Params // settings asked for, in force once a new table may be made
+	wantHosts *Hosts
 
 	flows   []flow
 	ids     []FlowID // flows[i]'s 5-tuple, for Snapshot (cold)
@@ -147,7 +147,8 @@ func New(p Params, hosts *Hosts, onDrop func(*Packet, Reason), c *Counters) *Sch
 	}
 	s := &Sched{hosts: hosts, onDrop: onDrop, c: c, free: none, rnd: 0x9e3779b97f4a7c15}
 	s.newList, s.oldList = list{none, none}, list{none, none}
-	s.setParams(p.Resolve())
+	s.want, s.wantHosts = p.Resolve(), hosts
+	s.setParams(s.want)
 	return s
 }
 
@@ -172,38 +173,27 @@ func (s *Sched) Params() Params { return s.p }
 // and limits apply at once; a new table size or isolation mode (and hosts,
 // the class's host table for it) waits until the Sched holds no flow.
 func (s *Sched) Reconfigure(p Params, hosts *Hosts) {
-	p = p.Resolve()
-	if p.Flows == s.p.Flows && p.Isolate == s.p.Isolate && hosts == s.hosts {
-		s.setParams(p)
-		s.pending = nil
+	s.want, s.wantHosts = p.Resolve(), hosts
+	if s.want.Flows == s.p.Flows && s.want.Isolate == s.p.Isolate && hosts == s.hosts {
+		s.setParams(s.want)
 		return
 	}
-	s.pending = &p
-	s.hosts = hostsIfIdle(s, hosts)
 	s.applyPending()
 }
 
-// hostsIfIdle returns the host table to keep until the pending change
-// applies: the new one only if no flow holds a slot of the old one.
-func hostsIfIdle(s *Sched, hosts *Hosts) *Hosts {
-	if s.active == 0 && len(s.throttled) == 0 {
-		return hosts
-	}
-	s.pendingHosts = hosts
-	return s.hosts
-}
+// Requested returns the settings last asked for (by New or Reconfigure),
+// resolved; they are in force once the Sched was idle (see Params).
+func (s *Sched) Requested() Params { return s.want }
 
+// applyPending installs a requested new table size, isolation mode or host
+// table once no flow holds packets or host slots.
 func (s *Sched) applyPending() {
-	if s.pending == nil || s.active != 0 || len(s.throttled) != 0 || s.packets != 0 {
+	if s.want == s.p && s.wantHosts == s.hosts || s.active != 0 || len(s.throttled) != 0 || s.packets != 0 {
 		return
 	}
-	if s.pendingHosts != nil {
-		s.hosts, s.pendingHosts = s.pendingHosts, nil
-	}
-	p := *s.pending
-	s.pending = nil
-	s.flows = nil // new table
-	s.setParams(p)
+	s.hosts = s.wantHosts
+	s.flows = nil // a new table
+	s.setParams(s.want)
 }
 
 // Len returns the number of packets held.

@@ -405,3 +405,27 @@ func TestGateThrottles(t *testing.T) {
 		t.Errorf("left: %d queued, %d throttled", s.Len(), s.Throttled())
 	}
 }
+
+// TestReconfigureWaitsForIdle: a new table size waits while flows hold
+// packets (other settings apply at once) and takes effect once the Sched
+// has emptied; asking again meanwhile changes nothing.
+func TestReconfigureWaitsForIdle(t *testing.T) {
+	s, _, h := newTestSched(t, Params{Rate: 1e6, AQM: AQMNone})
+	enqueue(s, h, 1000, 1, 0, 0)
+	s.Reconfigure(Params{Rate: 1e6, AQM: AQMNone, Flows: 64, Quantum: 900}, nil)
+	s.Reconfigure(Params{Rate: 1e6, AQM: AQMNone, Flows: 64, Quantum: 900}, nil)
+	if got := s.Params(); got.Flows != DefaultFlows || len(s.flows) != DefaultFlows {
+		t.Fatalf("table changed to %d flows while a packet is held", got.Flows)
+	}
+	if s.Requested().Flows != 64 {
+		t.Errorf("requested %d flows, want 64", s.Requested().Flows)
+	}
+	for {
+		if _, ok := s.Dequeue(0, 0); !ok {
+			break
+		}
+	}
+	if got := s.Params(); got.Flows != 64 || len(s.flows) != 64 || got.Quantum != 900 {
+		t.Errorf("after emptying: %d flows (table %d), quantum %d; want 64, 900", got.Flows, len(s.flows), got.Quantum)
+	}
+}
