@@ -208,6 +208,12 @@ func (f *Forwarder) relayTCP(client net.Conn) {
 		buf := make([]byte, 4096)
 		for {
 			src.SetReadDeadline(time.Now().Add(dnsTCPIdle))
+			// After the deadline is set: a Close that came first would
+			// have its past deadline overwritten; one that comes later
+			// sets it after this.
+			if f.ctx.Err() != nil {
+				return
+			}
 			n, err := src.Read(buf)
 			if n > 0 {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
