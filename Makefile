@@ -7,12 +7,15 @@ BIN     := bin
 
 all: build
 
+# Without cgo: only then can pacerd drop its capabilities on all its
+# threads once its link runs (a binary with cgo warns and keeps them).
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 
 # deps installs what the privileged tests need when it is missing: iperf3,
-# the Debian package prometheus (promtool and the prometheus server), and
-# chromium (the dashboard's browser test), with one apt-get update.
+# the Debian package prometheus (promtool and the prometheus server),
+# chromium (the dashboard's browser test) and ping, with one apt-get
+# update.
 deps:
 	@need=""; \
 	command -v iperf3 >/dev/null 2>&1 || need="$$need iperf3"; \

@@ -53,7 +53,13 @@ type shard struct {
 	backlogPackets     atomic.Int64
 	delay              [len(DelayBuckets) + 1]atomic.Uint64 // last: +Inf
 	delaySumNs         atomic.Uint64
-	fqc                fq.Counters // the fair queue's marks and active flows
+	// Packets that waited for tokens: how late after the planned time the
+	// worker let them go (the machine's wake-up latency), and the longest
+	// wait the shaper decided on when it let one in (worker-owned max).
+	late         [len(DelayBuckets) + 1]atomic.Uint64
+	lateSumNs    atomic.Uint64
+	plannedMaxNs atomic.Int64
+	fqc          fq.Counters // the fair queue's marks and active flows
 	// Link emulation: packets that went through a delay line, were sent
 	// twice, or had a bit flipped.
 	delayed, duplicated, corrupted atomic.Uint64
@@ -93,6 +99,26 @@ func (s *shard) observeDelay(ns int64) {
 	s.delaySumNs.Add(uint64(ns))
 }
 
+// observeDecision records the wait (arrival to planned departure) the
+// shaper decided on when it let a packet in.
+func (s *shard) observeDecision(wait int64) {
+	if wait > s.plannedMaxNs.Load() {
+		s.plannedMaxNs.Store(wait)
+	}
+}
+
+// observeLate counts a packet that waited for tokens by how much later
+// than planned the worker let it go.
+func (s *shard) observeLate(late int64) {
+	late = max(late, 0)
+	i := 0
+	for i < len(DelayBuckets) && time.Duration(late) > DelayBuckets[i] {
+		i++
+	}
+	s.late[i].Add(1)
+	s.lateSumNs.Add(uint64(late))
+}
+
 // Counters is a snapshot of a class's counters, summed over workers.
 type Counters struct {
 	ReceivedPackets, ReceivedBytes uint64
@@ -104,6 +130,16 @@ type Counters struct {
 	// counts the rest. DelaySum is the total delay.
 	DelayCounts [len(DelayBuckets) + 1]uint64
 	DelaySum    time.Duration
+	// Of the packets that waited for tokens: LateCounts (over
+	// DelayBuckets, as DelayCounts) and LateSum say how much later than
+	// the shaper planned the worker let them go, which is the machine's
+	// scheduling latency, not the shaper's decision; MaxPlannedDelay is the
+	// longest wait (arrival to planned departure) the shaper decided on when
+	// it let a packet in, which a class's backlog bounds (a direction's
+	// rate, which a packet meets after its class, may add to it).
+	LateCounts      [len(DelayBuckets) + 1]uint64
+	LateSum         time.Duration
+	MaxPlannedDelay time.Duration
 	// Marked counts packets the AQM marked CE (ECN) instead of dropping.
 	Marked uint64
 	// ActiveFlows is the number of flows queued or recently served in the
@@ -137,6 +173,11 @@ func (c *Counters) add(s *shard) {
 		c.DelayCounts[i] += s.delay[i].Load()
 	}
 	c.DelaySum += time.Duration(s.delaySumNs.Load())
+	for i := range c.LateCounts {
+		c.LateCounts[i] += s.late[i].Load()
+	}
+	c.LateSum += time.Duration(s.lateSumNs.Load())
+	c.MaxPlannedDelay = max(c.MaxPlannedDelay, time.Duration(s.plannedMaxNs.Load()))
 	c.Marked += s.fqc.Marked.Load()
 	c.ActiveFlows += s.fqc.ActiveFlows.Load()
 	c.Delayed += s.delayed.Load()

@@ -42,8 +42,15 @@ func rawIPv4(proto uint8, sport uint16, payload int) []byte {
 }
 
 // fakeLink starts a link of fake devices with the given egress policy and
-// drains what it writes into the returned channel's counter.
+// returns it, its inner device and the channel of what it writes to outer.
 func fakeLink(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, <-chan tuntest.FakePacket, *shaper.Config) {
+	t.Helper()
+	l, inner, outer, cfg := fakeLinkDevices(t, offload, policy)
+	return l, inner, outer.Written(0), cfg
+}
+
+// fakeLinkDevices is fakeLink returning the outer device itself.
+func fakeLinkDevices(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, *tuntest.Fake, *shaper.Config) {
 	t.Helper()
 	cfg, err := shaper.ParseConfig("fq.yaml", []byte("link:\n  inner: {name: fq-in}\n  outer: {name: fq-out}\n"+policy))
 	if err != nil {
@@ -60,7 +67,7 @@ func fakeLink(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest
 		inner.Close()
 		outer.Close()
 	})
-	return l, inner, outer.Written(0), cfg
+	return l, inner, outer, cfg
 }
 
 // TestFQLiveChanges: a fair-queued class changes its AQM, table size,

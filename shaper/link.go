@@ -39,10 +39,24 @@ type Link struct {
 	stopping atomic.Bool
 	drainBy  atomic.Int64
 	stopOnce sync.Once
-	owned    bool // made by Open: Close closes the devices
+	owned    bool         // made by Open: Close closes the devices
+	devs     []madeDevice // made by Open
 
-	sweepStop chan struct{} // closed by Stop: ends the per-key sweeper
+	sweepStop chan struct{} // closed by Stop: ends the per-key sweeper and the device watcher
 	sweepDone chan struct{}
+	watchDone chan struct{}
+
+	// lost is closed once a device is gone (see Lost); lostErr says why.
+	lost     chan struct{}
+	lostOnce sync.Once
+	lostErr  error
+}
+
+// madeDevice is a device Open made (tun.LinuxDevice), as Link.Made sees it.
+type madeDevice interface {
+	Name() string
+	Netns() string
+	CreatedNetns() []string
 }
 
 // NewLink prepares a link between inner and outer with the given policies.
@@ -56,7 +70,7 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 	if len(qi) != len(qo) || len(qi) == 0 {
 		return nil, fmt.Errorf("link %s-%s: queue counts differ (%d and %d)", inner.Name(), outer.Name(), len(qi), len(qo))
 	}
-	l := &Link{inner: inner, outer: outer, log: log, start: time.Now(), queues: len(qi)}
+	l := &Link{inner: inner, outer: outer, log: log, start: time.Now(), queues: len(qi), lost: make(chan struct{})}
 	hasher := fq.NewHasher()
 	if err := l.install(egress, ingress); err != nil {
 		return nil, err
@@ -76,6 +90,7 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 			}
 			w := newWorker(i, side.dir, src, side.dst, inner.Offload() || outer.Offload())
 			w.clock, w.start, w.stopping = l.now, l.start, &l.stopping
+			w.lose = l.lose
 			w.hasher = hasher
 			w.log = log.With("direction", side.name)
 			l.workers = append(l.workers, w)
@@ -116,8 +131,12 @@ func (l *Link) Apply(egress, ingress DirectionConfig) error {
 // Start starts the workers.
 func (l *Link) Start() {
 	l.started = true
-	l.sweepStop, l.sweepDone = make(chan struct{}), make(chan struct{})
+	l.sweepStop, l.sweepDone, l.watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go l.sweepKeys()
+	go func() {
+		defer close(l.watchDone)
+		l.watchDevices(l.sweepStop)
+	}()
 	for _, w := range l.workers {
 		if t, err := newWakeTimer(l.start); err != nil {
 			l.log.Warn("no precise wake-ups: read deadlines only (up to 1ms late)", "err", err)
@@ -161,6 +180,7 @@ func (l *Link) Stop(drain time.Duration) {
 		if l.sweepStop != nil {
 			close(l.sweepStop)
 			<-l.sweepDone
+			<-l.watchDone
 		}
 	})
 }

@@ -346,26 +346,27 @@ egress:
 			if c.Dropped[DropBacklog] == 0 {
 				t.Errorf("no backlog drops: %+v", c)
 			}
-			// The backlog is enforced when a packet arrives, by the wait it would
-			// have. What it really waits may exceed that by the worker's wake-up
-			// latency: allow the odd packet over 25ms (a preempted worker on a
-			// busy two-core machine), none over 50ms.
-			var late, veryLate uint64
+			// The backlog bounds the shaper's decision: no packet it sent was
+			// planned to wait longer. What a packet really waits adds the
+			// worker's wake-up latency (a preempted worker on a busy two-core
+			// machine): counted apart, logged, not the shaper's to bound.
+			if c.MaxPlannedDelay > 20*time.Millisecond {
+				t.Errorf("with a 20ms backlog the shaper planned a wait of %v for a packet it sent", c.MaxPlannedDelay)
+			}
+			if c.LateCounts == ([len(DelayBuckets) + 1]uint64{}) {
+				t.Errorf("no packet of the saturated class waited for tokens: %+v", c)
+			}
+			var over uint64
 			for i, b := range DelayBuckets {
 				if b > 25*time.Millisecond {
-					late += c.DelayCounts[i]
-				}
-				if b > 50*time.Millisecond {
-					veryLate += c.DelayCounts[i]
+					over += c.DelayCounts[i]
 				}
 			}
-			late += c.DelayCounts[len(DelayBuckets)]
-			veryLate += c.DelayCounts[len(DelayBuckets)]
-			if float64(late) > 0.005*float64(c.SentPackets) || veryLate > 0 {
-				t.Errorf("with a 20ms backlog, %d of %d packets waited over 25ms, %d over 50ms", late, c.SentPackets, veryLate)
-			}
+			over += c.DelayCounts[len(DelayBuckets)]
 			mean := c.DelaySum / time.Duration(max(c.SentPackets, 1))
-			t.Logf("sent %d, dropped %d, mean queue delay %v", c.SentPackets, c.Dropped[DropBacklog], mean)
+			t.Logf("sent %d, dropped %d, mean queue delay %v, longest planned wait %v; %d packets over 25ms in all, wake-up lateness p50 %v p99 %v max bucket %v",
+				c.SentPackets, c.Dropped[DropBacklog], mean, c.MaxPlannedDelay, over,
+				histPercentile(c.LateCounts[:], 50), histPercentile(c.LateCounts[:], 99), histPercentile(c.LateCounts[:], 100))
 			if mean < 5*time.Millisecond {
 				t.Errorf("mean queue delay %v: the class does not seem to queue at 4x load", mean)
 			}
@@ -430,10 +431,36 @@ var malformedPackets = [][]byte{
 	{0x70, 1, 2, 3, 4, 5, 6, 7, 8}, // IP version 7
 }
 
+// histPercentile returns the upper bound of the DelayBuckets bucket that
+// holds the p-th percentile of counts (per bucket, the last +Inf), or -1
+// for an empty histogram (and 1h for +Inf).
+func histPercentile(counts []uint64, p float64) time.Duration {
+	var total uint64
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 {
+		return -1
+	}
+	var cum uint64
+	for i, n := range counts {
+		cum += n
+		if float64(cum) >= p/100*float64(total) {
+			if i < len(DelayBuckets) {
+				return DelayBuckets[i]
+			}
+			break
+		}
+	}
+	return time.Hour
+}
+
 // sendRaw sends each packet n times out of device dev in namespace ns
 // through an AF_PACKET socket, bytes as given: the kernel does not look
-// at them, pacer reads them from the TUN as they are.
-func sendRaw(ns, dev string, pkts [][]byte, n int) error {
+// at them, pacer reads them from the TUN as they are. Every 100 rounds it
+// calls wait (if not nil) with the packets sent so far, which may block
+// until the reader has caught up.
+func sendRaw(ns, dev string, pkts [][]byte, n int, wait func(sent int)) error {
 	return tuntest.RunIn(ns, func() error {
 		l, err := netlink.LinkByName(dev)
 		if err != nil {
@@ -451,8 +478,8 @@ func sendRaw(ns, dev string, pkts [][]byte, n int) error {
 					return fmt.Errorf("send %x: %w", p, err)
 				}
 			}
-			if i%100 == 99 {
-				time.Sleep(time.Millisecond) // stay within the device's queue
+			if i%100 == 99 && wait != nil {
+				wait((i + 1) * len(pkts))
 			}
 		}
 		return nil
@@ -473,29 +500,42 @@ egress:
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	const rounds = 2000
+	malformed := func() uint64 { return tl.Class(Egress, Unclassified).Counters().Dropped[DropMalformed] }
+	// The injector keeps at most 200 of its packets ahead of what pacer has
+	// counted, far below the TUN's queue (txqueuelen 500 and more), so
+	// that the kernel never drops one of them: then every packet sent must
+	// be counted, exactly. (The device's tx_dropped is no measure of that:
+	// it also counts packets that are not the test's.)
+	var before netlink.LinkStatistics
 	got := tl.measure(t, 2*time.Second, 4*time.Second, func(ctx context.Context) {
 		go func() {
 			time.Sleep(2500 * time.Millisecond)
-			if err := sendRaw(tl.ns1, tl.inner, malformedPackets, rounds); err != nil {
+			var err error
+			if before, err = tuntest.LinkStats(tl.ns1, tl.inner); err != nil {
+				t.Errorf("link stats: %v", err)
+			}
+			m0 := malformed()
+			err = sendRaw(tl.ns1, tl.inner, malformedPackets, rounds, func(sent int) {
+				for deadline := time.Now().Add(2 * time.Second); malformed()-m0+200 < uint64(sent) && time.Now().Before(deadline); {
+					time.Sleep(100 * time.Microsecond)
+				}
+			})
+			if err != nil {
 				t.Errorf("send malformed: %v", err)
 			}
 		}()
 		tl.iperf(t, s, 7*time.Second)(ctx)
 	})
 	tuntest.WithinRate(t, "tcp 10mbit beside malformed packets", got, 1.25e6, 0.02)
-	u := tl.Class(Egress, Unclassified).Counters()
 	want := uint64(rounds * len(malformedPackets))
-	// The kernel may drop a few at the TUN's own queue (tx_dropped) when
-	// the injector outruns the reader; every packet that reached pacer
-	// must be counted.
-	st, err := tuntest.LinkStats(tl.ns1, tl.inner)
+	after, err := tuntest.LinkStats(tl.ns1, tl.inner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernelDropped := st.TxDropped
-	t.Logf("malformed counted: %d of %d sent, %d dropped by the kernel", u.Dropped[DropMalformed], want, kernelDropped)
-	if u.Dropped[DropMalformed]+kernelDropped != want || u.Dropped[DropMalformed] < want*9/10 {
-		t.Errorf("malformed drops = %d (+%d kernel drops), want %d", u.Dropped[DropMalformed], kernelDropped, want)
+	n := malformed()
+	t.Logf("malformed counted: %d of %d sent; the device's tx_dropped grew by %d meanwhile", n, want, after.TxDropped-before.TxDropped)
+	if n != want {
+		t.Errorf("malformed drops = %d, want %d (every malformed packet pacer read is counted)", n, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/pacer-dev/pacer/tun"
@@ -14,11 +15,15 @@ import (
 // up) and returns a Link between them that owns them: Close removes what
 // Open created. On error nothing Open created is left behind. The link does
 // not run before Start.
-func Open(cfg *Config, log *slog.Logger) (*Link, error) {
+func Open(cfg *Config, log *slog.Logger, opts ...OpenOption) (*Link, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts := tun.Options{Queues: cfg.Link.Queues, Offload: cfg.Link.Offload, Logger: log}
+	var oo openOptions
+	for _, o := range opts {
+		o(&oo)
+	}
+	topts := tun.Options{Queues: cfg.Link.Queues, Offload: cfg.Link.Offload, Logger: log}
 	var devs []*tun.LinuxDevice
 	closeAll := func() {
 		for _, d := range devs {
@@ -28,7 +33,7 @@ func Open(cfg *Config, log *slog.Logger) (*Link, error) {
 		}
 	}
 	for _, lc := range []LinkConfig{cfg.Link.Inner, cfg.Link.Outer} {
-		d, err := tun.Open(lc.Name, opts)
+		d, err := tun.Open(lc.Name, topts)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -38,6 +43,7 @@ func Open(cfg *Config, log *slog.Logger) (*Link, error) {
 			closeAll()
 			return nil, err
 		}
+		oo.adopt(d, lc, log)
 		where := lc.Netns
 		if where == "" {
 			where = "(pacerd's namespace)"
@@ -51,7 +57,63 @@ func Open(cfg *Config, log *slog.Logger) (*Link, error) {
 		return nil, err
 	}
 	l.owned = true
+	for _, d := range devs {
+		l.devs = append(l.devs, d)
+	}
 	return l, nil
+}
+
+// Made is what a device of a link made by Open is: its name, its named
+// namespace ("" for pacerd's own) and whether Open created that namespace
+// (Close removes it). A daemon records it so that the next one can take
+// over what a killed one left (see AdoptLeftovers).
+type Made struct {
+	Device       string `json:"device"`
+	Netns        string `json:"netns,omitempty"`
+	CreatedNetns bool   `json:"created_netns,omitempty"`
+}
+
+// Made lists what the link's devices are, for a link made by Open (nil
+// otherwise).
+func (l *Link) Made() []Made {
+	var out []Made
+	for _, d := range l.devs {
+		out = append(out, Made{Device: d.Name(), Netns: d.Netns(), CreatedNetns: slices.Contains(d.CreatedNetns(), d.Netns())})
+	}
+	return out
+}
+
+// OpenOption adjusts Open.
+type OpenOption func(*openOptions)
+
+type openOptions struct{ leftovers []Made }
+
+// AdoptLeftovers makes Open take over what a pacerd that is gone (killed,
+// crashed) left, as its state file lists it: a device of the same name and
+// namespace that still exists becomes the link's own (Close removes it),
+// and so does a namespace it had created. Open logs each one it takes over.
+func AdoptLeftovers(left []Made) OpenOption {
+	return func(o *openOptions) { o.leftovers = left }
+}
+
+// adopt takes over what a leftover of d's name and namespace left.
+func (o *openOptions) adopt(d *tun.LinuxDevice, lc LinkConfig, log *slog.Logger) {
+	for _, m := range o.leftovers {
+		if m.Device != lc.Name || m.Netns != lc.Netns {
+			continue
+		}
+		netns := ""
+		if m.CreatedNetns && m.Netns != "" && !slices.Contains(d.CreatedNetns(), m.Netns) {
+			netns = m.Netns
+		}
+		left := !d.Created()
+		if !left && netns == "" {
+			return // nothing of the old one was left
+		}
+		d.Adopt(netns)
+		log.Warn("took over what a pacerd that is gone left; removed when this one stops",
+			"device", lc.Name, "device_was_left", left, "created_netns", netns)
+	}
 }
 
 // tunLinkConfig converts a config endpoint into the tun package's setup:
@@ -88,4 +150,18 @@ func (l *Link) Close(drain time.Duration) error {
 		return fmt.Errorf("close link: %w", err)
 	}
 	return nil
+}
+
+// CreatedNetns lists the named namespaces the link's devices own (created,
+// or adopted from a pacerd that is gone): Close removes them.
+func (l *Link) CreatedNetns() []string {
+	var out []string
+	for _, d := range l.devs {
+		for _, ns := range d.CreatedNetns() {
+			if !slices.Contains(out, ns) {
+				out = append(out, ns)
+			}
+		}
+	}
+	return out
 }

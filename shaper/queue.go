@@ -12,8 +12,13 @@ import (
 type heldPacket struct {
 	buf     []byte
 	pkt     tun.Packet
-	arrival int64       // monotonic ns when it was read
-	due     int64       // link emulation: not to leave before (0: no delay)
+	arrival int64 // monotonic ns when it was read
+	due     int64 // link emulation: not to leave before (0: no delay)
+	// planned is when the shaper last expected its tokens to be there
+	// (clock ns; 0: it never had to wait): the decision the worker's
+	// wake-up should meet. What it really leaves later is the lateness of
+	// the machine's scheduler, counted apart (Counters.LateCounts).
+	planned int64
 	st      *classState // settings and buckets it grabbed from
 	link    *bucket.Bucket
 	// Tickets: the class (and peak) stage first, then the link stage, so

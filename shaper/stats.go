@@ -53,6 +53,8 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 		DelayBucketBounds:  bounds,
 		DelayCounts:        append([]uint64(nil), c.DelayCounts[:]...),
 		DelaySumSeconds:    c.DelaySum.Seconds(),
+		LateCounts:         append([]uint64(nil), c.LateCounts[:]...),
+		LateSumSeconds:     c.LateSum.Seconds(),
 		MarkedPackets:      c.Marked,
 		ActiveFlows:        c.ActiveFlows,
 		DelayedPackets:     c.Delayed,

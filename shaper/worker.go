@@ -48,6 +48,9 @@ type outMeta struct {
 	due      int64
 	released bool
 	dup      bool
+	// planned is when the shaper expected the packet's tokens to be there
+	// (0: it did not wait for them); appendOut counts how late it is.
+	planned int64
 }
 
 // worker moves packets from one queue of one device to the queue with the
@@ -88,10 +91,12 @@ type worker struct {
 	dirImp    emulate.Impairment // the direction's emulation state
 	seeds     emulate.Rand       // seeds the impairments' random sources
 	timer     *wakeTimer         // precise wake-ups (nil: the read deadline only)
+	lose      func(error)        // reports a device gone (Link.lose)
+	readErrs  int                // reads failed in a row (other than deadlines)
 }
 
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
-	w := &worker{idx: idx, dir: dir, src: src, dst: dst}
+	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}}
 	size := tun.Headroom + 2048
 	if offload {
 		size = tun.Headroom + tun.MaxPacketSize
@@ -140,10 +145,23 @@ func (w *worker) run(drainBy *atomic.Int64) {
 					w.log.Debug("oversized packet dropped", "queue", w.idx, "err", err)
 				case errors.Is(err, os.ErrClosed):
 					return
+				case errors.Is(err, tun.ErrDetached):
+					// The device is gone for good: report it, drop what is
+					// held (counted as shutdown) and read no more.
+					w.lose(err)
+					w.dropAllHeld()
+					return
 				default:
-					w.log.Warn("read failed", "queue", w.idx, "err", err)
+					// Log the first of a run of failures and then every
+					// hundredth, not a line every 10 ms.
+					if w.readErrs%100 == 0 {
+						w.log.Warn("read failed", "queue", w.idx, "err", err, "failures_in_a_row", w.readErrs+1)
+					}
+					w.readErrs++
 					time.Sleep(10 * time.Millisecond) // do not spin on a persistent error
 				}
+			} else {
+				w.readErrs = 0
 			}
 		}
 		now := w.clock()
@@ -255,7 +273,8 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		}
 		return
 	}
-	hp := heldPacket{pkt: *p, arrival: now, due: due, st: st, link: d.link, key: key}
+	sh.observeDecision(int64(wait))
+	hp := heldPacket{pkt: *p, arrival: now, due: due, st: st, link: d.link, key: key, planned: now + int64(wait)}
 	clear := true
 	if key != nil && !paid {
 		clear = hp.grabKey(cost)
@@ -287,7 +306,10 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	if sh.held.len() == 0 {
 		// It heads its class's queue: wake up when it is due.
 		w.list(c, sh)
-		w.wakeAt(now + int64(w.advance(&hp, now)))
+		if wait := w.advance(&hp, now); wait > 0 {
+			hp.planned = now + int64(wait)
+			w.wakeAt(hp.planned)
+		}
 	}
 	sh.held.push(hp)
 	w.heldBytes += p.Size
@@ -385,7 +407,8 @@ func (w *worker) serviceHeld(now int64) {
 		for sh.held.len() > 0 && len(w.outPkts) < 2*batchSize {
 			hp := sh.held.front()
 			if wait := w.advance(hp, now); wait > 0 {
-				w.wakeAt(now + int64(wait))
+				hp.planned = now + int64(wait)
+				w.wakeAt(hp.planned)
 				break
 			}
 			h := sh.held.pop()
@@ -395,7 +418,7 @@ func (w *worker) serviceHeld(now int64) {
 			if h.key != nil {
 				h.key.Queued(-int64(h.pkt.Cost))
 			}
-			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf, key: h.key, keyPaid: h.key != nil, due: h.due})
+			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf, key: h.key, keyPaid: h.key != nil, due: h.due, planned: h.planned})
 		}
 		if len(w.outPkts) >= 2*batchSize && sh.held.len() > 0 {
 			w.wakeAt(now) // write batch full: come back at once
@@ -462,6 +485,9 @@ func (w *worker) advance(hp *heldPacket, now int64) time.Duration {
 // to the delay line if link emulation holds it longer, else to the write
 // batch.
 func (w *worker) appendOut(buf []byte, p tun.Packet, m outMeta) {
+	if m.planned > 0 {
+		m.class.shards[w.idx].observeLate(w.now - m.planned)
+	}
 	if m.due > w.now {
 		w.delay(buf, p, m)
 		return
@@ -485,6 +511,9 @@ func (w *worker) flush(now int64) {
 	n, err := w.dst.Write(w.outBufs, w.outPkts, tun.Headroom)
 	if err != nil {
 		w.log.Debug("write failed", "queue", w.idx, "written", n, "of", len(w.outPkts), "err", err)
+		if errors.Is(err, tun.ErrDetached) {
+			w.lose(err)
+		}
 	}
 	for i := range w.outMeta {
 		m := &w.outMeta[i]

@@ -197,7 +197,8 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 	for len(w.outPkts) < 2*batchSize {
 		if sh.hasPending {
 			if wait := w.advance(&sh.pending, now); wait > 0 {
-				w.wakeAt(now + int64(wait))
+				sh.pending.planned = now + int64(wait)
+				w.wakeAt(sh.pending.planned)
 				return
 			}
 			hp := sh.pending
@@ -209,7 +210,7 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 				hp.key.Queued(-int64(hp.pkt.Cost))
 			}
 			w.appendOut(hp.buf, hp.pkt, outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf,
-				key: hp.key, keyPaid: hp.key != nil, due: hp.due})
+				key: hp.key, keyPaid: hp.key != nil, due: hp.due, planned: hp.planned})
 			continue
 		}
 		if sh.fq == nil || sh.fq.Len() == 0 {
@@ -247,11 +248,13 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 			return
 		}
 		cost := uint64(p.Pkt.Cost)
-		if p.Arrival+int64(st.backlog) < now+int64(w.debt(st, link, cost, now)) {
+		planned := now + int64(w.debt(st, link, cost, now))
+		if p.Arrival+int64(st.backlog) < planned {
 			w.dropHeld(sh, &p, DropBacklog)
 			continue
 		}
-		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, link: link}
+		sh.observeDecision(planned - p.Arrival)
+		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, link: link, planned: planned}
 		if key, paid := keyOf(p.Gate); key != nil {
 			hp.key = key
 			if !paid {

@@ -47,6 +47,7 @@ type Collector struct {
 	dropped                        *prometheus.Desc
 	backlogBytes, backlogPackets   *prometheus.Desc
 	delay                          *prometheus.Desc
+	late                           *prometheus.Desc
 	activeFlows, marked            *prometheus.Desc
 	keys, keysCreated, keysEvicted *prometheus.Desc
 	keysOverflowed                 *prometheus.Desc
@@ -77,6 +78,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		backlogBytes:    d("pacer_backlog_bytes", "On-wire IP bytes the class holds, waiting for tokens.", class...),
 		backlogPackets:  d("pacer_backlog_packets", "Packets the class holds, waiting for tokens.", class...),
 		delay:           d("pacer_queue_delay_seconds", "Time from read to write of each sent packet of the class.", class...),
+		late:            d("pacer_late_seconds", "How much later than the shaper planned each packet that waited for tokens left: the machine's wake-up latency.", class...),
 		activeFlows:     d("pacer_active_flows", "Flows on the class's fair queues now (0 unless the class's queue is fq).", class...),
 		marked:          d("pacer_marked_packets_total", "Packets of the class that the AQM marked ECN CE (congestion experienced) instead of dropping.", class...),
 		keys:            d("pacer_keys", "Keys of the class's per-key limit that have a bucket of their own now (classes with a per-key limit only).", class...),
@@ -102,7 +104,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.dropped,
-		c.backlogBytes, c.backlogPackets, c.delay, c.activeFlows, c.marked,
+		c.backlogBytes, c.backlogPackets, c.delay, c.late, c.activeFlows, c.marked,
 		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
 		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo,
 		c.dirRate, c.dirBurst, c.linkUp, c.buildInfo,
@@ -165,15 +167,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if cs.PeakBytesPerSecond > 0 {
 			gauge(c.peak, float64(cs.PeakBytesPerSecond), l...)
 		}
-		if len(cs.DelayCounts) == len(cs.DelayBucketBounds)+1 {
-			buckets := make(map[float64]uint64, len(cs.DelayBucketBounds))
-			var cum uint64
-			for i, b := range cs.DelayBucketBounds {
-				cum += cs.DelayCounts[i]
-				buckets[b] = cum
-			}
-			count := cum + cs.DelayCounts[len(cs.DelayBucketBounds)]
-			ch <- prometheus.MustNewConstHistogram(c.delay, count, cs.DelaySumSeconds, buckets, l...)
-		}
+		histogram(ch, c.delay, cs.DelayBucketBounds, cs.DelayCounts, cs.DelaySumSeconds, l)
+		histogram(ch, c.late, cs.DelayBucketBounds, cs.LateCounts, cs.LateSumSeconds, l)
 	}
+}
+
+// histogram sends a histogram from per-bucket (not cumulative) counts with
+// one more element than bounds (the last: +Inf); nothing if they disagree.
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, bounds []float64, counts []uint64, sum float64, labels []string) {
+	if len(counts) != len(bounds)+1 {
+		return
+	}
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, b := range bounds {
+		cum += counts[i]
+		buckets[b] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(d, cum+counts[len(bounds)], sum, buckets, labels...)
 }

@@ -136,6 +136,12 @@ type ClassStats struct {
 	DelayBucketBounds []float64 `json:"delay_bucket_bounds_seconds"`
 	DelayCounts       []uint64  `json:"delay_counts"`
 	DelaySumSeconds   float64   `json:"delay_sum_seconds"`
+	// LateCounts and LateSumSeconds, over the same bounds, count the
+	// packets that waited for tokens by how much later than the shaper
+	// planned they left: the machine's wake-up latency, part of their
+	// delay that is not the shaper's decision.
+	LateCounts     []uint64 `json:"late_counts"`
+	LateSumSeconds float64  `json:"late_sum_seconds"`
 }
 
 // DirectionStats is one direction's own configuration: the total rate that

@@ -67,6 +67,9 @@ func sampleSource() *fakeSource {
 				DelayBucketBounds: []float64{0.001, 0.01},
 				DelayCounts:       []uint64{3, 4, 1},
 				DelaySumSeconds:   0.5,
+				// Of them, 5 waited for tokens: 4 left at most 1 ms late, 1 above.
+				LateCounts:     []uint64{4, 0, 1},
+				LateSumSeconds: 0.02,
 			},
 			{
 				Direction: "egress", Class: "unclassified", Mode: "unthrottled",
@@ -168,12 +171,19 @@ pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="0.0
 pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="+Inf"} 1
 pacer_queue_delay_seconds_sum{class="unclassified",direction="egress"} 0
 pacer_queue_delay_seconds_count{class="unclassified",direction="egress"} 1
+# HELP pacer_late_seconds How much later than the shaper planned each packet that waited for tokens left: the machine's wake-up latency.
+# TYPE pacer_late_seconds histogram
+pacer_late_seconds_bucket{class="bulk",direction="egress",le="0.001"} 4
+pacer_late_seconds_bucket{class="bulk",direction="egress",le="0.01"} 4
+pacer_late_seconds_bucket{class="bulk",direction="egress",le="+Inf"} 5
+pacer_late_seconds_sum{class="bulk",direction="egress"} 0.02
+pacer_late_seconds_count{class="bulk",direction="egress"} 5
 `
 	names := []string{
 		"pacer_build_info", "pacer_link_up", "pacer_direction_rate_bytes_per_second",
 		"pacer_dropped_packets_total", "pacer_sent_bytes_total", "pacer_rate_bytes_per_second",
 		"pacer_peak_rate_bytes_per_second", "pacer_backlog_bytes", "pacer_class_info",
-		"pacer_queue_delay_seconds", "pacer_active_flows", "pacer_marked_packets_total",
+		"pacer_queue_delay_seconds", "pacer_late_seconds", "pacer_active_flows", "pacer_marked_packets_total",
 		// Only the class with a per-key limit has key metrics.
 		"pacer_keys", "pacer_keys_created_total", "pacer_keys_evicted_total", "pacer_keys_overflowed_packets_total",
 		// Every class has the emulation counters; only the class with a

@@ -50,8 +50,68 @@ func (d *LinuxDevice) Configure(cfg LinkConfig) error {
 		d.nl.Close()
 		d.nl = h
 		d.netns = cfg.Netns
+		d.netnsIno = 0
+		var st unix.Stat_t
+		if unix.Stat(netnsPath(cfg.Netns), &st) == nil {
+			d.netnsIno = st.Ino
+		}
 	}
 	return err
+}
+
+// CreatedNetns returns the named namespaces the device owns (Configure
+// created them, or Adopt took them over), which Close removes.
+func (d *LinuxDevice) CreatedNetns() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.createdNetns)
+}
+
+// Adopt makes the device own what an earlier owner that is gone (a pacerd
+// killed with SIGKILL) left: the interface itself, if Open attached to an
+// existing one, and netns, the named namespace Configure moved it into, if
+// that owner had created it. Close then removes them as if this device had
+// created them. An empty netns adopts none; a netns other than the device's
+// is ignored.
+func (d *LinuxDevice) Adopt(netns string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.created = true
+	if netns != "" && netns == d.netns && !slices.Contains(d.createdNetns, netns) {
+		d.createdNetns = append(d.createdNetns, netns)
+	}
+}
+
+// netnsPath is where ip netns binds a named namespace.
+func netnsPath(name string) string { return "/run/netns/" + name }
+
+// Check reports whether the interface is still there: nil, or an error
+// wrapping ErrDetached once it was deleted, or once the named namespace it
+// was moved into was deleted. (ip netns del only removes the name while
+// the device's netlink handle keeps the namespace alive: the device would
+// go on working, unreachable by name; Check sees the name gone or bound to
+// another namespace.) It costs one netlink request and one stat; callers
+// poll it (pacerd: a few times a second). After Close it returns an error
+// wrapping os.ErrClosed.
+func (d *LinuxDevice) Check() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return fmt.Errorf("tun %s: check: %w", d.name, os.ErrClosed)
+	}
+	if d.netns != "" && d.netnsIno != 0 {
+		var st unix.Stat_t
+		if err := unix.Stat(netnsPath(d.netns), &st); err != nil || st.Ino != d.netnsIno {
+			return fmt.Errorf("tun %s: network namespace %s was deleted: %w", d.name, d.netns, ErrDetached)
+		}
+	}
+	if _, err := d.nl.LinkByName(d.name); err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("tun %s: the interface was deleted: %w", d.name, ErrDetached)
+		}
+		return fmt.Errorf("tun %s: check: %w", d.name, err)
+	}
+	return nil
 }
 
 // LinkConfig reads the interface's current configuration back from the

@@ -27,6 +27,8 @@
 // (Open, LinuxDevice, ConfigureLink) is Linux only.
 package tun
 
+import "errors"
+
 // Headroom is the smallest offset callers must leave in front of each packet
 // in the buffers passed to Queue.Read and Queue.Write. It is 16: room for the
 // 10-byte virtio_net_hdr (VirtioNetHdrLen) with the IP header starting at the
@@ -108,6 +110,9 @@ type Queue interface {
 	//
 	// It returns n > 0 and a nil error, or an error. After Device.Close it
 	// returns an error wrapping os.ErrClosed, also to a Read that was blocked.
+	// Once the interface is gone (deleted, or destroyed with its network
+	// namespace) it returns an error wrapping ErrDetached, also to a Read
+	// that was blocked, and so does every later Read and Write.
 	// An error wrapping io.ErrShortBuffer means a packet longer than its
 	// buffer was dropped; the packets before it (n of them) are valid and the
 	// queue remains usable.
@@ -125,12 +130,19 @@ type Queue interface {
 	// Write tries every packet; one the kernel or the splitter rejects is
 	// dropped. It returns the number of packets written and the first error,
 	// which is nil only if all were written. After Device.Close it returns an
-	// error wrapping os.ErrClosed.
+	// error wrapping os.ErrClosed; once the interface is gone, one wrapping
+	// ErrDetached.
 	Write(bufs [][]byte, pkts []Packet, offset int) (n int, err error)
 
 	// Index is the queue's position in Device.Queues.
 	Index() int
 }
+
+// ErrDetached is the cause of a queue's Read and Write errors once its
+// interface is gone: someone deleted it (ip link del), or its network
+// namespace was destroyed. The queue cannot be used again; a new Open
+// makes a new interface.
+var ErrDetached = errors.New("interface gone")
 
 // Device is a TUN device opened with one or more queues.
 type Device interface {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -66,8 +67,10 @@ type LinuxDevice struct {
 	// nl is a netlink handle in the namespace the interface is in now.
 	nl *netlink.Handle
 	// netns is the named namespace the interface was moved into, "" if it
-	// is still where Open ran.
-	netns string
+	// is still where Open ran; netnsIno is the inode of its namespace (the
+	// nsfs file /run/netns/<netns> is bound to), to see it deleted.
+	netns    string
+	netnsIno uint64
 	// createdNetns lists namespaces Configure created; Close removes them.
 	createdNetns []string
 }
@@ -563,12 +566,29 @@ func (q *linuxQueue) noteErr(err error) {
 }
 
 // wrapErr names device, queue and operation; after Close the cause is
-// os.ErrClosed whatever the descriptor said.
+// os.ErrClosed whatever the descriptor said, and once the interface is
+// gone it is ErrDetached (with the descriptor's error beside it).
 func (q *linuxQueue) wrapErr(op string, err error) error {
 	if q.dev.closed.Load() {
 		return fmt.Errorf("tun %s: queue %d: %s: %w", q.dev.name, q.index, op, os.ErrClosed)
 	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, io.ErrShortBuffer) && q.detached() {
+		return fmt.Errorf("tun %s: queue %d: %s: %w (%w)", q.dev.name, q.index, op, ErrDetached, err)
+	}
 	return fmt.Errorf("tun %s: queue %d: %s: %w", q.dev.name, q.index, op, err)
+}
+
+// detached reports whether the queue's interface is gone: TUNGETIFF on a
+// queue the kernel has detached from its interface fails with EBADFD. It is
+// asked only after an error, never per packet.
+func (q *linuxQueue) detached() bool {
+	var gone bool
+	err := q.rc.Control(func(fd uintptr) {
+		var ifr [unix.IFNAMSIZ + 64]byte
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.TUNGETIFF, uintptr(unsafe.Pointer(&ifr[0])))
+		gone = errno == unix.EBADFD
+	})
+	return err == nil && gone
 }
 
 // isNotFound reports whether a netlink lookup failed because the link does

@@ -239,3 +239,73 @@ func TestReadDeadline(t *testing.T) {
 		t.Fatalf("Read after clearing the deadline = %d, %v", n, err)
 	}
 }
+
+// TestDetached: once its interface is deleted, a queue's blocked Read and
+// every Write fail with ErrDetached, and so does Check; once the namespace
+// it was moved into is deleted (ip netns del: the name goes, the namespace
+// lives on while the device holds it), Check fails with ErrDetached.
+func TestDetached(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	for _, how := range []string{"ip link del", "ip netns del"} {
+		t.Run(how, func(t *testing.T) {
+			ns := tuntest.RandomName("pn")
+			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+				t.Fatalf("ip netns add: %v: %s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+			d := openDevice(t, tun.Options{Queues: 1})
+			if err := d.Configure(tun.LinkConfig{Netns: ns}); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Check(); err != nil {
+				t.Fatalf("Check before: %v", err)
+			}
+			q := d.Queues()[0]
+			bufs, pkts := readerBuffers(1)
+			read := make(chan error, 1)
+			go func() {
+				for { // the interface may have sent a packet of its own (IPv6)
+					if _, err := q.Read(bufs, pkts, tun.Headroom); err != nil {
+						read <- err
+						return
+					}
+				}
+			}()
+			time.Sleep(50 * time.Millisecond) // let the Read block
+			cmd := exec.Command("ip", "-n", ns, "link", "del", d.Name())
+			if how == "ip netns del" {
+				cmd = exec.Command("ip", "netns", "del", ns)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v: %s", how, err, out)
+			}
+			if err := d.Check(); !errors.Is(err, tun.ErrDetached) {
+				t.Errorf("Check after %s returned %v, want ErrDetached", how, err)
+			} else {
+				t.Logf("Check: %v", err)
+			}
+			if how == "ip netns del" {
+				if err := d.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-read; !errors.Is(err, os.ErrClosed) {
+					t.Errorf("Read after Close returned %v, want os.ErrClosed", err)
+				}
+				return
+			}
+			select {
+			case err := <-read:
+				if !errors.Is(err, tun.ErrDetached) {
+					t.Errorf("blocked Read returned %v, want ErrDetached", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a blocked Read did not return within 5s of the interface going away")
+			}
+			pkt := []byte{0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2}
+			wb := [][]byte{append(make([]byte, tun.Headroom), pkt...)}
+			if _, err := q.Write(wb, []tun.Packet{tun.NewPacket(pkt, tun.GSOInfo{})}, tun.Headroom); !errors.Is(err, tun.ErrDetached) {
+				t.Errorf("Write returned %v, want ErrDetached", err)
+			}
+		})
+	}
+}

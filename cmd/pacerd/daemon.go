@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,14 @@ const (
 	stateStarting int32 = iota
 	stateUp
 	stateStopping
+	stateLost // a device is gone: pacerd is about to exit (see lostExitDelay)
 )
+
+// lostExitDelay is how long pacerd, once a device is gone, goes on
+// answering /healthz (503) and /metrics (pacer_link_up 0) before it
+// closes the link and exits with exitLinkLost: long enough for a health
+// check or a scrape to see it, short next to a supervisor's restart delay.
+const lostExitDelay = time.Second
 
 // daemon is a running pacerd: the link, the config it runs, and the
 // metrics and control servers around it.
@@ -64,6 +72,7 @@ type daemon struct {
 	samplerDone chan struct{}
 	metrics     *server
 	control     *server
+	statePath   string // what the link made, for a successor (see takeOver)
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -139,15 +148,25 @@ func start(cfg *shaper.Config, path string, log *slog.Logger, opts ...func(*daem
 	d.metrics = serve(mln, stats.HandlerWithUI(reg, d.health, log, web.Handler(d.history, dashboardKeys{d}, log)), log, "metrics")
 	log.Info("metrics listening", "addr", mln.Addr().String())
 
+	if removed, err := control.RemoveStale(cfg.Control.Socket); err != nil {
+		return nil, err
+	} else if removed {
+		log.Warn("removed a control socket a pacerd that is gone left (killed?)", "path", cfg.Control.Socket)
+	}
 	cln, err := control.Listen(cfg.Control.Socket)
 	if err != nil {
 		return nil, err
 	}
+	d.statePath = statePath(cfg.Control.Socket)
+	left := takeOver(d.statePath, log)
 
-	l, gw, err := openLink(cfg, log)
+	l, gw, err := openLink(cfg, log, shaper.AdoptLeftovers(left))
 	if err != nil {
 		cln.Close()
 		return nil, err
+	}
+	if err := writeState(d.statePath, l.Made()); err != nil {
+		log.Warn("state file: the next pacerd cannot take over what this one leaves if it is killed", "err", err)
 	}
 	d.gateway = gw
 	d.link.Store(l)
@@ -174,6 +193,11 @@ func (d *daemon) health() error {
 		return nil
 	case stateStopping:
 		return errors.New("stopping")
+	case stateLost:
+		if l := d.link.Load(); l != nil {
+			return fmt.Errorf("link lost, exiting: %w", l.LostErr())
+		}
+		return errors.New("link lost, exiting")
 	}
 	return errors.New("starting: the link is not up yet")
 }
@@ -208,7 +232,7 @@ func (d *daemon) running() *shaper.Config {
 func (d *daemon) reload() (*shaper.Config, error) {
 	load := d.load
 	if load == nil {
-		load = func() (*shaper.Config, error) { return shaper.LoadConfig(d.path) }
+		load = func() (*shaper.Config, error) { return loadSettled(d.path) }
 	}
 	cfg, err := load()
 	if err != nil {
@@ -312,6 +336,8 @@ func (d *daemon) close(drain time.Duration) error {
 		if l := d.link.Load(); l != nil {
 			if err := l.Close(drain); err != nil {
 				errs = append(errs, fmt.Errorf("close link: %w", err))
+			} else if d.statePath != "" {
+				os.Remove(d.statePath) // nothing left to take over
 			}
 		}
 		errs = append(errs, d.stopServers())
@@ -339,4 +365,19 @@ func (d *daemon) stopServers() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// exitLost ends pacerd after a device of its link went away: /healthz
+// answers 503 and pacer_link_up is 0 for lostExitDelay, then the link
+// closes (removing what is left of its devices) and pacerd exits with
+// exitLinkLost, for its supervisor to start it again.
+func (d *daemon) exitLost(drain time.Duration) int {
+	d.state.Store(stateLost)
+	d.log.Error("a device of the link is gone: pacerd exits so that its supervisor restarts it",
+		"err", d.link.Load().LostErr(), "exit_status", exitLinkLost, "in", lostExitDelay)
+	time.Sleep(lostExitDelay)
+	if err := d.close(drain); err != nil {
+		d.log.Warn("stop after the link was lost", "err", err)
+	}
+	return exitLinkLost
 }

@@ -19,7 +19,7 @@ type routerGateway struct {
 // devices at all), and once the link runs it puts the link into the
 // router's forwarding path (Gateway.Install). On error nothing it made is
 // left.
-func openLink(cfg *shaper.Config, log *slog.Logger) (*shaper.Link, *routerGateway, error) {
+func openLink(cfg *shaper.Config, log *slog.Logger, opts ...shaper.OpenOption) (*shaper.Link, *routerGateway, error) {
 	var g *gateway.Gateway
 	if cfg.Gateway != nil {
 		var err error
@@ -27,7 +27,7 @@ func openLink(cfg *shaper.Config, log *slog.Logger) (*shaper.Link, *routerGatewa
 			return nil, nil, err
 		}
 	}
-	l, err := shaper.Open(cfg, log)
+	l, err := shaper.Open(cfg, log, opts...)
 	if err != nil {
 		if g != nil {
 			err = errors.Join(err, g.Close())

@@ -37,6 +37,10 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // bad config, setup failure
 	exitUsage   = 2 // bad command line
+	// exitLinkLost: a device of the link was deleted (or its namespace
+	// was) while pacerd ran. EX_TEMPFAIL: start pacerd again (systemd's
+	// Restart=on-failure does) and it makes its devices anew.
+	exitLinkLost = 75
 )
 
 func main() {
@@ -87,15 +91,29 @@ func run(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	if err := checkPrivileges(cfg); err != nil {
+		log.Error("start", "err", err)
+		return exitFailure
+	}
 	d, err := start(cfg, *configPath, log)
 	if err != nil {
 		log.Error("start", "err", err)
 		return exitFailure
 	}
+	if err := dropPrivileges(d, log); err != nil {
+		log.Error("start", "err", err)
+		if err := d.close(0); err != nil {
+			log.Error("stop", "err", err)
+		}
+		return exitFailure
+	}
 	log.Info("pacerd running", "config", *configPath, "inner", cfg.Link.Inner.Name, "outer", cfg.Link.Outer.Name,
 		"queues", d.link.Load().Queues())
+	lost := d.link.Load().Lost()
 	for {
 		select {
+		case <-lost:
+			return d.exitLost(*drain)
 		case <-ctx.Done():
 			log.Info("stopping: draining held packets", "drain", *drain)
 			if err := d.close(*drain); err != nil {

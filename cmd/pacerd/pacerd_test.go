@@ -9,11 +9,15 @@ import (
 	"testing"
 )
 
-// buildPacerd builds the daemon into a temporary directory.
+// buildPacerd builds the daemon into a temporary directory, as make build
+// does (without cgo, so that it drops its capabilities once its link runs:
+// every test of a running pacerd runs it that way).
 func buildPacerd(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pacerd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -60,6 +60,12 @@ func NewClient(socket string, timeout time.Duration) *Client {
 	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: timeout}}
 }
 
+// Close closes the client's idle connections (and the goroutines that
+// serve them). The client remains usable: a later call connects anew.
+func (c *Client) Close() {
+	c.http.CloseIdleConnections()
+}
+
 // Socket returns the socket path the client connects to.
 func (c *Client) Socket() string { return c.socket }
 

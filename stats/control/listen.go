@@ -26,7 +26,7 @@ const SocketMode = 0o600
 // usual 022 nobody but its owner may connect then either (connecting needs
 // write permission).
 func Listen(path string) (*net.UnixListener, error) {
-	if err := removeStale(path); err != nil {
+	if _, err := RemoveStale(path); err != nil {
 		return nil, err
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -41,30 +41,33 @@ func Listen(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// removeStale removes a socket at path that nothing listens on.
-func removeStale(path string) error {
+// RemoveStale removes a socket at path that nothing listens on (left by a
+// daemon that was killed) and reports whether it did. A live socket, or a
+// file that is not a socket, is an error and stays. Listen calls it; a
+// caller that wants to log the removal calls it first.
+func RemoveStale(path string) (removed bool, err error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return false, fmt.Errorf("control socket: %w", err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("control socket %s: exists and is not a socket; not removing it", path)
+		return false, fmt.Errorf("control socket %s: exists and is not a socket; not removing it", path)
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("control socket %s: another process (a running pacerd?) listens on it", path)
+		return false, fmt.Errorf("control socket %s: another process (a running pacerd?) listens on it", path)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("control socket %s: check for a stale socket: %w", path, err)
+		return false, fmt.Errorf("control socket %s: check for a stale socket: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("control socket: remove stale socket: %w", err)
+		return false, fmt.Errorf("control socket: remove stale socket: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // WriteJSON writes v as a JSON response with the given status.

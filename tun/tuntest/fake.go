@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pacer-dev/pacer/tun"
@@ -33,6 +34,19 @@ type Fake struct {
 	fq      []*fakeQueue
 	closed  chan struct{}
 	once    sync.Once
+	// writeErr, if set, is what every Write fails with (see FailWrites).
+	writeErr atomic.Pointer[error]
+}
+
+// FailWrites makes every Write on every queue fail with err and write
+// nothing, as a kernel that answers ENOBUFS or EIO would; nil makes writes
+// work again. It is safe to call while the queues are in use.
+func (f *Fake) FailWrites(err error) {
+	if err == nil {
+		f.writeErr.Store(nil)
+		return
+	}
+	f.writeErr.Store(&err)
 }
 
 // NewFake returns a Fake with the given number of queues; each channel
@@ -194,6 +208,9 @@ func (q *fakeQueue) Write(bufs [][]byte, pkts []tun.Packet, offset int) (int, er
 	case <-q.dev.closed:
 		return 0, fmt.Errorf("tun %s: queue %d: write: %w", q.dev.name, q.index, os.ErrClosed)
 	default:
+	}
+	if e := q.dev.writeErr.Load(); e != nil && count > 0 {
+		return 0, fmt.Errorf("tun %s: queue %d: write: packet 0: %w", q.dev.name, q.index, *e)
 	}
 	for i := range count {
 		p := FakePacket{Data: append([]byte(nil), bufs[i][offset:offset+pkts[i].Size]...), GSO: pkts[i].GSO}

@@ -102,12 +102,27 @@ type Iperf3Result struct {
 // Client runs an iperf3 client in namespace clientNs against s for the
 // given duration, with extra iperf3 arguments (e.g. "-u", "-b", "1G",
 // "-P", "2", "-R"). It fails if iperf3 does not finish within duration+20s.
+//
+// A run refused at connect is tried again for up to 2 s: between two tests
+// `iperf3 -s` closes its listening socket and opens a new one, so a client
+// started right after the previous one ended can find nobody listening.
 func (s *Iperf3Server) Client(ctx context.Context, clientNs string, duration time.Duration, extra ...string) (Iperf3Result, error) {
 	secs := max(1, int(duration.Round(time.Second)/time.Second))
 	args := append([]string{"-c", s.Addr.String(), "-p", strconv.Itoa(s.Port), "-t", strconv.Itoa(secs)}, extra...)
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+22*time.Second)
 	defer cancel()
-	return RunIperf3(ctx, clientNs, args...)
+	refusedUntil := time.Now().Add(2 * time.Second)
+	for {
+		res, err := RunIperf3(ctx, clientNs, args...)
+		if err == nil || !strings.Contains(err.Error(), "Connection refused") || time.Now().After(refusedUntil) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // RunIperf3 runs `ip netns exec ns iperf3 -J args...` and parses the
