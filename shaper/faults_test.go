@@ -26,7 +26,7 @@ egress:
     - {name: c, match: {proto: udp}, rate: 800kbit, burst: 10kb, backlog: 100ms, queue: `+queue+`}
 `)
 				out := outer.Written(0)
-				// Packets arrive at twice the rate, one every 5 ms, for 1 s.
+				// Packets arrive at twice the rate, one every 5 ms.
 				inject := func(n int, sport uint16) {
 					next := time.Now()
 					for i := range n {
@@ -38,13 +38,28 @@ egress:
 						}
 					}
 				}
+				// Packets one at a time, each after the last was dealt with:
+				// 200 kB through a class of 100 kB/s with 10 kB of burst. If
+				// the failed writes' tokens did not go back, the bucket would
+				// be in debt after the tenth and the shaper would plan a wait
+				// for every packet after it; with them back, none waits. This
+				// judges the shaper's decision, not how soon a worker of a
+				// busy machine wakes.
 				outer.FailWrites(errno)
-				inject(200, 4000)
+				for i := range 200 {
+					if err := inner.Inject(0, rawIPv4(17, 4000+uint16(i%4), 972), tun.GSOInfo{}); err != nil {
+						t.Fatal(err)
+					}
+					waitCounted(t, l, i+1)
+				}
 				c := waitCounted(t, l, 200)
-				t.Logf("writes failing with %v: %d write errors, drops %v, %d sent", errno, c.Dropped[shaper.DropWriteError], c.Dropped, c.SentPackets)
+				t.Logf("writes failing with %v: %d write errors, drops %v, %d sent, longest planned wait %v", errno, c.Dropped[shaper.DropWriteError], c.Dropped, c.SentPackets, c.MaxPlannedDelay)
 				if c.Dropped[shaper.DropWriteError] != 200 || c.SentPackets != 0 {
-					t.Errorf("write errors %d, sent %d, want 200 and 0 (a failed write's tokens go back: nothing waits for them): drops %v",
+					t.Errorf("write errors %d, sent %d, want 200 and 0: drops %v",
 						c.Dropped[shaper.DropWriteError], c.SentPackets, c.Dropped)
+				}
+				if c.MaxPlannedDelay > 0 {
+					t.Errorf("the shaper planned a wait of %v for a packet while every write failed: a failed write's tokens did not go back", c.MaxPlannedDelay)
 				}
 
 				// Writes work again: the class sends at its rate, with no more

@@ -457,7 +457,7 @@ func histPercentile(counts []uint64, p float64) time.Duration {
 
 // sendRaw sends each packet n times out of device dev in namespace ns
 // through an AF_PACKET socket, bytes as given: the kernel does not look
-// at them, pacer reads them from the TUN as they are. Every 100 rounds it
+// at them, pacer reads them from the TUN as they are. After every round it
 // calls wait (if not nil) with the packets sent so far, which may block
 // until the reader has caught up.
 func sendRaw(ns, dev string, pkts [][]byte, n int, wait func(sent int)) error {
@@ -478,7 +478,7 @@ func sendRaw(ns, dev string, pkts [][]byte, n int, wait func(sent int)) error {
 					return fmt.Errorf("send %x: %w", p, err)
 				}
 			}
-			if i%100 == 99 && wait != nil {
+			if wait != nil {
 				wait((i + 1) * len(pkts))
 			}
 		}
@@ -501,11 +501,12 @@ egress:
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	const rounds = 2000
 	malformed := func() uint64 { return tl.Class(Egress, Unclassified).Counters().Dropped[DropMalformed] }
-	// The injector keeps at most 200 of its packets ahead of what pacer has
-	// counted, far below the TUN's queue (txqueuelen 500 and more), so
-	// that the kernel never drops one of them: then every packet sent must
-	// be counted, exactly. (The device's tx_dropped is no measure of that:
-	// it also counts packets that are not the test's.)
+	// The injector keeps at most 100 of its packets (checked after every
+	// round of 5) ahead of what pacer has counted, far below the TUN's
+	// queue (txqueuelen 500 and more), so that the kernel never drops one
+	// of them: then every packet sent must be counted, exactly. (The
+	// device's tx_dropped is no measure of that: it also counts packets
+	// that are not the test's.)
 	var before netlink.LinkStatistics
 	got := tl.measure(t, 2*time.Second, 4*time.Second, func(ctx context.Context) {
 		go func() {
@@ -516,8 +517,10 @@ egress:
 			}
 			m0 := malformed()
 			err = sendRaw(tl.ns1, tl.inner, malformedPackets, rounds, func(sent int) {
-				for deadline := time.Now().Add(2 * time.Second); malformed()-m0+200 < uint64(sent) && time.Now().Before(deadline); {
-					time.Sleep(100 * time.Microsecond)
+				// A millisecond's sleep, not a spin: the injector shares
+				// the test process, and its CPU, with pacer's workers.
+				for deadline := time.Now().Add(2 * time.Second); malformed()-m0+100 < uint64(sent) && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
 				}
 			})
 			if err != nil {

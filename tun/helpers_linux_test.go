@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,14 +67,45 @@ func netnsExists(name string) bool {
 	return err == nil
 }
 
-// openFDs counts the process's open file descriptors.
-func openFDs(t *testing.T) int {
+// openFDs returns the process's open file descriptors and what each
+// refers to ("/dev/net/tun", "socket:[123]", ...).
+func openFDs(t *testing.T) map[string]string {
 	t.Helper()
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(entries)
+	fds := make(map[string]string, len(entries))
+	for _, e := range entries {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			fds[e.Name()] = target
+		}
+	}
+	return fds
+}
+
+// newTUNFDs returns the descriptors open now that were not in before and
+// refer to what a TUN device holds: /dev/net/tun or a socket (netlink,
+// ioctl). Others (the runtime's, a log file's) are not counted, and a
+// descriptor that closes within a second is not either: another
+// goroutine's brief socket is not a leak.
+func newTUNFDs(t *testing.T, before map[string]string) []string {
+	t.Helper()
+	var found []string
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		found = found[:0]
+		for fd, target := range openFDs(t) {
+			if before[fd] == target {
+				continue
+			}
+			if target == "/dev/net/tun" || strings.HasPrefix(target, "socket:") {
+				found = append(found, fd+" -> "+target)
+			}
+		}
+		if len(found) == 0 || time.Now().After(deadline) {
+			return found
+		}
+	}
 }
 
 // udpIn opens a UDP socket in namespace ns bound to laddr and, if raddr is

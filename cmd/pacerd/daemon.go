@@ -81,6 +81,9 @@ type daemon struct {
 type server struct {
 	srv  *http.Server
 	done chan error
+
+	mu     sync.Mutex
+	unused map[net.Conn]struct{} // connections that have not sent a request yet
 }
 
 func serve(ln net.Listener, h http.Handler, log *slog.Logger, what string) *server {
@@ -90,8 +93,10 @@ func serve(ln net.Listener, h http.Handler, log *slog.Logger, what string) *serv
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
-		done: make(chan error, 1),
+		done:   make(chan error, 1),
+		unused: make(map[net.Conn]struct{}),
 	}
+	s.srv.ConnState = s.track
 	go func() {
 		err := s.srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -104,12 +109,47 @@ func serve(ln net.Listener, h http.Handler, log *slog.Logger, what string) *serv
 	return s
 }
 
+// track keeps the set of connections that have not sent their first
+// request: an HTTP client dials spare connections when its others are busy
+// and may keep one unused in its pool.
+func (s *server) track(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st == http.StateNew {
+		s.unused[c] = struct{}{}
+	} else {
+		delete(s.unused, c)
+	}
+}
+
 // shutdown stops the server, letting requests in flight finish within
-// serverShutdownTimeout, and closes its listener.
+// serverShutdownTimeout, and closes its listener. Connections that never
+// sent a request carry nothing in flight and are closed at once
+// (http.Server.Shutdown would wait 5 s for them).
 func (s *server) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), serverShutdownTimeout)
 	defer cancel()
-	err := s.srv.Shutdown(ctx)
+	shut := make(chan error, 1)
+	go func() { shut <- s.srv.Shutdown(ctx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-shut:
+			break wait
+		case <-tick.C:
+			// One accepted before Shutdown closed the listener is caught
+			// by a later tick.
+			s.mu.Lock()
+			for c := range s.unused {
+				c.Close()
+				delete(s.unused, c)
+			}
+			s.mu.Unlock()
+		}
+	}
 	if err != nil {
 		err = errors.Join(err, s.srv.Close())
 	}
