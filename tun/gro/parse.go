@@ -90,22 +90,17 @@ func (in *packetInfo) parse(pkt []byte, g tun.GSOInfo, udp bool) {
 }
 
 // candidate checks the rest of a keyed packet (see parse) and sets hdrLen.
+// The cheap tests come first; checksums last.
 func (in *packetInfo) candidate(pkt []byte, g tun.GSOInfo, udp bool) bool {
 	if g.IsGSO() || len(pkt) > MaxSize {
 		return false
 	}
-	var src, dst []byte
 	if in.v6 {
 		if int(binary.BigEndian.Uint16(pkt[4:])) != len(pkt)-ipv6HdrLen {
 			return false
 		}
-		src, dst = pkt[8:24], pkt[24:40]
-	} else {
-		if in.l4Off != ipv4HdrLen || int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) ||
-			tun.Sum(pkt[:ipv4HdrLen], 0) != 0xffff {
-			return false
-		}
-		src, dst = pkt[12:16], pkt[16:20]
+	} else if in.l4Off != ipv4HdrLen || int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) {
+		return false
 	}
 	l4 := pkt[in.l4Off:]
 	csumOff := tcpCsumOff
@@ -125,18 +120,41 @@ func (in *packetInfo) candidate(pkt []byte, g tun.GSOInfo, udp bool) bool {
 		in.hdrLen = in.l4Off + udpHdrLen
 		csumOff = udpCsumOff
 	}
+	if !in.v6 && tun.Sum(pkt[:ipv4HdrLen], 0) != 0xffff {
+		return false
+	}
 	field := binary.BigEndian.Uint16(l4[csumOff:])
 	switch {
 	case g.Flags&tun.FlagNeedsCsum != 0:
 		return int(g.CsumStart) == in.l4Off && int(g.CsumOffset) == csumOff &&
-			field == tun.PseudoHeaderSum(in.proto, src, dst, len(l4))
+			field == pseudoSum(pkt, in.v6, in.proto, len(l4))
 	case field == 0 && in.proto == protoUDP:
 		return false // no checksum: merging would add one
 	case g.Flags&tun.FlagDataValid != 0:
 		return true
 	default:
-		return tun.Sum(l4, tun.PseudoHeaderSum(in.proto, src, dst, len(l4))) == 0xffff
+		return tun.Sum(l4, pseudoSum(pkt, in.v6, in.proto, len(l4))) == 0xffff
 	}
+}
+
+// pseudoSum is tun.PseudoHeaderSum for the addresses in the IP header of
+// pkt and an L4 length below 65536, with 32-bit loads instead of two Sum
+// calls: it runs for every candidate (about 3 ns instead of 20). Both
+// return the folded sum in 1..0xffff, so they are equal (a test checks).
+func pseudoSum(pkt []byte, v6 bool, proto uint8, l4Len int) uint16 {
+	var s uint64
+	if v6 {
+		for i := 8; i < 40; i += 4 {
+			s += uint64(binary.BigEndian.Uint32(pkt[i:]))
+		}
+	} else {
+		s = uint64(binary.BigEndian.Uint32(pkt[12:])) + uint64(binary.BigEndian.Uint32(pkt[16:]))
+	}
+	s += uint64(proto) + uint64(l4Len)
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s>>16 + s&0xffff)
 }
 
 // flowHash hashes the addresses, ports and protocol of the keyed packet pkt.
