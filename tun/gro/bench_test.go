@@ -46,7 +46,7 @@ func BenchmarkCoalesce(b *testing.B) {
 			for b.Loop() {
 				_, outPkts := c.Coalesce(bt.bufs, bt.pkts, offset)
 				outs = len(outPkts)
-				bt.restore(&c, outs)
+				bt.restore(&c, outPkts)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/pkt")
 			b.ReportMetric(float64(outs), "writes")

@@ -45,12 +45,12 @@ func (b *batch) put(buf []byte, pkt []byte, g tun.GSOInfo, room int) {
 	b.orig = append(b.orig, pkt)
 }
 
-// restore undoes Coalesce on the heads of the nOut outputs of c (their
-// headers were rewritten), so that the batch can be coalesced again.
-func (b *batch) restore(c *gro.Coalescer, nOut int) {
-	for j := range nOut {
-		if m := c.Members(j); len(m) > 1 {
-			h := m[0]
+// restore undoes Coalesce on the heads of the super-packets among outPkts
+// (their headers were rewritten), so that the batch can be coalesced again.
+func (b *batch) restore(c *gro.Coalescer, outPkts []tun.Packet) {
+	for j, p := range outPkts {
+		if p.Segments > 1 {
+			h := c.Members(j)[0]
 			copy(b.bufs[h][offset:], b.orig[h][:min(len(b.orig[h]), 128)])
 		}
 	}

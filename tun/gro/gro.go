@@ -35,6 +35,7 @@ type Coalescer struct {
 	table   []int32      // flow hash table: output index + 1 of the flow's latest packet; 0 empty
 	in      packetInfo   // the packet being added
 	hashSh  uint         // 64 - log2(len(table))
+	grouped bool         // members and first are up to date
 }
 
 // run is one output: a packet alone, or a super-packet being built in the
@@ -90,8 +91,13 @@ func (c *Coalescer) Output(i int) int { return c.outOf[i] }
 
 // Members returns the input indices that output j of the last Coalesce
 // carries, in ascending order; the first is the head whose buffer holds the
-// output. The slice must not be modified.
+// output. The slice must not be modified. The first call after Coalesce
+// groups all inputs by output (a pass over them); Output needs no such pass,
+// which makes it the cheaper choice for a caller that walks the inputs.
 func (c *Coalescer) Members(j int) []int {
+	if !c.grouped {
+		c.group()
+	}
 	return c.members[c.first[j] : c.first[j]+c.runs[j].count]
 }
 
@@ -106,7 +112,7 @@ func (c *Coalescer) reset(n int) {
 		c.outPkts = make([]tun.Packet, 0, n)
 	}
 	c.outOf, c.members, c.first = c.outOf[:n], c.members[:n], c.first[:n]
-	c.runs = c.runs[:0]
+	c.runs, c.grouped = c.runs[:0], false
 	size, shift := 16, uint(64-4)
 	for size < 2*n {
 		size, shift = size*2, shift-1
@@ -250,29 +256,36 @@ func (r *run) appendPacket(hbuf []byte, offset int, pkt []byte, in *packetInfo) 
 	return true
 }
 
-// finish rewrites the headers of every super-packet, fills the outputs and
-// groups the members by output.
+// finish rewrites the headers of every super-packet and fills the outputs.
 func (c *Coalescer) finish(bufs [][]byte, pkts []tun.Packet, offset int) {
-	c.outBufs, c.outPkts = c.outBufs[:0], c.outPkts[:0]
-	end := 0
+	outBufs, outPkts := c.outBufs[:len(c.runs)], c.outPkts[:len(c.runs)]
 	for j := range c.runs {
 		r := &c.runs[j]
-		c.outBufs = append(c.outBufs, bufs[r.head])
+		outBufs[j] = bufs[r.head]
 		if r.count == 1 {
-			c.outPkts = append(c.outPkts, pkts[r.head])
+			outPkts[j] = pkts[r.head]
 		} else {
-			c.outPkts = append(c.outPkts, r.seal(bufs[r.head][offset:offset+r.size]))
+			outPkts[j] = r.seal(bufs[r.head][offset : offset+r.size])
 		}
-		end += r.count
+	}
+	c.outBufs, c.outPkts = outBufs, outPkts
+	c.grouped = false
+}
+
+// group sorts the inputs by output for Members (a counting sort, walking
+// backwards so that each output's members come out ascending).
+func (c *Coalescer) group() {
+	end := 0
+	for j := range c.runs {
+		end += c.runs[j].count
 		c.first[j] = end
 	}
-	// Counting sort by output, walking backwards so that each output's
-	// members come out ascending; first[j] ends at output j's start.
 	for i := len(c.outOf) - 1; i >= 0; i-- {
 		j := c.outOf[i]
 		c.first[j]--
 		c.members[c.first[j]] = i
 	}
+	c.grouped = true
 }
 
 // seal rewrites the headers of the super-packet pkt (the run's head with

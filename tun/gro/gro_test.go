@@ -339,7 +339,7 @@ func TestCoalesceAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() {
 		_, outPkts := c.Coalesce(b.bufs, b.pkts, offset)
 		merged += len(b.pkts) - len(outPkts)
-		b.restore(&c, len(outPkts))
+		b.restore(&c, outPkts)
 	}); a != 0 {
 		t.Errorf("Coalesce allocates %.1f times per batch", a)
 	}
