@@ -50,7 +50,6 @@ type run struct {
 	nextSeq uint32
 	proto   uint8
 	v6      bool
-	keyed   bool // has a 5-tuple (lookups compare against the head)
 	open    bool // may take another member
 	psh     bool // the last member had PSH
 }
@@ -117,7 +116,7 @@ func (c *Coalescer) reset(n int) {
 	for size < 2*n {
 		size, shift = size*2, shift-1
 	}
-	if len(c.table) < size {
+	if cap(c.table) < size {
 		c.table = make([]int32, size)
 	}
 	c.table = c.table[:size]
@@ -157,7 +156,7 @@ func (c *Coalescer) add(bufs [][]byte, pkts []tun.Packet, i, offset int) {
 // newRun makes input i an output of its own and returns its index.
 func (c *Coalescer) newRun(i int, pkt []byte, in *packetInfo) int {
 	j := len(c.runs)
-	r := run{head: i, count: 1, size: len(pkt), keyed: in.keyed, open: in.cand,
+	r := run{head: i, count: 1, size: len(pkt), open: in.cand,
 		hdrLen: in.hdrLen, l4Off: in.l4Off, proto: in.proto, v6: in.v6}
 	if in.cand {
 		r.segSize = len(pkt) - in.hdrLen

@@ -347,3 +347,33 @@ func TestCoalesceAllocs(t *testing.T) {
 		t.Errorf("%d packets merged in 101 runs, want %d", merged, 101*62)
 	}
 }
+
+// TestCoalesceZeroTCPChecksum merges a segment whose TCP checksum computes
+// to zero (found by FuzzCoalesce): completed from its partial checksum it
+// carries 0xffff, split from the super-packet 0x0000; both are zero and
+// verify, and the merge stands.
+func TestCoalesceZeroTCPChecksum(t *testing.T) {
+	specs := seq(tcp4, 1000, 2, nil)
+	var b batch
+	for k, s := range specs {
+		pkt, g := build(s)
+		if k == 1 {
+			l4 := pkt[20:]
+			partial := [2]byte{l4[16], l4[17]}
+			l4[16], l4[17], l4[20], l4[21] = 0, 0, 0, 0
+			r := ^refChecksum(pseudoHeader(6, pkt[12:16], pkt[16:20], len(l4)), l4)
+			w := 0xffff - r // makes the sum 0xffff: the checksum 0
+			l4[20], l4[21] = byte(w>>8), byte(w)
+			l4[16], l4[17] = partial[0], partial[1]
+		}
+		b.add(pkt, g, tun.MaxPacketSize)
+	}
+	if in := b.completed(t, 1); in[20+16] != 0xff || in[20+17] != 0xff {
+		t.Fatalf("input 1 completes to checksum % x, want ff ff", in[36:38])
+	}
+	var c gro.Coalescer
+	outBufs, outPkts := c.Coalesce(b.bufs, b.pkts, offset)
+	if got := checkCoalesced(t, &c, &b, outBufs, outPkts); !slices.EqualFunc(got, groups(2), slices.Equal) {
+		t.Fatalf("outputs %v, want %v", got, groups(2))
+	}
+}
