@@ -13,7 +13,9 @@
 //
 // Consecutive packets of one flow (same addresses, ports and protocol) are
 // merged when the kernel's GSO would cut the result back into exactly those
-// packets (tun.SplitGSO does the same cut):
+// packets (tun.SplitGSO does the same cut; the one difference allowed is a
+// TCP checksum that computes to zero, which may come out as 0x0000 where
+// the input carried 0xffff: both are zero and verify alike):
 //
 //   - TCP (gso_type TCPV4/TCPV6): sequence numbers contiguous; the same ack
 //     number, window, urgent pointer, flags and options (bytes equal, so
