@@ -71,15 +71,18 @@ func fakeLinkDevices(t *testing.T, offload bool, policy string) (*shaper.Link, *
 }
 
 // TestFQLiveChanges: a fair-queued class changes its AQM, table size,
-// isolation and queue kind (fq -> fifo -> fq) while it holds packets;
-// every packet is sent or counted as dropped, and nothing stays held.
+// isolation and queue kind (fq -> fifo -> fq) while it holds packets, three
+// times over, with the change coming 50 ms, 5 ms and 0 ms after a burst (so
+// also while the worker is still taking the burst in); every packet is sent
+// or counted as dropped, nothing stays held, and exactly the packets counted
+// as sent were written.
 func TestFQLiveChanges(t *testing.T) {
 	l, inner, out, cfg := fakeLink(t, false, `
 egress:
   classes:
     - {name: c, match: {proto: udp}, rate: 800kbit, backlog: 2s}
 `)
-	const perStep = 40
+	const perStep = 20
 	injected := 0
 	inject := func() {
 		for i := 0; i < perStep; i++ {
@@ -95,34 +98,40 @@ egress:
 		func(cc *shaper.ClassConfig) { cc.Queue, cc.FQ = shaper.QueueFIFO, shaper.FQConfig{} },
 		func(cc *shaper.ClassConfig) { cc.Queue = shaper.QueueFQ; cc.FQ.NoECN = true },
 	}
-	for _, step := range steps {
-		inject()
-		time.Sleep(50 * time.Millisecond)
-		step(&cfg.Egress.Classes[0])
-		cfg.SetDefaults()
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Apply(cfg.Egress, cfg.Ingress); err != nil {
-			t.Fatal(err)
+	changes, whileHeld := 0, 0
+	for _, pause := range []time.Duration{50 * time.Millisecond, 5 * time.Millisecond, 0} {
+		for _, step := range steps {
+			inject()
+			time.Sleep(pause)
+			step(&cfg.Egress.Classes[0])
+			cfg.SetDefaults()
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if l.Class(shaper.Egress, "c").Counters().BacklogPackets > 0 {
+				whileHeld++
+			}
+			if err := l.Apply(cfg.Egress, cfg.Ingress); err != nil {
+				t.Fatal(err)
+			}
+			changes++
 		}
 	}
 	inject()
-	// 800 kbit/s is 100 kB/s: the 200 kB of 1000-byte packets take 2 s.
-	got := 0
-	deadline := time.After(10 * time.Second)
-	for {
-		c := l.Class(shaper.Egress, "c").Counters()
-		if int(c.SentPackets+c.DroppedTotal()) == injected && c.BacklogPackets == 0 {
-			t.Logf("sent %d, dropped %v, written %d", c.SentPackets, c.Dropped, got)
-			break
-		}
-		select {
-		case <-out:
-			got++
-		case <-deadline:
-			t.Fatalf("after 10 s: %+v of %d injected", c, injected)
-		}
+	// 800 kbit/s is 100 kB/s: the 260 kB of 1000-byte packets take at most
+	// 2.6 s. A worker counts a packet as sent once its write has returned,
+	// just after the fake passed it on: wait for the counts, not for the
+	// packets (the last one may be out before it is counted).
+	c := waitCounted(t, l, injected)
+	t.Logf("%d changes, %d while the class held packets: sent %d, dropped %v", changes, whileHeld, c.SentPackets, c.Dropped)
+	if int(c.SentPackets+c.DroppedTotal()) != injected {
+		t.Errorf("sent %d + dropped %d (%v) of %d injected", c.SentPackets, c.DroppedTotal(), c.Dropped, injected)
+	}
+	if written := len(out); written != int(c.SentPackets) {
+		t.Errorf("%d packets written, %d counted as sent", written, c.SentPackets)
+	}
+	if whileHeld < len(steps) {
+		t.Errorf("only %d of %d changes came while the class held packets: test too weak", whileHeld, changes)
 	}
 }
 

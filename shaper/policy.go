@@ -69,7 +69,10 @@ func (c *Class) Name() string { return c.name }
 // Config returns the class's current settings.
 func (c *Class) Config() ClassConfig { return c.state.Load().cfg }
 
-// Counters returns the class's counters summed over all workers.
+// Counters returns the class's counters summed over all workers. A worker
+// counts the packets of a write batch once the write has returned, so a
+// packet may be on the other device a moment before it is counted as sent:
+// to see a packet's fate, poll the counters rather than wait for the packet.
 func (c *Class) Counters() Counters {
 	var s Counters
 	for i := range c.shards {
