@@ -411,7 +411,7 @@ func compareWithMetrics(t *testing.T, b *browser, base string, d time.Duration) 
 		return best, off
 	}
 	compared := 0
-	worst := 0.0
+	worst, shownSum := 0.0, 0.0
 	for _, r := range readings {
 		a, offA := nearest(r.From)
 		z, offZ := nearest(r.To)
@@ -434,9 +434,15 @@ func compareWithMetrics(t *testing.T, b *browser, base string, d time.Duration) 
 		if math.Abs(dev) > 0.03 {
 			t.Errorf("page shows %s for bulk, /metrics says %.0f B/s over the same second: off by %+.2f%%, want within 3%%", r.Text, metrics, 100*dev)
 		}
-		tuntest.WithinRate(t, "page's achieved rate vs configured", float64(shown), 1.25e6, 0.05)
+		shownSum += float64(shown)
 	}
 	t.Logf("page vs /metrics: %d seconds compared, largest difference %.2f%%", compared, 100*worst)
+	// The page shows the class at its rate: judged over the seconds
+	// compared, not each second, as one TCP flow under the class's AQM
+	// may leave a second a few percent short after a drop.
+	if compared > 0 {
+		tuntest.WithinRate(t, "page's achieved rate vs configured, mean of the seconds compared", shownSum/float64(compared), 1.25e6, 0.02)
+	}
 	if compared < 3 {
 		t.Errorf("only %d seconds of the page could be matched with scrapes (%d readings, %d scrapes)", compared, len(readings), len(scrapes))
 	}
