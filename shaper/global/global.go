@@ -23,6 +23,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -219,4 +220,13 @@ func (c *Client) Lease(ctx context.Context, key string, r Request) (Grant, error
 		Rate:        uint64(res[4]),
 		Share:       uint64(res[5]),
 	}, nil
+}
+
+// RedisLogger adapts log for go-redis's own messages (redis.SetLogger),
+// at level debug: a lease's failures are logged by the lease itself.
+type RedisLogger struct{ Log *slog.Logger }
+
+// Printf logs one go-redis message.
+func (r RedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.Log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
