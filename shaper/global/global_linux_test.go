@@ -127,7 +127,7 @@ func TestEmptyLedgerStartsAtZero(t *testing.T) {
 }
 
 // TestMaxMinShares: shares are max-min fair over the demands, with
-// capacity left over split equally and a floor for idle hosts.
+// capacity left over split by demand and a floor for idle hosts.
 func TestMaxMinShares(t *testing.T) {
 	s := redistest.Start(t)
 	for _, tc := range []struct {
@@ -136,7 +136,8 @@ func TestMaxMinShares(t *testing.T) {
 		want    []uint64
 	}{
 		{name: "issue", demands: []uint64{10e6, 30e6, 90e6, 90e6}, want: []uint64{10e6, 30e6, 30e6, 30e6}},
-		{name: "spare", demands: []uint64{10e6, 20e6}, want: []uint64{45e6, 55e6}},
+		// Spare capacity goes in proportion to the demands.
+		{name: "spare", demands: []uint64{10e6, 20e6}, want: []uint64{33_333_333, 66_666_666}},
 		{name: "equal", demands: []uint64{200e6, 200e6, 200e6, 200e6}, want: []uint64{25e6, 25e6, 25e6, 25e6}},
 		// Idle hosts keep a floor of a tenth of an equal share (2.5e6);
 		// the rest goes to the busy one.

@@ -17,7 +17,8 @@
 --
 -- The ledger fills at rate up to burst. Max-min fair shares (water-filling
 -- over the demands, with a floor of a tenth of an equal share for idle
--- hosts; capacity left over is split equally) are computed again once per
+-- hosts; capacity left over is split in proportion to the demands) are
+-- computed again once per
 -- period, when a host comes or goes, or when a demand rises above its
 -- share. A host's grant is min(share x period, ledger), taken from the
 -- ledger; the bytes it returns (unused, at most its last grant) go back.
@@ -111,8 +112,15 @@ local function lease(keys, args)
       left = left - h.share
     end
     if left > 0 then
+      -- Capacity the demands leave over goes to the hosts in proportion
+      -- to their demands, so that a host whose demand is its lease (a TCP
+      -- sender held at its rate) can grow, and an idle one gets little.
+      local wants = 0
       for _, h in ipairs(hosts) do
-        h.share = h.share + left / n
+        wants = wants + h.want
+      end
+      for _, h in ipairs(hosts) do
+        h.share = h.share + left * h.want / wants
       end
     end
     shared = now
