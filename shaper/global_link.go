@@ -69,6 +69,14 @@ func (t classTarget) Sent() uint64 {
 
 func (t classTarget) SetRate(r uint64) { t.c.setLeased(r) }
 
+// Saved returns the tokens the class's bucket holds.
+func (t classTarget) Saved() uint64 {
+	if st := t.c.state.Load(); st != nil && st.rate != nil {
+		return uint64(max(st.rate.Available(), 0))
+	}
+	return 0
+}
+
 // globalLeases are a link's running leases, one per global class.
 type globalLeases struct {
 	client *global.Client

@@ -8,10 +8,9 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -46,11 +45,17 @@ func (h *fleetHost) base() string { return "http://" + h.p.metricsAddr }
 // metrics, -1 if it has none.
 func (h *fleetHost) lease() float64 { return metricValue(h.base(), leasedRate) }
 
+// leased reports whether the host's lease is in state leased.
+func (h *fleetHost) leased() bool {
+	return metricValue(h.base(), `pacer_global_state{class="bulk",direction="egress",state="leased"}`) == 1
+}
+
 // rx returns the IP bytes the host's receiving device delivered so far.
 func (h *fleetHost) rx(t *testing.T) uint64 { return tuntest.RxBytes(t, h.ns2, h.outer) }
 
 // send starts TCP from ns1 to ns2 at mbit (iperf3 -b) against a fresh
 // server on port; a running client stops first.
+// t is the whole test's: the server and client outlive a phase.
 func (h *fleetHost) send(t *testing.T, port, mbit int) {
 	t.Helper()
 	h.stop()
@@ -156,13 +161,20 @@ egress:
 		h.p = startDaemon(t, bin, h.config)
 		hosts[i] = h
 	}
+	top := t // what outlives a phase belongs to the whole test
 	port := 5300
 	sendAll := func(mbits ...int) {
-		t.Helper()
 		port++
 		for i, h := range hosts {
-			h.send(t, port, mbits[i])
+			h.send(top, port, mbits[i])
 		}
+	}
+	leases := func() string {
+		var s []string
+		for _, h := range hosts {
+			s = append(s, fmt.Sprintf("%.2f", mbit(h.lease())))
+		}
+		return strings.Join(s, " ") + " Mbit/s"
 	}
 	bound := float64(fleetRate + fleetBurst)
 	checkWindows := func(t *testing.T, what string, sums []float64) {
@@ -200,16 +212,16 @@ egress:
 		took := until(3*fleetLease, func() bool {
 			return metricValue(hosts[0].base(), fleetHosts) == 3 && leaseSum(hosts[:3]) >= 0.95*fleetRate
 		})
-		t.Logf("after kill -9 the other three hold %.1f%% of the rate after %v (lease %v)", 100*leaseSum(hosts[:3])/fleetRate, took.Round(time.Millisecond), fleetLease)
+		t.Logf("after kill -9 the other three hold %.1f%% of the rate after %v (lease %v); leases %s, hosts %v", 100*leaseSum(hosts[:3])/fleetRate, took.Round(time.Millisecond), fleetLease, leases(), metricValue(hosts[0].base(), fleetHosts))
 		if took > fleetLease+3*fleetPeriod {
 			t.Errorf("the killed host's share went to the others after %v, want one lease (%v) and at most 3 periods", took, fleetLease)
 		}
 		h.stop()
 		// A new host (pacerd started again) gets its share within one
 		// period of its first lease.
-		h.p = startDaemon(t, bin, h.config)
+		h.p = startDaemon(top, bin, h.config)
 		started := time.Now()
-		h.send(t, port+100, 50)
+		h.send(top, port+100, 50)
 		took = until(2*fleetLease, func() bool { return h.lease() >= 0.9*fleetRate/4 })
 		t.Logf("new host: leased %.2f Mbit/s (equal share 25) %v after pacerd ran (killed %v before)", mbit(h.lease()), took.Round(time.Millisecond), started.Sub(killed).Round(time.Millisecond))
 		if took > 2*fleetPeriod {
@@ -237,7 +249,7 @@ egress:
 		// it leaves (all but an idle host's floor of 1/40 of the rate).
 		hosts[3].stop()
 		took := until(2*time.Second, func() bool { return leaseSum(hosts[:3]) >= 0.95*fleetRate })
-		t.Logf("a host stopped: the other three hold %.1f%% after %v", 100*leaseSum(hosts[:3])/fleetRate, took.Round(time.Millisecond))
+		t.Logf("a host stopped: the other three hold %.1f%% after %v; leases %s", 100*leaseSum(hosts[:3])/fleetRate, took.Round(time.Millisecond), leases())
 		if took > 3*fleetPeriod {
 			t.Errorf("the others took the stopped host's share after %v, want within 3 periods (%v)", took, 3*fleetPeriod)
 		}
@@ -252,7 +264,6 @@ egress:
 		}
 		return tuntest.Percentile(rtts, 0.5)
 	}
-	var restarted time.Time
 
 	t.Run("redis restarted empty", func(t *testing.T) {
 		sendAll(50, 50, 50, 50)
@@ -283,38 +294,41 @@ egress:
 		}
 
 		rs.Restart()
-		restarted = time.Now()
 		took := until(3*fleetLease, func() bool {
 			if leaseSum(hosts) < 0.9*fleetRate {
 				return false
 			}
 			for _, h := range hosts {
-				if metricValue(h.base(), fleetHosts) != 4 || h.lease() < 0.15*fleetRate || h.lease() > 0.35*fleetRate {
+				if !h.leased() || metricValue(h.base(), fleetHosts) != 4 || h.lease() < 0.15*fleetRate || h.lease() > 0.35*fleetRate {
 					return false
 				}
 			}
 			return true
 		})
-		t.Logf("after the restart shares converged in %v (lease %v)", took.Round(time.Millisecond), fleetLease)
+		t.Logf("after the restart shares converged in %v (lease %v): leases %s", took.Round(time.Millisecond), fleetLease, leases())
 		if took > fleetLease {
 			t.Errorf("shares converged %v after the restart, want within a lease (%v)", took, fleetLease)
 		}
-		libs, err := rdb.FunctionList(context.Background(), redis.FunctionListQuery{LibraryNamePattern: "pacer"}).Result()
+		libs, err := rdb.Do(context.Background(), "FUNCTION", "LIST", "LIBRARYNAME", "pacer").Slice()
 		if err != nil || len(libs) != 1 {
 			t.Errorf("function library after the restart: %v, %v", libs, err)
 		}
+		// Redis's own figures over the next two seconds.
+		if err := rdb.ConfigResetStat(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		reset := time.Now()
 		sums, _ = windows(t, hosts, 2)
 		checkWindows(t, "after restart", sums)
-	})
-
-	t.Run("SIGSTOP", func(t *testing.T) {
 		calls, usec, err := rs.CommandStats(context.Background(), "fcall")
 		if err != nil {
 			t.Fatal(err)
 		}
-		el := time.Since(restarted).Seconds()
-		t.Logf("Redis load: FCALL %.1f us per call, %.1f calls/s per host (%d calls in %.1f s, 4 hosts, period %v)", usec, float64(calls)/el/4, calls, el, fleetPeriod)
+		el := time.Since(reset).Seconds()
+		t.Logf("Redis load: FCALL %.1f us per call, %.2f calls/s per host (%d calls in %.2f s, 4 hosts, period %v)", usec, float64(calls)/el/4, calls, el, fleetPeriod)
+	})
 
+	t.Run("SIGSTOP", func(t *testing.T) {
 		rs.Pause()
 		paused := time.Now()
 		sums, _ := windows(t, hosts, 5)
@@ -337,7 +351,7 @@ egress:
 		}
 		took := until(3*fleetLease, func() bool {
 			for _, h := range hosts {
-				if metricValue(h.base(), `pacer_global_state{class="bulk",direction="egress",state="leased"}`) != 1 {
+				if !h.leased() {
 					return false
 				}
 			}

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -86,10 +87,13 @@ type Grant struct {
 // Client calls the lease function on one Redis (or a Sentinel-managed
 // master) for one host. It is safe for concurrent use.
 type Client struct {
-	rdb   redis.UniversalClient
+	rdb   atomic.Pointer[redis.UniversalClient]
+	opts  *redis.UniversalOptions // nil for NewClientFrom's
 	host  string
-	own   bool
 	loads atomic.Uint64
+	// redialAt is when the pool was last replaced after a dial error
+	// (unix ns): see redial.
+	redialAt atomic.Int64
 }
 
 // Options say how to reach Redis.
@@ -140,13 +144,38 @@ func NewClient(o Options, host string) (*Client, error) {
 	} else {
 		uo.Addrs = []string{o.Addr}
 	}
-	return &Client{rdb: redis.NewUniversalClient(uo), host: host, own: true}, nil
+	c := &Client{opts: uo, host: host}
+	rdb := redis.NewUniversalClient(uo)
+	c.rdb.Store(&rdb)
+	return c, nil
 }
 
 // NewClientFrom returns a client on an existing go-redis client, which
 // the caller keeps and closes.
 func NewClientFrom(rdb redis.UniversalClient, host string) *Client {
-	return &Client{rdb: rdb, host: host}
+	c := &Client{host: host}
+	c.rdb.Store(&rdb)
+	return c
+}
+
+// redial replaces the connection pool after a failed dial, at most once a
+// period's worth (50 ms). go-redis's pool, once as many dials as it has
+// connections failed, answers with the last dial error and probes Redis
+// only once a second; a Redis that restarted would then wait up to a
+// second for its hosts, longer than a lease should take to come back.
+func (c *Client) redial(err error) {
+	var op *net.OpError
+	if c.opts == nil || !errors.As(err, &op) || op.Op != "dial" {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := c.redialAt.Load()
+	if now-last < int64(50*time.Millisecond) || !c.redialAt.CompareAndSwap(last, now) {
+		return
+	}
+	rdb := redis.NewUniversalClient(c.opts)
+	old := c.rdb.Swap(&rdb)
+	(*old).Close()
 }
 
 // Host returns the name the client reports.
@@ -158,15 +187,15 @@ func (c *Client) Loads() uint64 { return c.loads.Load() }
 
 // Close closes the connections (of a client made by NewClient).
 func (c *Client) Close() error {
-	if !c.own {
+	if c.opts == nil {
 		return nil
 	}
-	return c.rdb.Close()
+	return (*c.rdb.Load()).Close()
 }
 
 // Load loads (or replaces) the function library.
 func (c *Client) Load(ctx context.Context) error {
-	if err := c.rdb.FunctionLoadReplace(ctx, Library).Err(); err != nil {
+	if err := (*c.rdb.Load()).FunctionLoadReplace(ctx, Library).Err(); err != nil {
 		return fmt.Errorf("load redis function library: %w", err)
 	}
 	c.loads.Add(1)
@@ -194,14 +223,16 @@ func (c *Client) Lease(ctx context.Context, key string, r Request) (Grant, error
 		strconv.FormatInt(r.Period.Microseconds(), 10), strconv.FormatInt(r.Lease.Microseconds(), 10),
 		strconv.FormatUint(r.Demand, 10), strconv.FormatUint(r.Returned, 10),
 	}
-	res, err := c.rdb.FCall(ctx, FunctionName, keys, args...).Int64Slice()
+	rdb := *c.rdb.Load()
+	res, err := rdb.FCall(ctx, FunctionName, keys, args...).Int64Slice()
 	if missing(err) {
 		if err = c.Load(ctx); err != nil {
 			return Grant{}, err
 		}
-		res, err = c.rdb.FCall(ctx, FunctionName, keys, args...).Int64Slice()
+		res, err = rdb.FCall(ctx, FunctionName, keys, args...).Int64Slice()
 	}
 	if err != nil {
+		c.redial(err)
 		return Grant{}, fmt.Errorf("lease %s: %w", key, err)
 	}
 	if len(res) != 6 {

@@ -77,6 +77,10 @@ type Target interface {
 	Offered() uint64
 	// Sent returns the bytes sent so far: a counter.
 	Sent() uint64
+	// Saved returns the tokens (bytes) the local rate has saved up and
+	// not spent: bytes granted but not sent that the host may still send,
+	// and so must not return.
+	Saved() uint64
 	// SetRate sets the local rate in bytes per second: 0 holds all
 	// traffic, Unlimited lets it pass.
 	SetRate(bytesPerSec uint64)
@@ -214,6 +218,7 @@ func (l *Lease) run() {
 		lastGrant   uint64
 		sentAtGrant uint64
 		leasedUntil = started.Add(l.Limit().Lease)
+		next        = started
 	)
 	for {
 		lim := l.Limit()
@@ -225,9 +230,12 @@ func (l *Lease) run() {
 				demand = uint64(float64(offered-lastOffered) * float64(time.Second) / float64(dt))
 			}
 		}
+		// Return what the last grant left unused, less what the local
+		// bucket saved of it (that may still be sent).
 		var returned uint64
 		if used := sent - sentAtGrant; used < lastGrant {
 			returned = lastGrant - used
+			returned -= min(returned, l.tgt.Saved())
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, lim.Period)
 		g, err := l.c.Lease(ctx, lim.Key, Request{
@@ -275,8 +283,16 @@ func (l *Lease) run() {
 				l.log.Debug("global lease refresh failed", "err", err)
 			}
 		}
-		wait := lim.Period - time.Since(tick)
+		// Refresh on a fixed grid (start + k x period), not a period after
+		// each refresh began: a grant is spent at grant/period until the
+		// next one, so a refresh that came late every time would make the
+		// host send a little more than it was granted, period after period.
+		next = next.Add(lim.Period)
+		wait := time.Until(next)
 		if wait <= 0 {
+			if -wait > lim.Period {
+				next = time.Now() // far behind (a slow Redis): start the grid again
+			}
 			continue
 		}
 		t := time.NewTimer(wait)

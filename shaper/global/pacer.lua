@@ -85,6 +85,7 @@ local function lease(keys, args)
     me = { name = host, share = 0, grant = 0 }
     changed = true
   end
+  local prev = me.demand
   me.demand, me.seen = demand, now
   hosts[#hosts + 1] = me
 
@@ -96,7 +97,11 @@ local function lease(keys, args)
   for _, h in ipairs(hosts) do
     fleet = fleet + h.demand
   end
-  local recompute = changed or shared == nil or now - shared >= period or now < shared or demand > me.share
+  -- A demand that rises above its share (it was at or below it) makes the
+  -- shares new at once; otherwise they hold for the period, so that the
+  -- grants of one period come from one set of shares (their sum the rate).
+  local crossed = demand > me.share and (prev == nil or prev <= me.share)
+  local recompute = changed or shared == nil or now - shared >= period or now < shared or crossed
   if recompute then
     local floor = rate / n / 10
     local order = {}
