@@ -45,12 +45,16 @@ func (c *Class) setLeased(r uint64) {
 	}
 }
 
-// classTarget is a class as the target of its global lease.
-type classTarget struct{ c *Class }
+// classTarget is a class as the target of its global lease. Only the
+// lease's goroutine uses it.
+type classTarget struct {
+	c     *Class
+	drops uint64 // the class's drops for its rate at the last Limited
+}
 
 // Offered returns the bytes received into the class (sent, held and
 // dropped).
-func (t classTarget) Offered() uint64 {
+func (t *classTarget) Offered() uint64 {
 	var n uint64
 	for i := range t.c.shards {
 		n += t.c.shards[i].rxBytes.Load()
@@ -59,7 +63,7 @@ func (t classTarget) Offered() uint64 {
 }
 
 // Sent returns the bytes the class sent.
-func (t classTarget) Sent() uint64 {
+func (t *classTarget) Sent() uint64 {
 	var n uint64
 	for i := range t.c.shards {
 		n += t.c.shards[i].txBytes.Load()
@@ -67,10 +71,28 @@ func (t classTarget) Sent() uint64 {
 	return n
 }
 
-func (t classTarget) SetRate(r uint64) { t.c.setLeased(r) }
+func (t *classTarget) SetRate(r uint64) { t.c.setLeased(r) }
+
+// Limited reports whether the class holds packets now or dropped some for
+// its rate (backlog, police, fair queueing's AQM and overlimit) since the
+// last call.
+func (t *classTarget) Limited() bool {
+	var backlog int64
+	var drops uint64
+	for i := range t.c.shards {
+		s := &t.c.shards[i]
+		backlog += s.backlogBytes.Load()
+		for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
+			drops += s.drops[r].Load()
+		}
+	}
+	more := drops != t.drops
+	t.drops = drops
+	return backlog > 0 || more
+}
 
 // Saved returns the tokens the class's bucket holds.
-func (t classTarget) Saved() uint64 {
+func (t *classTarget) Saved() uint64 {
 	if st := t.c.state.Load(); st != nil && st.rate != nil {
 		return uint64(max(st.rate.Available(), 0))
 	}
@@ -131,7 +153,7 @@ func (l *Link) syncGlobal() {
 			continue
 		}
 		log := l.log.With("direction", ci.Direction, "class", ci.Name())
-		g.byID[id] = &classLease{dir: ci.Direction, class: ci.Class, lease: global.StartLease(g.client, lim, classTarget{ci.Class}, log)}
+		g.byID[id] = &classLease{dir: ci.Direction, class: ci.Class, lease: global.StartLease(g.client, lim, &classTarget{c: ci.Class}, log)}
 		log.Info("global lease started", "key", lim.Key, "rate", FormatRate(lim.Rate), "period", lim.Period, "lease", lim.Lease, "host", g.client.Host())
 	}
 	for id, cl := range g.byID {

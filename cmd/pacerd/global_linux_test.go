@@ -30,7 +30,7 @@ type fleetHost struct {
 
 const (
 	fleetRate   = 12_500_000 // 100 Mbit/s, the global limit
-	fleetBurst  = 2_500_000  // the default: two periods at the rate
+	fleetBurst  = 1_250_000  // the default: one period at the rate
 	fleetPeriod = 100 * time.Millisecond
 	fleetLease  = time.Second
 	leasedRate  = `pacer_global_leased_rate_bytes_per_second{class="bulk",direction="egress"}`

@@ -14,6 +14,7 @@ type rateTarget struct{ offered, sent uint64 }
 func (r *rateTarget) Offered() uint64 { return r.offered }
 func (r *rateTarget) Sent() uint64    { return r.sent }
 func (r *rateTarget) Saved() uint64   { return 0 }
+func (r *rateTarget) Limited() bool   { return false }
 func (r *rateTarget) SetRate(bytesPerSec uint64) {
 	fmt.Println("local rate", bytesPerSec)
 }

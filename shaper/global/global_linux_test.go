@@ -272,6 +272,7 @@ type target struct {
 func (g *target) Offered() uint64  { return g.offered.Load() }
 func (g *target) Sent() uint64     { return g.sent.Load() }
 func (g *target) Saved() uint64    { return 0 }
+func (g *target) Limited() bool    { return false }
 func (g *target) SetRate(r uint64) { g.rate.Store(r); g.sets.Add(1) }
 func (g *target) waitSets(n int64) bool {
 	for range 200 {

@@ -81,10 +81,19 @@ type Target interface {
 	// not spent: bytes granted but not sent that the host may still send,
 	// and so must not return.
 	Saved() uint64
+	// Limited reports whether the local rate held traffic back since the
+	// last call (packets waited for it or were dropped for it).
+	Limited() bool
 	// SetRate sets the local rate in bytes per second: 0 holds all
 	// traffic, Unlimited lets it pass.
 	SetRate(bytesPerSec uint64)
 }
+
+// Overuse is how much more than its lease a host that its lease holds
+// back reports as its demand: its offered rate is then no measure of
+// what it wants (a TCP sender offers about what it is let through), and
+// without it two equally greedy hosts could settle at unequal shares.
+const Overuse = 1.25
 
 // State is where a Lease stands.
 type State uint8
@@ -225,10 +234,15 @@ func (l *Lease) run() {
 		tick := time.Now()
 		offered, sent := l.tgt.Offered(), l.tgt.Sent()
 		demand := lim.Rate // a new host asks for the whole rate
+		limited := l.tgt.Limited()
 		if !first {
 			if dt := tick.Sub(lastTick); dt > 0 {
 				demand = uint64(float64(offered-lastOffered) * float64(time.Second) / float64(dt))
 			}
+			if l.mu.Lock(); limited && l.st.State == StateLeased {
+				demand = max(demand, uint64(Overuse*float64(l.st.Rate)))
+			}
+			l.mu.Unlock()
 		}
 		// Return what the last grant left unused, less what the local
 		// bucket saved of it (that may still be sent).
