@@ -24,7 +24,7 @@ type GlobalConfig struct {
 	Rate uint64
 	// Burst is the most the fleet may save up, in bytes: over any time T
 	// the fleet is granted at most Rate x T + Burst. SetDefaults sets 0 to
-	// one period at Rate (at least the MTU).
+	// two periods at Rate (at least the MTU).
 	Burst uint64
 	// Period is the refresh period, MinGlobalPeriod to MaxGlobalPeriod;
 	// SetDefaults sets 0 to DefaultGlobalPeriod.
@@ -204,7 +204,7 @@ func (g *GlobalConfig) setDefaults(mtu int) {
 		g.Lease = DefaultGlobalLeasePeriods * g.Period
 	}
 	if g.Rate > 0 && g.Burst == 0 {
-		g.Burst = max(uint64(float64(g.Rate)*g.Period.Seconds()), uint64(mtu))
+		g.Burst = max(uint64(float64(g.Rate)*(2*g.Period).Seconds()), uint64(mtu))
 	}
 }
 

@@ -17,7 +17,7 @@ func TestParseConfigGlobal(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := c.Egress.Classes[0]
-	want := &shaper.GlobalConfig{Key: "tenant-x", Rate: 12_500_000, Burst: 1_250_000, Period: 100 * time.Millisecond, Lease: time.Second}
+	want := &shaper.GlobalConfig{Key: "tenant-x", Rate: 12_500_000, Burst: 2_500_000, Period: 100 * time.Millisecond, Lease: time.Second}
 	if !reflect.DeepEqual(a.Global, want) || a.Rate != 12_500_000 {
 		t.Errorf("class a: global %+v rate %d, want %+v at rate 12500000", a.Global, a.Rate, want)
 	}
@@ -34,7 +34,7 @@ func TestParseConfigGlobal(t *testing.T) {
 
 	y = base + "redis:\n  sentinel: {master: m, addresses: ['10.0.0.1:26379', 'sentinel2:26379']}\n  password_file: /etc/pass\n" +
 		"  tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, server_name: redis}\n  timeout: 200ms\n" +
-		"ingress:\n  classes:\n  - {name: b, global: {key: b, rate: 80kbit}}\n"
+		"ingress:\n  classes:\n  - {name: b, global: {key: b, rate: 8kbit}}\n"
 	c, err = shaper.ParseConfig("global.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestParseConfigGlobal(t *testing.T) {
 	}
 	// The smallest burst is the MTU.
 	if g := c.Ingress.Classes[0].Global; g.Burst != 1500 {
-		t.Errorf("burst of 80kbit: %d, want the MTU", g.Burst)
+		t.Errorf("burst of 8kbit: %d, want the MTU", g.Burst)
 	}
 }
 

@@ -30,7 +30,7 @@ type fleetHost struct {
 
 const (
 	fleetRate   = 12_500_000 // 100 Mbit/s, the global limit
-	fleetBurst  = 1_250_000  // the default: one period at the rate
+	fleetBurst  = 2_500_000  // the default: two periods at the rate
 	fleetPeriod = 100 * time.Millisecond
 	fleetLease  = time.Second
 	leasedRate  = `pacer_global_leased_rate_bytes_per_second{class="bulk",direction="egress"}`
@@ -189,7 +189,7 @@ egress:
 
 	t.Run("accuracy", func(t *testing.T) {
 		sendAll(50, 50, 50, 50)
-		time.Sleep(3 * time.Second)
+		time.Sleep(2 * time.Second)
 		sums, per := windows(t, hosts, 10)
 		var total float64
 		for _, s := range sums {
@@ -231,12 +231,12 @@ egress:
 
 	t.Run("fairness", func(t *testing.T) {
 		sendAll(10, 30, 90, 90)
-		time.Sleep(4 * time.Second)
-		_, per := windows(t, hosts, 4)
+		time.Sleep(3 * time.Second)
+		_, per := windows(t, hosts, 3)
 		want := []float64{10, 30, 30, 30}
 		got := make([]float64, len(per))
 		for i := range per {
-			got[i] = 100 * per[i] / 4 / fleetRate
+			got[i] = 100 * per[i] / 3 / fleetRate
 		}
 		t.Logf("shares %.2f %% of the global rate, want %v within 3 points", got, want)
 		for i := range got {
@@ -258,7 +258,7 @@ egress:
 	rdb := rs.Client()
 	ping := func(t *testing.T) time.Duration {
 		t.Helper()
-		rtts, lost, err := tuntest.Ping(context.Background(), hosts[0].ns1, fleetServer, 20*time.Millisecond, 40)
+		rtts, lost, err := tuntest.Ping(context.Background(), hosts[0].ns1, fleetServer, 20*time.Millisecond, 25)
 		if err != nil || len(rtts) == 0 {
 			t.Fatalf("ping: %v (%d lost)", err, lost)
 		}
@@ -267,7 +267,7 @@ egress:
 
 	t.Run("redis restarted empty", func(t *testing.T) {
 		sendAll(50, 50, 50, 50)
-		time.Sleep(2 * time.Second)
+		time.Sleep(1500 * time.Millisecond)
 		before := ping(t)
 		rs.Kill()
 		// The hosts keep their rates for a lease, then share the last rate

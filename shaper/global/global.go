@@ -135,6 +135,7 @@ func NewClient(o Options, host string) (*Client, error) {
 		WriteTimeout:          o.Timeout,
 		PoolSize:              DefaultPoolSize,
 		MaxRetries:            -1, // the lease loop retries next period
+		DialerRetries:         1,  // one dial per call: no backoff sleeps within a period
 		DisableIdentity:       true,
 		ContextTimeoutEnabled: true,
 	}

@@ -267,13 +267,21 @@ type target struct {
 	offered, sent atomic.Uint64
 	rate          atomic.Uint64
 	sets          atomic.Int64
+	// granted is the largest rate set below Unlimited (a grant's).
+	granted atomic.Uint64
 }
 
-func (g *target) Offered() uint64  { return g.offered.Load() }
-func (g *target) Sent() uint64     { return g.sent.Load() }
-func (g *target) Saved() uint64    { return 0 }
-func (g *target) Limited() bool    { return false }
-func (g *target) SetRate(r uint64) { g.rate.Store(r); g.sets.Add(1) }
+func (g *target) Offered() uint64 { return g.offered.Load() }
+func (g *target) Sent() uint64    { return g.sent.Load() }
+func (g *target) Saved() uint64   { return 0 }
+func (g *target) Limited() bool   { return false }
+func (g *target) SetRate(r uint64) {
+	g.rate.Store(r)
+	g.sets.Add(1)
+	if r != global.Unlimited && r > g.granted.Load() {
+		g.granted.Store(r)
+	}
+}
 func (g *target) waitSets(n int64) bool {
 	for range 200 {
 		if g.sets.Load() >= n {
@@ -311,7 +319,7 @@ func TestLeaseFallback(t *testing.T) {
 	} {
 		t.Run(tc.fb.String(), func(t *testing.T) {
 			key := "fb-" + tc.fb.String()
-			lim := global.Limit{Key: key, Rate: 1_000_000, Burst: 200_000, Period: 50 * time.Millisecond, Lease: 250 * time.Millisecond, OnUnreachable: tc.fb}
+			lim := global.Limit{Key: key, Rate: 1_000_000, Burst: 200_000, Period: 100 * time.Millisecond, Lease: 400 * time.Millisecond, OnUnreachable: tc.fb}
 			var a, b target
 			la := global.StartLease(newClient(t, s, "a"), lim, &a, nil)
 			defer la.Stop()
@@ -325,8 +333,8 @@ func TestLeaseFallback(t *testing.T) {
 			if st.Hosts != 2 || st.GlobalRate != lim.Rate {
 				t.Fatalf("status %+v, want 2 hosts at rate %d", st, lim.Rate)
 			}
-			if r := a.rate.Load(); r == 0 || r > lim.Rate {
-				t.Errorf("leased rate %d, want above 0 and at most %d", r, lim.Rate)
+			if r := a.granted.Load(); r == 0 || r > lim.Rate {
+				t.Errorf("largest leased rate %d, want above 0 and at most %d", r, lim.Rate)
 			}
 			s.Pause()
 			st = waitState(t, la, global.StateFallback)

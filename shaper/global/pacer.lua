@@ -97,10 +97,13 @@ local function lease(keys, args)
   for _, h in ipairs(hosts) do
     fleet = fleet + h.demand
   end
-  -- A demand that rises above its share (it was at or below it) makes the
-  -- shares new at once; otherwise they hold for the period, so that the
-  -- grants of one period come from one set of shares (their sum the rate).
-  local crossed = demand > me.share and (prev == nil or prev <= me.share)
+  -- A demand that rises above its share (it was at or below it), or that
+  -- moves by more than a quarter of the share (a host stopped or started),
+  -- makes the shares new at once; otherwise they hold for the period, so
+  -- that the grants of one period come from one set of shares (their sum
+  -- the rate).
+  local crossed = prev == nil or (demand > me.share and prev <= me.share)
+      or math.abs(demand - prev) > me.share / 4
   local recompute = changed or shared == nil or now - shared >= period or now < shared or crossed
   if recompute then
     local floor = rate / n / 10
