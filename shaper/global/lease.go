@@ -228,6 +228,9 @@ func (l *Lease) run() {
 		sentAtGrant uint64
 		leasedUntil = started.Add(l.Limit().Lease)
 		next        = started
+		// recoverUntil ends the time after a fallback in which the
+		// host asks at least an equal share.
+		recoverUntil time.Time
 	)
 	for {
 		lim := l.Limit()
@@ -239,8 +242,15 @@ func (l *Lease) run() {
 			if dt := tick.Sub(lastTick); dt > 0 {
 				demand = uint64(float64(offered-lastOffered) * float64(time.Second) / float64(dt))
 			}
-			if l.mu.Lock(); limited && l.st.State == StateLeased {
+			l.mu.Lock()
+			if limited && l.st.State == StateLeased {
 				demand = max(demand, uint64(Overuse*float64(l.st.Rate)))
+			}
+			if tick.Before(recoverUntil) && l.st.Hosts > 0 {
+				// Back from a fallback: for one lease, ask at least the
+				// equal share the host held, while its senders (TCP after
+				// a stall) come back up to speed.
+				demand = max(demand, l.st.GlobalRate/uint64(l.st.Hosts))
 			}
 			l.mu.Unlock()
 		}
@@ -275,6 +285,9 @@ func (l *Lease) run() {
 			l.st.Grants++
 			l.grantAt = now
 			l.mu.Unlock()
+			if was == StateFallback {
+				recoverUntil = now.Add(lim.Lease)
+			}
 			if was != StateLeased {
 				l.log.Info("global lease granted", "from", was, "rate", rate, "hosts", g.Hosts, "fleet_demand", g.FleetDemand)
 			}
