@@ -14,7 +14,8 @@ build:
 
 # deps installs what the privileged tests need when it is missing: iperf3,
 # the Debian package prometheus (promtool and the prometheus server),
-# chromium (the dashboard's browser test) and ping, with one apt-get
+# chromium (the dashboard's browser test), ping and redis-server (the
+# global limits' tests start their own on 127.0.0.1), with one apt-get
 # update.
 deps:
 	@need=""; \
@@ -22,6 +23,7 @@ deps:
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$$need prometheus"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	command -v ping >/dev/null 2>&1 || need="$$need iputils-ping"; \
+	command -v redis-server >/dev/null 2>&1 || need="$$need redis-server"; \
 	if [ -n "$$need" ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
 	fi

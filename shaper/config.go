@@ -56,6 +56,9 @@ type Config struct {
 	// Gateway, if set, puts the link into a router's forwarding path (see
 	// GatewayConfig).
 	Gateway *GatewayConfig
+	// Redis, if set, is where the classes with a global limit lease their
+	// rates (see GlobalConfig).
+	Redis *RedisConfig
 
 	src *source
 }
@@ -181,6 +184,9 @@ type ClassConfig struct {
 	Per *PerConfig
 	// Emulate adds delay, jitter, loss and rate schedules (link emulation).
 	Emulate EmulateConfig
+	// Global, if set, makes Rate one host's part of a rate shared across
+	// hosts, leased from Redis; Rate is then Global.Rate (SetDefaults).
+	Global *GlobalConfig
 }
 
 // MatchConfig selects packets by their Flow. Every field left at its zero
@@ -764,6 +770,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"egress", d.direction(&c.Egress)},
 		{"ingress", d.direction(&c.Ingress)},
 		d.gatewayField(c),
+		d.redisField(c),
 	})
 }
 
@@ -828,6 +835,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 	fields = append(fields, d.queueFields(cc)...)
 	fields = append(fields, d.perField(cc))
 	fields = append(fields, d.emulateFields(&cc.Emulate)...)
+	fields = append(fields, d.globalField(cc))
 	if !isDefault {
 		fields = append([]field{
 			{"name", d.str(&cc.Name)},
@@ -837,6 +845,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 	d.mapping(n, path, fields)
 	d.queueKeysUsed(path, cc)
 	d.perMode(path, cc)
+	d.globalRate(path, cc)
 }
 
 func (d *decoder) match(m *MatchConfig) func(*yaml.Node, string) {
@@ -980,6 +989,9 @@ func (c *Config) SetDefaults() {
 	if c.Gateway != nil {
 		c.Gateway.setDefaults()
 	}
+	if c.Redis != nil {
+		c.Redis.setDefaults()
+	}
 }
 
 func (dc *DirectionConfig) setDefaults(mtu int) {
@@ -998,6 +1010,12 @@ func (dc *DirectionConfig) setDefaults(mtu int) {
 }
 
 func (cc *ClassConfig) setDefaults(mtu int) {
+	if g := cc.Global; g != nil {
+		g.setDefaults(mtu)
+		if cc.Rate == 0 {
+			cc.Rate = g.Rate
+		}
+	}
 	if cc.Rate > 0 && cc.Burst == 0 {
 		cc.Burst = DefaultBurst(cc.Rate, mtu)
 	}
@@ -1028,6 +1046,7 @@ func (c *Config) Validate() error {
 	}
 	v.direction("egress", &c.Egress, c.Link.Inner.MTU, "link.inner")
 	v.direction("ingress", &c.Ingress, c.Link.Outer.MTU, "link.outer")
+	v.globals(c)
 	if len(v.errs) == 0 {
 		return nil
 	}
@@ -1188,7 +1207,9 @@ func (v *validator) burst(path string, burst uint64, mtu int, from string) {
 
 func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	if cc.Rate == 0 {
-		v.errorf(path+".rate", "a class needs a rate above 0")
+		if cc.Global == nil { // else global reports it
+			v.errorf(path+".rate", "a class needs a rate above 0")
+		}
 	} else {
 		v.burst(path+".burst", cc.Burst, mtu, from)
 	}
@@ -1209,6 +1230,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	}
 	v.queue(path, cc)
 	v.per(path, cc, mtu, from)
+	v.global(path, cc, mtu, from)
 	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
 }

@@ -380,8 +380,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "control character", yaml: base + "egress:\x01\n", line: 4, want: "yaml: control characters are not allowed"},
 		{name: "invalid utf-8", yaml: base + "\n\negress: \xff\n", line: 6, want: "yaml: invalid"},
 		{name: "two documents", yaml: base + "---\nlink: {}\n", line: 4, want: "more than one YAML document"},
-		{name: "scalar document", yaml: "hello\n", line: 1, want: `must be a mapping of keys (link, metrics, control, egress, ingress, gateway), not "hello"`},
-		{name: "unknown top key", yaml: base + "egres: {}\n", line: 4, want: `egres: unknown key "egres" (known: link, metrics, control, egress, ingress, gateway)`},
+		{name: "scalar document", yaml: "hello\n", line: 1, want: `must be a mapping of keys (link, metrics, control, egress, ingress, gateway, redis), not "hello"`},
+		{name: "unknown top key", yaml: base + "egres: {}\n", line: 4, want: `egres: unknown key "egres" (known: link, metrics, control, egress, ingress, gateway, redis)`},
 		{name: "unknown nested key", yaml: "link:\n  inner: {name: a, nam: b}\n  outer: {name: c}\n", line: 2, want: `link.inner.nam: unknown key "nam"`},
 		{name: "duplicate key", yaml: base + "egress: {}\negress: {}\n", line: 5, want: "egress: duplicate key (first at line 4)"},
 		{name: "merge key", yaml: base + "egress:\n  <<: {rate: 1mbit}\n", line: 5, want: "merge keys"},
@@ -421,7 +421,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -455,7 +455,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
 		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceil: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates)`},
+			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,
@@ -644,6 +644,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(base + "egress:\n  rate: 1mbitt\n"))
 	f.Add([]byte(base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, queue: fifo, aqm: codel}\n  - {name: b, rate: 1mbit, target: 1s, interval: 1s, flows: 12, quantum: 32}\n"))
 	f.Add([]byte(base + "ingress:\n  default: {rate: 1mbit, mode: police, ecn: true, isolate: hosts}\n"))
+	f.Add([]byte(base + "redis: {sentinel: {master: m, addresses: ['s:1']}, tls: {ca_file: /a}}\negress:\n  classes:\n  - {name: a, global: {key: k, rate: 1mbit, period: 200ms, on_unreachable: open}}\n"))
 	f.Add([]byte("a: [\n"))
 	lineRE := regexp.MustCompile(`^f\.yaml:[0-9]+: `)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -50,6 +50,8 @@ type Link struct {
 	lost     chan struct{}
 	lostOnce sync.Once
 	lostErr  error
+
+	global globalLeases // the global classes' leases
 }
 
 // madeDevice is a device Open made (tun.LinuxDevice), as Link.Made sees it.
@@ -125,12 +127,21 @@ func (l *Link) install(egress, ingress DirectionConfig) error {
 func (l *Link) Apply(egress, ingress DirectionConfig) error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
-	return l.install(egress, ingress)
+	if err := l.install(egress, ingress); err != nil {
+		return err
+	}
+	if l.started {
+		l.syncGlobal()
+	}
+	return nil
 }
 
 // Start starts the workers.
 func (l *Link) Start() {
+	l.applyMu.Lock()
 	l.started = true
+	l.syncGlobal()
+	l.applyMu.Unlock()
 	l.sweepStop, l.sweepDone, l.watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go l.sweepKeys()
 	go func() {
@@ -172,6 +183,7 @@ func (l *Link) Stop(drain time.Duration) {
 			}
 		}
 		l.wg.Wait()
+		l.stopGlobal()
 		for _, w := range l.workers {
 			if w.timer != nil {
 				w.timer.close()

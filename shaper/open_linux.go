@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -57,6 +58,7 @@ func Open(cfg *Config, log *slog.Logger, opts ...OpenOption) (*Link, error) {
 		return nil, err
 	}
 	l.owned = true
+	l.global.client = oo.global
 	for _, d := range devs {
 		l.devs = append(l.devs, d)
 	}
@@ -86,7 +88,16 @@ func (l *Link) Made() []Made {
 // OpenOption adjusts Open.
 type OpenOption func(*openOptions)
 
-type openOptions struct{ leftovers []Made }
+type openOptions struct {
+	leftovers []Made
+	global    *global.Client
+}
+
+// WithGlobal makes Open's link lease its global classes' rates through c
+// (see Link.UseGlobal).
+func WithGlobal(c *global.Client) OpenOption {
+	return func(o *openOptions) { o.global = c }
+}
 
 // AdoptLeftovers makes Open take over what a pacerd that is gone (killed,
 // crashed) left, as its state file lists it: a device of the same name and

@@ -36,6 +36,10 @@ type Class struct {
 	// sched is the class's rate schedule (nil: constant); nextSched is the
 	// one the next apply installs.
 	sched, nextSched *bucket.Schedule
+	// leased is the rate (bytes per second) the class's global lease set
+	// last: 0 holds (also before the first grant), global.Unlimited
+	// opens. Applies keep it (see rateOf).
+	leased atomic.Uint64
 }
 
 // classState is a class's immutable settings and buckets. A reload or a
@@ -107,9 +111,10 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 			st.hosts = c.hosts
 		}
 	}
+	rate := c.rateOf(cfg)
 	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
 		st.rate = old.rate
-		st.rate.SetRate(cfg.Rate)
+		st.rate.SetRate(rate)
 		st.rate.SetLimit(cfg.Burst)
 		st.rate.SetSchedule(c.sched)
 	} else {
@@ -120,7 +125,7 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 		if c.sched != nil {
 			opts = append(opts, bucket.WithSchedule(c.sched))
 		}
-		st.rate = bucket.New(cfg.Rate, cfg.Burst, append(opts, bucket.WithStart(now))...)
+		st.rate = bucket.New(rate, cfg.Burst, append(opts, bucket.WithStart(now))...)
 	}
 	if cfg.Peak > 0 {
 		limit := peakBurst(cfg)

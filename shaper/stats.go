@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/stats"
 )
 
@@ -23,10 +24,26 @@ func (l *Link) ClassStats() []stats.ClassStats {
 	classes := l.Classes()
 	out := make([]stats.ClassStats, 0, len(classes))
 	bounds := delayBoundsSeconds() // shared by this call's results, read-only
+	globals := map[string]*stats.GlobalStats{}
+	for _, g := range l.Globals() {
+		globals[g.Direction+"/"+g.Class] = globalStats(g.Status)
+	}
 	for _, ci := range classes {
-		out = append(out, ci.stats(bounds))
+		s := ci.stats(bounds)
+		s.Global = globals[ci.Direction+"/"+ci.Name()]
+		out = append(out, s)
 	}
 	return out
+}
+
+// globalStats converts a lease's status for package stats.
+func globalStats(st global.Status) *stats.GlobalStats {
+	return &stats.GlobalStats{
+		Key: st.Key, State: st.State.String(), OnUnreachable: st.OnUnreachable.String(),
+		LeasedBytesPerSecond: min(st.Rate, OpenRate), Open: st.Rate == global.Unlimited,
+		GlobalBytesPerSecond: st.GlobalRate, Hosts: st.Hosts, FleetDemandBytesPerSecond: st.FleetDemand,
+		LeaseAgeSeconds: st.LeaseAge.Seconds(), Failures: st.Failures,
+	}
 }
 
 // Stats returns the class's configuration and counters for package stats.

@@ -58,6 +58,7 @@ type Collector struct {
 	dirRate, dirBurst              *prometheus.Desc
 	linkUp                         *prometheus.Desc
 	buildInfo                      *prometheus.Desc
+	global                         globalDescs
 }
 
 // NewCollector returns a collector reading src. up reports whether the
@@ -97,6 +98,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		dirBurst:        d("pacer_direction_burst_bytes", "The direction's configured total burst (directions with a rate only).", "direction"),
 		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
 		buildInfo:       d("pacer_build_info", "pacer's version; always 1.", "version", "revision", "goversion"),
+		global:          newGlobalDescs(d, class),
 	}
 }
 
@@ -111,6 +113,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	c.global.describe(ch)
 }
 
 // Collect reads the Source once and sends the metrics.
@@ -166,6 +169,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if cs.PeakBytesPerSecond > 0 {
 			gauge(c.peak, float64(cs.PeakBytesPerSecond), l...)
+		}
+		if cs.Global != nil {
+			c.global.collect(gauge, counter, cs.Global, l)
 		}
 		histogram(ch, c.delay, cs.DelayBucketBounds, cs.DelayCounts, cs.DelaySumSeconds, l)
 		histogram(ch, c.late, cs.DelayBucketBounds, cs.LateCounts, cs.LateSumSeconds, l)

@@ -124,6 +124,10 @@ type ClassStats struct {
 	KeysEvicted           uint64 `json:"keys_evicted"`
 	KeysOverflowedPackets uint64 `json:"keys_overflowed_packets"`
 
+	// Global is the class's global limit (leased from Redis); nil for a
+	// class without one, which has no global figures.
+	Global *GlobalStats `json:"global,omitempty"`
+
 	// BacklogBytes and BacklogPackets are what the class holds now.
 	BacklogBytes   int64 `json:"backlog_bytes"`
 	BacklogPackets int64 `json:"backlog_packets"`
@@ -143,6 +147,32 @@ type ClassStats struct {
 	LateCounts     []uint64 `json:"late_counts"`
 	LateSumSeconds float64  `json:"late_sum_seconds"`
 }
+
+// GlobalStats is a global class's lease, as its host last saw it.
+type GlobalStats struct {
+	// Key names the limit the fleet shares; State is "starting" (no
+	// grant yet), "leased" or "fallback" (the lease ran out without an
+	// answer from Redis; OnUnreachable applies: "share", "hold", "open").
+	Key           string `json:"key"`
+	State         string `json:"state"`
+	OnUnreachable string `json:"on_unreachable"`
+	// LeasedBytesPerSecond is the class's local rate now (its grant over
+	// the period, or the fallback's rate); Open says it is unlimited.
+	LeasedBytesPerSecond uint64 `json:"leased_bytes_per_second"`
+	Open                 bool   `json:"open,omitempty"`
+	// As Redis last reported them: the limit's rate, the hosts holding a
+	// reservation and their summed demand.
+	GlobalBytesPerSecond      uint64 `json:"global_bytes_per_second"`
+	Hosts                     int    `json:"hosts"`
+	FleetDemandBytesPerSecond uint64 `json:"fleet_demand_bytes_per_second"`
+	// LeaseAgeSeconds is the time since the last grant (0 before the
+	// first); Failures counts refreshes Redis did not answer.
+	LeaseAgeSeconds float64 `json:"lease_age_seconds"`
+	Failures        uint64  `json:"failures"`
+}
+
+// GlobalStates are the values of GlobalStats.State.
+var GlobalStates = []string{"starting", "leased", "fallback"}
 
 // DirectionStats is one direction's own configuration: the total rate that
 // bounds all its classes together.

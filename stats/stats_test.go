@@ -62,6 +62,9 @@ func sampleSource() *fakeSource {
 				DelayedPackets: 9, DuplicatedPackets: 2, CorruptedPackets: 1,
 				Schedule: "trace", TraceRateBytesPerSecond: 375_000,
 				PerKey: "src/24", Keys: 3, KeysCreated: 5, KeysEvicted: 2, KeysOverflowedPackets: 7,
+				Global: &stats.GlobalStats{Key: "tenant-x", State: "leased", OnUnreachable: "share",
+					LeasedBytesPerSecond: 312_500, GlobalBytesPerSecond: 1_250_000, Hosts: 4,
+					FleetDemandBytesPerSecond: 2_000_000, LeaseAgeSeconds: 0.05, Failures: 2},
 				BacklogBytes: 1500, BacklogPackets: 1,
 				// 3 packets at most 1 ms, 4 at most 10 ms, 1 above.
 				DelayBucketBounds: []float64{0.001, 0.01},
@@ -203,6 +206,43 @@ pacer_late_seconds_count{class="bulk",direction="egress"} 5
 		if got := testutil.CollectAndCount(c, name); got != n {
 			t.Errorf("%s: %d series, want %d", name, got, n)
 		}
+	}
+}
+
+// TestCollectorGlobal: a global class has the lease's figures and a state
+// set; other classes have none.
+func TestCollectorGlobal(t *testing.T) {
+	c := stats.NewCollector(sampleSource(), build, nil)
+	want := `
+# HELP pacer_global_fleet_demand_bytes_per_second The fleet's summed demand on the global limit, as Redis last reported it.
+# TYPE pacer_global_fleet_demand_bytes_per_second gauge
+pacer_global_fleet_demand_bytes_per_second{class="bulk",direction="egress"} 2e+06
+# HELP pacer_global_hosts Hosts holding a reservation on the global limit, as Redis last reported them.
+# TYPE pacer_global_hosts gauge
+pacer_global_hosts{class="bulk",direction="egress"} 4
+# HELP pacer_global_lease_age_seconds Time since the global class's last grant (0 before the first).
+# TYPE pacer_global_lease_age_seconds gauge
+pacer_global_lease_age_seconds{class="bulk",direction="egress"} 0.05
+# HELP pacer_global_lease_failures_total Lease refreshes of the global class that Redis did not answer.
+# TYPE pacer_global_lease_failures_total counter
+pacer_global_lease_failures_total{class="bulk",direction="egress"} 2
+# HELP pacer_global_leased_rate_bytes_per_second The global class's local rate now: its last grant over the period, or its fallback's rate (+Inf: open).
+# TYPE pacer_global_leased_rate_bytes_per_second gauge
+pacer_global_leased_rate_bytes_per_second{class="bulk",direction="egress"} 312500
+# HELP pacer_global_rate_bytes_per_second The global limit's rate for the whole fleet, as Redis last reported it.
+# TYPE pacer_global_rate_bytes_per_second gauge
+pacer_global_rate_bytes_per_second{class="bulk",direction="egress"} 1.25e+06
+# HELP pacer_global_state 1 for the global class's lease state (starting, leased, fallback), 0 for the others.
+# TYPE pacer_global_state gauge
+pacer_global_state{class="bulk",direction="egress",state="fallback"} 0
+pacer_global_state{class="bulk",direction="egress",state="leased"} 1
+pacer_global_state{class="bulk",direction="egress",state="starting"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"pacer_global_fleet_demand_bytes_per_second", "pacer_global_hosts", "pacer_global_lease_age_seconds",
+		"pacer_global_lease_failures_total", "pacer_global_leased_rate_bytes_per_second",
+		"pacer_global_rate_bytes_per_second", "pacer_global_state"); err != nil {
+		t.Error(err)
 	}
 }
 

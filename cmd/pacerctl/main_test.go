@@ -217,6 +217,30 @@ egress     unclassified  unthrottled  -                          -         -    
 	}
 }
 
+// A global class adds a GLOBAL column: key, state (with the fallback when
+// the lease ran out), local rate of the fleet's, hosts and lease age.
+func TestWriteTableGlobal(t *testing.T) {
+	st := sampleStatus()
+	st.Directions = nil
+	st.Classes[0].Global = &stats.GlobalStats{Key: "tenant-x", State: "leased", OnUnreachable: "share",
+		LeasedBytesPerSecond: 3_125_000, GlobalBytesPerSecond: 12_500_000, Hosts: 4, LeaseAgeSeconds: 0.04}
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "  GLOBAL\n") || !strings.Contains(b.String(), "tenant-x leased 25mbit of 100mbit, 4 hosts, age 0.0s\n") ||
+		!strings.HasSuffix(b.String(), "  -\n") {
+		t.Errorf("got:\n%s", b.String())
+	}
+	st.Classes[0].Global.State, st.Classes[0].Global.Open = "fallback", true
+	st.Classes[0].Global.OnUnreachable = "open"
+	b.Reset()
+	writeTable(&b, st)
+	if !strings.Contains(b.String(), "tenant-x fallback open unlimited of 100mbit") {
+		t.Errorf("fallback open: got:\n%s", b.String())
+	}
+}
+
 func TestEmulation(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -87,14 +88,18 @@ func writeTable(w io.Writer, st *control.Status) error {
 			fmt.Fprintf(w, "%s: %s\n", d.Name, strings.Join(parts, "; "))
 		}
 	}
-	emulated := false
+	emulated, globals := false, false
 	for _, c := range st.Classes {
 		emulated = emulated || !c.Config.Emulation.IsZero()
+		globals = globals || c.Global != nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tFLOWS\tDROPS")
 	if emulated {
 		fmt.Fprint(tw, "\tEMULATION")
+	}
+	if globals {
+		fmt.Fprint(tw, "\tGLOBAL")
 	}
 	fmt.Fprint(tw, "\n")
 	for _, c := range st.Classes {
@@ -130,9 +135,31 @@ func writeTable(w io.Writer, st *control.Status) error {
 			}
 			fmt.Fprint(tw, "\t"+e)
 		}
+		if globals {
+			fmt.Fprint(tw, "\t"+globalLease(c.Global))
+		}
 		fmt.Fprint(tw, "\n")
 	}
 	return tw.Flush()
+}
+
+// globalLease writes a global class's lease: "tenant-x leased 25Mbit/s
+// of 100Mbit/s, 4 hosts, age 0.1s"; in fallback it adds the fallback
+// ("fallback share"), and "-" for a class without a global limit.
+func globalLease(g *stats.GlobalStats) string {
+	if g == nil {
+		return "-"
+	}
+	rate := formatBitRate(float64(g.LeasedBytesPerSecond))
+	if g.Open {
+		rate = "unlimited"
+	}
+	state := g.State
+	if state == "fallback" {
+		state += " " + g.OnUnreachable
+	}
+	return fmt.Sprintf("%s %s %s of %s, %d hosts, age %.1fs", g.Key, state, rate,
+		formatBitRate(float64(g.GlobalBytesPerSecond)), g.Hosts, g.LeaseAgeSeconds)
 }
 
 // emulation writes link emulation compactly: "delay 40ms±5ms normal

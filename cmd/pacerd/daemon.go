@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/stats/web"
@@ -72,7 +73,9 @@ type daemon struct {
 	samplerDone chan struct{}
 	metrics     *server
 	control     *server
-	statePath   string // what the link made, for a successor (see takeOver)
+	statePath   string         // what the link made, for a successor (see takeOver)
+	global      *global.Client // the global classes' Redis client; nil without
+	closeGlobal sync.Once
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -200,7 +203,13 @@ func start(cfg *shaper.Config, path string, log *slog.Logger, opts ...func(*daem
 	d.statePath = statePath(cfg.Control.Socket)
 	left := takeOver(d.statePath, log)
 
-	l, gw, err := openLink(cfg, log, shaper.AdoptLeftovers(left))
+	gc, err := newGlobalClient(cfg)
+	if err != nil {
+		cln.Close()
+		return nil, err
+	}
+	d.global = gc
+	l, gw, err := openLink(cfg, log, shaper.AdoptLeftovers(left), shaper.WithGlobal(gc))
 	if err != nil {
 		cln.Close()
 		return nil, err
@@ -322,6 +331,7 @@ func (d *daemon) applyLocked(next *shaper.Config) error {
 		{"metrics", d.cfg.Metrics, next.Metrics},
 		{"control", d.cfg.Control, next.Control},
 		{"gateway", d.cfg.Gateway, next.Gateway},
+		{"redis", d.cfg.Redis, next.Redis},
 	} {
 		if !reflect.DeepEqual(s.old, s.new) {
 			d.log.Warn("the "+s.what+" section changed; restart pacerd to apply it", "config", d.path)
@@ -341,11 +351,13 @@ func cloneConfig(c *shaper.Config) *shaper.Config {
 		for i := range dc.Classes {
 			dc.Classes[i].Per = dc.Classes[i].Per.Clone() // an editor may change it
 			dc.Classes[i].Emulate = dc.Classes[i].Emulate.Clone()
+			dc.Classes[i].Global = dc.Classes[i].Global.Clone()
 		}
 		if dc.Default != nil {
 			def := *dc.Default
 			def.Per = def.Per.Clone()
 			def.Emulate = def.Emulate.Clone()
+			def.Global = def.Global.Clone()
 			dc.Default = &def
 		}
 		dc.Emulate = dc.Emulate.Clone()
@@ -358,6 +370,7 @@ func cloneConfig(c *shaper.Config) *shaper.Config {
 		Egress:  dir(c.Egress),
 		Ingress: dir(c.Ingress),
 		Gateway: c.Gateway,
+		Redis:   c.Redis,
 	}
 }
 
@@ -390,6 +403,9 @@ func (d *daemon) close(drain time.Duration) error {
 // server, in this order, whichever were started.
 func (d *daemon) stopServers() error {
 	var errs []error
+	if d.global != nil {
+		d.closeGlobal.Do(func() { d.global.Close() }) // the link's leases have stopped
+	}
 	if d.stopSampler != nil {
 		d.stopSampler()
 		<-d.samplerDone

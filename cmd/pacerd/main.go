@@ -29,7 +29,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/global"
 )
 
 // Exit codes.
@@ -70,6 +73,7 @@ func run(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	redis.SetLogger(global.RedisLogger{Log: log}) // go-redis's own messages (dial failures) at debug
 
 	cfg, err := shaper.LoadConfig(*configPath)
 	if *check {

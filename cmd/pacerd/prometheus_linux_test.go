@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -42,14 +43,19 @@ func TestPrometheusDashboard(t *testing.T) {
 	prometheus := tuntest.RequireCommand(t, "prometheus", "Debian package prometheus: make deps")
 	exprs := dashboardExprs(t)
 
-	td := startTestDaemon(t, `egress:
+	// A global class (its limit leased from a redis-server of the test's
+	// own) gives the global panels their series.
+	rs := redistest.Start(t)
+	td := startTestDaemon(t, fmt.Sprintf(`redis: {address: "%s"}
+egress:
   rate: 100mbit
   classes:
     - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms, per: {key: src, rate: 8mbit}}
 ingress:
   classes:
     - {name: video, match: {dst: [198.18.0.1/32], proto: udp, dport: 5201}, rate: 5mbit, backlog: 20ms}
-`)
+    - {name: fleet, match: {proto: icmp}, global: {key: %s, rate: 1mbit}}
+`, rs.Addr, tuntest.RandomName("prom")))
 	prom := startPrometheus(t, prometheus, td.metricsAddr)
 
 	srv2 := tuntest.StartIperf3Server(t, td.ns2, addr2)
@@ -76,6 +82,7 @@ ingress:
 		`pacer_keys_created_total{class="bulk",direction="egress"} 1`,
 		`pacer_keys_overflowed_packets_total{class="bulk",direction="egress"} 0`,
 		"pacer_queue_delay_seconds_bucket{", "go_goroutines", "process_cpu_seconds_total",
+		`pacer_global_hosts{class="fleet",direction="ingress"} 1`,
 	} {
 		if !strings.Contains(scrape, want) {
 			t.Errorf("live scrape has no %s", want)

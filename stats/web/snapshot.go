@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -62,10 +63,13 @@ type Class struct {
 	Capped bool   `json:"capped"`
 	// PerKey is the key of the class's per-key limit ("src", "dst/24",
 	// "flow"), "" without one.
-	PerKey             string `json:"per_key,omitempty"`
-	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
-	BurstBytes         uint64 `json:"burst_bytes"`
-	PeakBytesPerSecond uint64 `json:"peak_bytes_per_second"`
+	PerKey string `json:"per_key,omitempty"`
+	// Global is the class's global limit at the newest sample (its lease
+	// as this host sees it); nil without one.
+	Global             *stats.GlobalStats `json:"global,omitempty"`
+	RateBytesPerSecond uint64             `json:"rate_bytes_per_second"`
+	BurstBytes         uint64             `json:"burst_bytes"`
+	PeakBytesPerSecond uint64             `json:"peak_bytes_per_second"`
 	// BacklogPackets is the packets held at the newest sample.
 	BacklogPackets int64 `json:"backlog_packets"`
 	// Since is the number of the first sample that holds the class.
@@ -164,7 +168,7 @@ func (h *History) Snapshot(after uint64, now time.Time) *Response {
 func (h *History) classJSON(ch *classHistory, first, last uint64) Class {
 	c := &ch.last
 	out := Class{
-		Class: c.Class, Mode: c.Mode, Queue: c.Queue, Capped: c.Capped, PerKey: c.PerKey,
+		Class: c.Class, Mode: c.Mode, Queue: c.Queue, Capped: c.Capped, PerKey: c.PerKey, Global: c.Global,
 		RateBytesPerSecond: c.RateBytesPerSecond, BurstBytes: c.BurstBytes, PeakBytesPerSecond: c.PeakBytesPerSecond,
 		BacklogPackets: c.BacklogPackets,
 		Since:          ch.first,

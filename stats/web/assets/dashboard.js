@@ -343,7 +343,8 @@
       el('thead', {}, el('tr', {},
         th('class'), th('achieved', '', 'sent over the last second'), th('rate', '', 'configured rate'),
         th('offered', '', 'received over the last second'), th('delay p50 / p99'), th('drops/s'),
-        th('backlog'), th('flows'), th('ECN/s', '', 'packets marked CE per second'), th('keys'), th('mode', 'mode'))),
+        th('backlog'), th('flows'), th('ECN/s', '', 'packets marked CE per second'), th('keys'),
+        th('global', '', 'global limit: this host\'s leased rate of the fleet\'s, hosts, lease state'), th('mode', 'mode'))),
       v.tbody);
     v.keys = el('div', {class: 'keys'});
     v.section = el('section', {class: 'dir', 'data-direction': direction},
@@ -380,6 +381,15 @@
     for (const c of v.charts.values()) updateChart(v, c, charted);
     updateTable(v, d, classes);
     updateKeys(v, d, classes);
+  }
+
+  // globalText is a global class's lease: "25 Mbit/s of 100 Mbit/s · 4 hosts",
+  // with the state when it is not leased ("fallback share").
+  function globalText(g) {
+    const rate = g.open ? 'unlimited' : fmtRate(g.leased_bytes_per_second);
+    let t = `${rate} of ${fmtRate(g.global_bytes_per_second)} · ${g.hosts} hosts`;
+    if (g.state !== 'leased') t += ' · ' + g.state + (g.state === 'fallback' ? ' ' + g.on_unreachable : '');
+    return t;
   }
 
   function modeText(m) {
@@ -506,6 +516,11 @@
         cell('flows', fq ? fmtCount(s.active_flows[i]) : DASH, {class: fq ? '' : 'dim'}),
         cell('marks', fq ? fmtCount(s.marked_per_second[i]) : DASH, {class: fq ? '' : 'dim'}),
         cell('keys', m.per_key ? fmtCount(last(s.keys)) : DASH, {class: m.per_key ? '' : 'dim'}),
+        cell('global', m.global ? globalText(m.global) : DASH, {
+          class: m.global ? (m.global.state === 'leased' ? '' : 'warn') : 'dim',
+          title: m.global ? `key ${m.global.key} · fleet demand ${fmtRate(m.global.fleet_demand_bytes_per_second)} · ` +
+            `lease age ${m.global.lease_age_seconds.toFixed(1)} s · ${m.global.failures} failed refreshes · on_unreachable ${m.global.on_unreachable}` : null,
+        }),
         cell('mode', modeText(m), {class: 'mode'}),
       );
     });

@@ -1,0 +1,198 @@
+package shaper
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/pacer-dev/pacer/shaper/global"
+)
+
+// Local rates of a global class that its lease cannot express as bytes
+// per second: a bucket's rate is never 0, and "unlimited" is a rate no
+// device reaches.
+const (
+	// HoldRate is the local rate of a global class that holds: a grant of
+	// zero, the fallback hold, or no grant yet.
+	HoldRate = 1
+	// OpenRate is the local rate of a global class whose fallback is open
+	// (8 Tbit/s).
+	OpenRate = 1 << 40
+)
+
+// rateOf returns the rate of the class's bucket under cfg: the config's,
+// or for a global class the one its lease set last.
+func (c *Class) rateOf(cfg ClassConfig) uint64 {
+	if cfg.Global == nil {
+		return cfg.Rate
+	}
+	switch r := c.leased.Load(); {
+	case r == 0:
+		return HoldRate
+	case r >= OpenRate:
+		return OpenRate
+	default:
+		return r
+	}
+}
+
+// setLeased sets a global class's local rate (global.Unlimited: open).
+func (c *Class) setLeased(r uint64) {
+	c.leased.Store(r)
+	st := c.state.Load()
+	if st != nil && st.cfg.Global != nil && st.rate != nil {
+		st.rate.SetRate(c.rateOf(st.cfg))
+	}
+}
+
+// classTarget is a class as the target of its global lease. Only the
+// lease's goroutine uses it.
+type classTarget struct {
+	c     *Class
+	drops uint64 // the class's drops for its rate at the last Limited
+}
+
+// Offered returns the bytes received into the class (sent, held and
+// dropped).
+func (t *classTarget) Offered() uint64 {
+	var n uint64
+	for i := range t.c.shards {
+		n += t.c.shards[i].rxBytes.Load()
+	}
+	return n
+}
+
+// Sent returns the bytes the class sent.
+func (t *classTarget) Sent() uint64 {
+	var n uint64
+	for i := range t.c.shards {
+		n += t.c.shards[i].txBytes.Load()
+	}
+	return n
+}
+
+func (t *classTarget) SetRate(r uint64) { t.c.setLeased(r) }
+
+// Limited reports whether the class holds packets now or dropped some for
+// its rate (backlog, police, fair queueing's AQM and overlimit) since the
+// last call.
+func (t *classTarget) Limited() bool {
+	var backlog int64
+	var drops uint64
+	for i := range t.c.shards {
+		s := &t.c.shards[i]
+		backlog += s.backlogBytes.Load()
+		for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
+			drops += s.drops[r].Load()
+		}
+	}
+	more := drops != t.drops
+	t.drops = drops
+	return backlog > 0 || more
+}
+
+// Saved returns the tokens the class's bucket holds.
+func (t *classTarget) Saved() uint64 {
+	if st := t.c.state.Load(); st != nil && st.rate != nil {
+		return uint64(max(st.rate.Available(), 0))
+	}
+	return 0
+}
+
+// globalLeases are a link's running leases, one per global class.
+type globalLeases struct {
+	client *global.Client
+	mu     sync.Mutex
+	byID   map[string]*classLease // by direction "/" class
+}
+
+type classLease struct {
+	dir   string
+	class *Class
+	lease *global.Lease
+}
+
+// UseGlobal gives the link the Redis client its global classes lease
+// their rates through. Call it before Start. Without one a global class
+// holds (and the link logs so).
+func (l *Link) UseGlobal(c *global.Client) { l.global.client = c }
+
+// syncGlobal starts a lease for every global class that has none, changes
+// the settings of those whose key stays, and stops the rest. A running
+// lease (and its rate) survives a reload that keeps the class and its key.
+func (l *Link) syncGlobal() {
+	g := &l.global
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byID == nil {
+		g.byID = map[string]*classLease{}
+	}
+	want := map[string]bool{}
+	for _, ci := range l.Classes() {
+		cfg := ci.Config()
+		if cfg.Global == nil {
+			continue
+		}
+		id := ci.Direction + "/" + ci.Name()
+		want[id] = true
+		lim := cfg.Global.Limit()
+		if cl := g.byID[id]; cl != nil {
+			if cl.class == ci.Class && cl.lease.Limit().Key == lim.Key {
+				if cl.lease.Limit() != lim {
+					cl.lease.Update(lim)
+					l.log.Info("global limit changed", "direction", ci.Direction, "class", ci.Name(), "key", lim.Key)
+				}
+				continue
+			}
+			cl.lease.Stop()
+			delete(g.byID, id)
+		}
+		if g.client == nil {
+			l.log.Error("global class without a Redis client: it holds its traffic (restart pacerd after adding a redis section)",
+				"direction", ci.Direction, "class", ci.Name())
+			continue
+		}
+		log := l.log.With("direction", ci.Direction, "class", ci.Name())
+		g.byID[id] = &classLease{dir: ci.Direction, class: ci.Class, lease: global.StartLease(g.client, lim, &classTarget{c: ci.Class}, log)}
+		log.Info("global lease started", "key", lim.Key, "rate", FormatRate(lim.Rate), "period", lim.Period, "lease", lim.Lease, "host", g.client.Host())
+	}
+	for id, cl := range g.byID {
+		if !want[id] {
+			cl.lease.Stop()
+			delete(g.byID, id)
+		}
+	}
+}
+
+// stopGlobal stops every lease.
+func (l *Link) stopGlobal() {
+	g := &l.global
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, cl := range g.byID {
+		cl.lease.Stop()
+		delete(g.byID, id)
+	}
+}
+
+// GlobalInfo is one global class's lease, for reporting.
+type GlobalInfo struct {
+	Direction, Class string
+	global.Status
+}
+
+// Globals returns the status of every running lease, ordered by
+// direction and class.
+func (l *Link) Globals() []GlobalInfo {
+	g := &l.global
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []GlobalInfo
+	for _, cl := range g.byID {
+		out = append(out, GlobalInfo{Direction: cl.dir, Class: cl.class.Name(), Status: cl.lease.Status()})
+	}
+	slices.SortFunc(out, func(a, b GlobalInfo) int {
+		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Class, b.Class))
+	})
+	return out
+}

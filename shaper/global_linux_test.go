@@ -1,0 +1,97 @@
+//go:build linux
+
+package shaper_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/global"
+	"github.com/pacer-dev/pacer/shaper/global/redistest"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// waitGlobal waits until the link's lease of class c is leased with at
+// least grants grants, and returns its status.
+func waitGlobal(t *testing.T, l *shaper.Link, class string, grants uint64) shaper.GlobalInfo {
+	t.Helper()
+	var last []shaper.GlobalInfo
+	for range 300 {
+		last = l.Globals()
+		for _, g := range last {
+			if g.Class == class && g.State == global.StateLeased && g.Grants >= grants {
+				return g
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no lease of class %s with %d grants: %+v", class, grants, last)
+	return shaper.GlobalInfo{}
+}
+
+// TestLinkGlobalLeases: a link leases its global classes' rates through
+// Redis and sets their buckets from the grants; a reload that keeps the
+// key keeps the lease running, a new key starts a new one, and a class
+// that is no longer global stops its lease.
+func TestLinkGlobalLeases(t *testing.T) {
+	s := redistest.Start(t)
+	policy := func(key string) string {
+		return fmt.Sprintf("redis: {address: '%s'}\negress:\n  classes:\n  - {name: g, global: {key: %s, rate: 8mbit, period: 100ms}}\n", s.Addr, key)
+	}
+	cfg, err := shaper.ParseConfig("g.yaml", []byte("link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"+policy("one")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := global.NewClient(cfg.Redis.Options(), "test/g-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	inner, outer := tuntest.NewFake("g-in", 1, 256, false), tuntest.NewFake("g-out", 1, 256, false)
+	defer inner.Close()
+	defer outer.Close()
+	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Class(shaper.Egress, "g").Config().Rate; r != 1_000_000 {
+		t.Fatalf("class rate %d, want the global rate", r)
+	}
+	l.UseGlobal(c)
+	l.Start()
+	defer l.Stop(0)
+
+	// The first grant of an empty ledger is zero; the next ones carry the
+	// whole rate (one host, demand the whole rate at first).
+	g := waitGlobal(t, l, "g", 3)
+	if g.Key != "one" || g.Hosts != 1 || g.GlobalRate != 1_000_000 {
+		t.Errorf("lease %+v", g)
+	}
+	t.Logf("lease after %d grants: local rate %d, share %d", g.Grants, g.Rate, g.Share)
+
+	next := func(key string) {
+		t.Helper()
+		cfg, err := shaper.ParseConfig("g.yaml", []byte("link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"+key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Apply(cfg.Egress, cfg.Ingress); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next(policy("one"))
+	if g2 := waitGlobal(t, l, "g", g.Grants+1); g2.Grants <= g.Grants {
+		t.Errorf("reload with the same key restarted the lease: %d grants, had %d", g2.Grants, g.Grants)
+	}
+	next(policy("two"))
+	if gs := l.Globals(); len(gs) != 1 || gs[0].Key != "two" || gs[0].Grants > 2 {
+		t.Errorf("after a key change: %+v, want a new lease of key two", gs)
+	}
+	waitGlobal(t, l, "g", 2)
+	next("egress:\n  classes:\n  - {name: g, rate: 8mbit}\n")
+	if gs := l.Globals(); len(gs) != 0 {
+		t.Errorf("leases of a class no longer global: %+v", gs)
+	}
+}
