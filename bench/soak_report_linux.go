@@ -83,14 +83,7 @@ func (s *soaker) report(w *bytes.Buffer, m machine, verdicts []soakVerdict, srcL
 		vt.add(v.What, v.Figure, map[bool]string{true: "ok", false: "**FAIL**"}[v.OK])
 	}
 	r.p("%s", vt)
-	if len(s.errs) > 0 {
-		r.p("What failed during the run:")
-		r.p("")
-		for _, e := range s.errs {
-			r.p("- %s", strings.ReplaceAll(e, "\n", " "))
-		}
-		r.p("")
-	}
+	r.list("What failed during the run:", s.errs)
 
 	r.p("## Figures")
 	r.p("")
