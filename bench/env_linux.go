@@ -277,18 +277,24 @@ func (e *env) pacerPath(offload bool, queues int, policy string) (*path, error) 
 
 // pacerConfig builds the config of a link between the two namespaces.
 func (e *env) pacerConfig(inner, outer string, offload bool, queues int, policy string) (*shaper.Config, error) {
-	yml := fmt.Sprintf(`
-link:
-  queues: %d
-  offload: %v
-  inner: {name: %s, netns: %s, mtu: 1500, addresses: [%s/32], peer: %s}
-  outer: {name: %s, netns: %s, mtu: 1500, addresses: [%s/32], peer: %s}
-%s`, queues, offload, inner, e.ns1, addr1, addr2, outer, e.ns2, addr2, addr1, policy)
+	yml := e.pacerYAML(inner, outer, offload, queues, policy)
 	cfg, err := shaper.ParseConfig("bench.yaml", []byte(yml))
 	if err != nil {
 		return nil, fmt.Errorf("pacer config: %w\n%s", err, yml)
 	}
 	return cfg, nil
+}
+
+// pacerYAML is the config file of a link between the two namespaces:
+// the link section and then rest (the policy, or any other sections).
+func (e *env) pacerYAML(inner, outer string, offload bool, queues int, rest string) string {
+	return fmt.Sprintf(`
+link:
+  queues: %d
+  offload: %v
+  inner: {name: %s, netns: %s, mtu: 1500, addresses: [%s/32], peer: %s}
+  outer: {name: %s, netns: %s, mtu: 1500, addresses: [%s/32], peer: %s}
+%s`, queues, offload, inner, e.ns1, addr1, addr2, outer, e.ns2, addr2, addr1, rest)
 }
 
 // applyPolicy installs a new policy on a running pacer path.
@@ -467,10 +473,11 @@ type iperfServer struct {
 	stop func()
 }
 
-// startIperfServer starts `iperf3 -s` in ns2 and returns once it listens.
-func (e *env) startIperfServer(ctx context.Context) (*iperfServer, error) {
+// startIperfServer starts `iperf3 -s` in ns2 on port and returns once it
+// listens.
+func (e *env) startIperfServer(ctx context.Context, port int) (*iperfServer, error) {
 	cmd := exec.Command("ip", "netns", "exec", e.ns2, "iperf3", "-s", "--forceflush",
-		"-B", addr2.String(), "-p", strconv.Itoa(iperfPort))
+		"-B", addr2.String(), "-p", strconv.Itoa(port))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -515,26 +522,27 @@ func (e *env) startIperfServer(ctx context.Context) (*iperfServer, error) {
 }
 
 // startIperfClient starts an iperf3 client in ns1 against the server in
-// ns2 with the given extra arguments, running for at most secs seconds.
-// The returned stop function kills it (if still running) and waits.
-func (e *env) startIperfClient(secs int, extra ...string) (stop func(), err error) {
-	args := append([]string{"netns", "exec", e.ns1, "iperf3", "-c", addr2.String(), "-p", strconv.Itoa(iperfPort),
+// ns2 on port with the given extra arguments, running for at most secs
+// seconds. The returned stop function kills it (if still running) and
+// waits; done is closed when it has exited.
+func (e *env) startIperfClient(port, secs int, extra ...string) (stop func(), done <-chan struct{}, err error) {
+	args := append([]string{"netns", "exec", e.ns1, "iperf3", "-c", addr2.String(), "-p", strconv.Itoa(port),
 		"-t", strconv.Itoa(secs)}, extra...)
 	cmd := exec.Command("ip", args...)
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	untrack := e.track(cmd)
-	done := make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
 		cmd.Wait()
 		untrack()
-		close(done)
+		close(exited)
 	}()
 	return func() {
 		cmd.Process.Kill()
-		<-done
-	}, nil
+		<-exited
+	}, exited, nil
 }
 
 // load is traffic to measure under: an iperf3 client in ns1 (and its
@@ -552,7 +560,7 @@ const tcpCongestion = "cubic"
 
 // start starts the load for about d and returns a function that stops it.
 func (e *env) startLoad(ctx context.Context, l load, d time.Duration) (stop func(), err error) {
-	srv, err := e.startIperfServer(ctx)
+	srv, err := e.startIperfServer(ctx, iperfPort)
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +569,7 @@ func (e *env) startLoad(ctx context.Context, l load, d time.Duration) (stop func
 	if !slices.Contains(args, "-u") {
 		args = append([]string{"-C", tcpCongestion}, args...)
 	}
-	stopClient, err := e.startIperfClient(secs, args...)
+	stopClient, _, err := e.startIperfClient(iperfPort, secs, args...)
 	if err != nil {
 		srv.stop()
 		return nil, err

@@ -7,6 +7,14 @@
 //
 //	go run ./bench [-quick] [-out BENCHMARKS.md] [-plots bench/] [-only 3,7]
 //
+// With -soak it runs the soak instead (issue 14; `sudo make soak
+// DURATION=20m`): the pacerd binary under a class change every second
+// and a reload every 10 seconds, its memory, goroutines, open files and
+// rate error sampled every 10 seconds into SOAK.md, docs/soak.csv and
+// docs/soak.png (see soak_linux.go):
+//
+//	go run ./bench -soak [-duration 20m] [-out SOAK.md] [-plots docs/]
+//
 // Every network scenario builds its variants one at a time between the
 // same two network namespaces, which the harness creates and removes: pacer
 // (shaper.Open, in this process, so that this process's rusage is pacer's
@@ -127,7 +135,14 @@ func run() int {
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
 	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11), for development; default all")
+	soak := flag.Bool("soak", false, "soak mode instead of the benchmarks: pacerd under changing rates and reloads for -duration; writes -out (default SOAK.md) and soak.csv and soak.png into -plots (default docs/)")
+	duration := flag.Duration("duration", 20*time.Minute, "soak: how long the changes run (whole multiples of 10s)")
+	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
+	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
+	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	r := &runner{p: fullParams, start: time.Now()}
 	if *quick {
@@ -155,6 +170,16 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *soak {
+		o := soakOpts{duration: *duration, out: "SOAK.md", plots: "docs/", pacerd: *pacerd, pacerctl: *pacerctl, seed: *seed, modDir: modDir}
+		if set["out"] {
+			o.out = *out
+		}
+		if set["plots"] {
+			o.plots = *plots
+		}
+		return runSoak(ctx, o, r.progress)
+	}
 
 	m := machineInfo(modDir)
 	m.LoadStart = loadavg()

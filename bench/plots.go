@@ -3,15 +3,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 var (
@@ -234,4 +237,91 @@ func plotEmuDelay(file string, phases []*emuPhase, want time.Duration) error {
 	p.Y.Min, p.Y.Max = math.Min(lo-pad, w-1), hi+pad+(hi-lo+2*pad)*0.4 // room for the legend
 	p.X.Min, p.X.Max = 0, tmax
 	return p.Save(8*vg.Inch, 4*vg.Inch, file)
+}
+
+// plotSoak draws the soak's samples in three panels, one above the
+// other: pacerd's RSS; its goroutines and open files; and each class's
+// rate error per window, with the limit as dashed lines.
+func plotSoak(file string, run *soakRun, lim soakLimits) error {
+	if len(run.Samples) < 2 {
+		return fmt.Errorf("soak plot: %d samples", len(run.Samples))
+	}
+	t0 := run.Samples[0].At
+	mins := func(at time.Time) float64 { return at.Sub(t0).Minutes() }
+	end := mins(run.Samples[len(run.Samples)-1].At)
+	panel := func(title, ylabel string) *plot.Plot {
+		p := plot.New()
+		p.Title.Text = title
+		p.Title.Padding = vg.Points(6)
+		p.X.Label.Text = "minutes since the first sample"
+		p.Y.Label.Text = ylabel
+		p.X.Min, p.X.Max = 0, end
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		return p
+	}
+	line := func(p *plot.Plot, name string, c color.RGBA, xy plotter.XYs) error {
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width = c, vg.Points(1.5)
+		p.Add(l)
+		if name != "" {
+			p.Legend.Add(name, l)
+		}
+		return nil
+	}
+	rss := panel("pacerd RSS (VmRSS)", "MiB")
+	counts := panel("pacerd goroutines and open files", "count")
+	rate := panel("rate error per window: sent bytes vs the configured rate's integral", "error (%)")
+	var rssXY, gorXY, fdXY plotter.XYs
+	for _, s := range run.Samples {
+		x := mins(s.At)
+		rssXY = append(rssXY, plotter.XY{X: x, Y: float64(s.RSS) / (1 << 20)})
+		gorXY = append(gorXY, plotter.XY{X: x, Y: float64(s.Goroutines)})
+		fdXY = append(fdXY, plotter.XY{X: x, Y: float64(s.FDs)})
+	}
+	rss.Y.Min = 0
+	counts.Y.Min = 0
+	errs := []error{line(rss, "", colorPacer, rssXY), line(counts, "goroutines", colorPacer, gorXY), line(counts, "open files", colorRef, fdXY)}
+	colors := []color.RGBA{colorPacer, colorRef, lulColors["fq_codel"], lulColors["pacer-fifo"]}
+	worst := lim.RateErr
+	for i, c := range run.Classes {
+		var xy plotter.XYs
+		for _, w := range run.windows(c) {
+			xy = append(xy, plotter.XY{X: mins(w.To), Y: w.errPct()})
+			worst = math.Max(worst, math.Abs(w.errPct()))
+		}
+		errs = append(errs, line(rate, c, colors[i%len(colors)], xy))
+	}
+	for _, y := range []float64{-lim.RateErr, lim.RateErr} {
+		m, err := plotter.NewLine(plotter.XYs{{X: 0, Y: y}, {X: end, Y: y}})
+		if err != nil {
+			return err
+		}
+		m.Color, m.Dashes = colorGrey, []vg.Length{vg.Points(4), vg.Points(3)}
+		rate.Add(m)
+	}
+	rate.Y.Min, rate.Y.Max = -worst*1.2, worst*1.6 // room for the legend
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	img := vgimg.New(8*vg.Inch, 10*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
+	plots := [][]*plot.Plot{{rss}, {counts}, {rate}}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -27,6 +27,20 @@ func (r *rep) headline(format string, args ...any) {
 	r.headlines = append(r.headlines, fmt.Sprintf(format, args...))
 }
 
+// list writes items as a list, each on one line, under a heading; nothing
+// if there are none.
+func (r *rep) list(heading string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	r.p("%s", heading)
+	r.p("")
+	for _, e := range items {
+		r.p("- %s", strings.ReplaceAll(e, "\n", " "))
+	}
+	r.p("")
+}
+
 // flow returns the summary of one field of a variant, or an empty summary.
 func flow(m map[string]*flowResult, key string, field func(*flowResult) []float64) summary {
 	if fr := m[key]; fr != nil {
@@ -90,14 +104,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	h.p("")
 	h.p("Each scenario measures pacer and its reference in the same run, between the same two network namespaces with the same addresses (198.18.0.1 → 198.18.0.2); the variants are built one at a time and alternate repetition by repetition, so drifting background load touches each alike. A figure is the **median of %d repetitions, with the range (min–max) in parentheses**. A **ratio is pacer's median over the reference's**: for throughput and packet rates higher is better (1.00× is as fast as the reference); for costs (ns/op, CPU, RTT) lower is better. The references: [golang.org/x/time/rate](https://pkg.go.dev/golang.org/x/time/rate) for the bucket; the **bare loop**, two single-queue TUN devices without offloads joined by one `read(2)` and one `write(2)` per packet in this process (`tuntest.BareCopy`), the floor for forwarding through userspace, so pacer's own overhead is its gap to it; a **veth pair**, the kernel's path with no userspace at all; and **`tc qdisc tbf`** on that veth pair for shaping. Shaping is judged on the IP bytes the receiving device delivered.", p.reps)
 	h.p("")
-	if len(res.Errors) > 0 {
-		h.p("**Scenarios that failed in this run** (their sections are missing or partial):")
-		h.p("")
-		for _, e := range res.Errors {
-			h.p("- %s", strings.ReplaceAll(e, "\n", " "))
-		}
-		h.p("")
-	}
+	h.list("**Scenarios that failed in this run** (their sections are missing or partial):", res.Errors)
 	h.p("## Headline figures")
 	h.p("")
 	for _, l := range r.headlines {
