@@ -97,7 +97,7 @@ soak: bench-deps build
 FUZZTIME  ?= 5m
 FUZZFLAGS ?=
 fuzz:
-	GO="$(GO)" FUZZTIME="$(FUZZTIME)" FUZZFLAGS="$(FUZZFLAGS)" ./scripts/fuzz.sh
+	GO="$(GO)" FUZZTIME="$(FUZZTIME)" FUZZFLAGS="$(FUZZFLAGS)" ./bench/fuzz.sh
 
 clean:
 	rm -rf $(BIN)
