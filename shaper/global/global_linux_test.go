@@ -126,6 +126,36 @@ func TestEmptyLedgerStartsAtZero(t *testing.T) {
 	}
 }
 
+// TestNewcomerGetsItsShareAtOnce: a host that arrives while another has
+// drained the ledger period after period still gets its equal share with
+// its first grant, from the reserve the ledger keeps for newcomers.
+func TestNewcomerGetsItsShareAtOnce(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newClient(t, s, "a"), newClient(t, s, "b")
+	req := global.Request{Rate: 1_000_000, Burst: 1_000_000, Period: 100 * time.Millisecond, Lease: time.Second, Demand: 2_000_000}
+	var last global.Grant
+	start := time.Now()
+	for i := 1; i <= 12; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * req.Period)))
+		g, err := a.Lease(context.Background(), "newcomer", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = g
+	}
+	// Right after a's grant the ledger holds only what a left: without a
+	// reserve, about nothing.
+	g, err := b.Lease(context.Background(), "newcomer", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := req.Rate / 2 * uint64(req.Period/time.Millisecond) / 1000 // an equal share for a period
+	t.Logf("a's last grant %d bytes (alone); b's first grant %d bytes at share %d, want about %d", last.Bytes, g.Bytes, g.Share, want)
+	if g.Hosts != 2 || g.Bytes < want*9/10 {
+		t.Errorf("newcomer's first grant %+v, want %d bytes (an equal share for a period) of 2 hosts", g, want)
+	}
+}
+
 // TestMaxMinShares: shares are max-min fair over the demands, with
 // capacity left over split by demand and a floor for idle hosts.
 func TestMaxMinShares(t *testing.T) {

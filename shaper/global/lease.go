@@ -228,6 +228,10 @@ func (l *Lease) run() {
 		sentAtGrant uint64
 		leasedUntil = started.Add(l.Limit().Lease)
 		next        = started
+		reported    uint64 // the demand the last refresh reported
+		quiet       bool   // this refresh comes early: the host went quiet
+		quietDemand uint64
+		hist        offeredHistory
 		// recoverUntil ends the time after a fallback in which the
 		// host asks at least an equal share.
 		recoverUntil time.Time
@@ -238,7 +242,13 @@ func (l *Lease) run() {
 		offered, sent := l.tgt.Offered(), l.tgt.Sent()
 		demand := lim.Rate // a new host asks for the whole rate
 		limited := l.tgt.Limited()
-		if !first {
+		if !quiet {
+			hist.add(tick, offered)
+		}
+		if quiet {
+			// Woken early: the host stopped sending.
+			demand = quietDemand
+		} else if !first {
 			if dt := tick.Sub(lastTick); dt > 0 {
 				demand = uint64(float64(offered-lastOffered) * float64(time.Second) / float64(dt))
 			}
@@ -252,10 +262,16 @@ func (l *Lease) run() {
 				// a stall) come back up to speed.
 				demand = max(demand, l.st.GlobalRate/uint64(l.st.Hosts))
 			}
+			if q, ok := hist.quiet(reported, l.st.Share); ok {
+				// Stopped in the second half of the period.
+				demand = q
+			}
 			l.mu.Unlock()
 		}
 		// Return what the last grant left unused, less what the local
 		// bucket saved of it (that may still be sent).
+		quiet = false
+		reported = demand
 		var returned uint64
 		if used := sent - sentAtGrant; used < lastGrant {
 			returned = lastGrant - used
@@ -322,12 +338,84 @@ func (l *Lease) run() {
 			}
 			continue
 		}
-		t := time.NewTimer(wait)
+		var ok bool
+		if quietDemand, quiet, ok = l.wait(next, lim.Period/quietSteps, &hist, reported); !ok {
+			return
+		}
+		if quiet {
+			next = time.Now() // a new grid from the early refresh
+		}
+	}
+}
+
+// quietSteps is how many samples of the offered bytes the lease takes per
+// period, to see a host go quiet between its refreshes.
+const quietSteps = 4
+
+// offeredHistory holds the last half period of samples of a Target's
+// offered bytes, one per step.
+type offeredHistory struct {
+	s [quietSteps/2 + 1]struct {
+		at      time.Time
+		offered uint64
+	}
+	n int
+}
+
+// add records a sample.
+func (h *offeredHistory) add(at time.Time, offered uint64) {
+	copy(h.s[:], h.s[1:])
+	h.s[len(h.s)-1].at, h.s[len(h.s)-1].offered = at, offered
+	h.n++
+}
+
+// quiet reports whether the host went quiet: over the last half period it
+// was offered less than an eighth of the demand it last reported, and that
+// drop is more than a quarter of its share (which makes Redis share again
+// at once). It returns the offered rate (bytes per second) over that half
+// period. A host whose traffic stops says so within about half a period,
+// instead of one to two (a refresh's demand is measured over a period that
+// still holds the bytes sent before the stop), and the other hosts take
+// its share at their next refresh.
+func (h *offeredHistory) quiet(reported, share uint64) (uint64, bool) {
+	if h.n < len(h.s) {
+		return 0, false
+	}
+	first, last := h.s[0], h.s[len(h.s)-1]
+	dt := last.at.Sub(first.at)
+	if dt <= 0 {
+		return 0, false
+	}
+	rate := uint64(float64(last.offered-first.offered) * float64(time.Second) / float64(dt))
+	return rate, rate < reported/8 && reported-rate > share/4
+}
+
+// wait sleeps until next, sampling the offered bytes into h every step. It
+// returns early, with quiet true and the quiet demand, once the host has
+// gone quiet (offeredHistory.quiet), and ok false if the lease was
+// stopped.
+func (l *Lease) wait(next time.Time, step time.Duration, h *offeredHistory, reported uint64) (demand uint64, quiet, ok bool) {
+	for {
+		d := time.Until(next)
+		if d <= 0 {
+			return 0, false, true
+		}
+		t := time.NewTimer(min(d, step))
 		select {
 		case <-l.ctx.Done():
 			t.Stop()
-			return
+			return 0, false, false
 		case <-t.C:
+		}
+		if d <= step {
+			return 0, false, true // the refresh samples at its tick
+		}
+		h.add(time.Now(), l.tgt.Offered())
+		l.mu.Lock()
+		share := l.st.Share
+		l.mu.Unlock()
+		if rate, q := h.quiet(reported, share); q {
+			return rate, true, true
 		}
 	}
 }

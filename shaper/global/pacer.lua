@@ -21,7 +21,8 @@
 -- computed again once per
 -- period, when a host comes or goes, or when a demand rises above its
 -- share. A host's grant is min(share x period, ledger), taken from the
--- ledger; the bytes it returns (unused, at most its last grant) go back.
+-- ledger, less a reserve for newcomers when the host already had a lease;
+-- the bytes it returns (unused, at most its last grant) go back.
 -- So the grants minus the returns never exceed rate x elapsed + burst.
 --
 -- Reply: {grant bytes, lease us, hosts, fleet demand bytes/s, rate bytes/s,
@@ -81,7 +82,8 @@ local function lease(keys, args)
       hosts[#hosts + 1] = h
     end
   end
-  if me == nil then
+  local new = me == nil
+  if new then
     me = { name = host, share = 0, grant = 0 }
     changed = true
   end
@@ -134,7 +136,18 @@ local function lease(keys, args)
     shared = now
   end
 
-  local grant = math.floor(math.min(me.share * period / 1e6, tokens))
+  -- A newcomer's first grant is its share at once, so the ledger keeps a
+  -- reserve that hosts already holding a lease do not draw: one period of
+  -- an equal share among one host more (at most half the burst). The
+  -- ledger fills at the rate while the shares add up to it, so in steady
+  -- state it sits at about the reserve plus one grant and the reserve
+  -- costs no rate; a newcomer that empties it is paid back, at the old
+  -- hosts' expense, within about a period.
+  local avail = tokens
+  if not new then
+    avail = tokens - math.min(rate * period / 1e6 / (n + 1), burst / 2)
+  end
+  local grant = math.floor(math.min(me.share * period / 1e6, avail))
   if grant < 0 then
     grant = 0
   end
