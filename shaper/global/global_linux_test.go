@@ -114,13 +114,14 @@ func TestEmptyLedgerStartsAtZero(t *testing.T) {
 	if g.Bytes != 0 {
 		t.Fatalf("first grant of an empty ledger: %d bytes, want 0", g.Bytes)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
 	g, err = c.Lease(context.Background(), "zero", req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One host, demand = rate: share is the rate, grant one period's worth
-	// (the ledger holds more after 150 ms).
+	// (after 250 ms the ledger holds more than that and the reserve it
+	// keeps for newcomers: one period of an equal share).
 	if g.Bytes != 100_000 || g.Share != 1_000_000 || g.Hosts != 1 {
 		t.Fatalf("second grant %+v, want 100000 bytes at share 1000000 for 1 host", g)
 	}

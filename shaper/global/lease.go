@@ -229,8 +229,7 @@ func (l *Lease) run() {
 		leasedUntil = started.Add(l.Limit().Lease)
 		next        = started
 		reported    uint64 // the demand the last refresh reported
-		quiet       bool   // this refresh comes early: the host went quiet
-		quietDemand uint64
+		woke        waking // why the wait before this refresh ended
 		hist        offeredHistory
 		// recoverUntil ends the time after a fallback in which the
 		// host asks at least an equal share.
@@ -241,14 +240,11 @@ func (l *Lease) run() {
 		tick := time.Now()
 		offered, sent := l.tgt.Offered(), l.tgt.Sent()
 		demand := lim.Rate // a new host asks for the whole rate
-		limited := l.tgt.Limited()
-		if !quiet {
-			hist.add(tick, offered)
+		limited := l.tgt.Limited() || woke == wokeSending
+		if woke != wokeSending {
+			hist.add(tick, offered) // wait sampled this moment already
 		}
-		if quiet {
-			// Woken early: the host stopped sending.
-			demand = quietDemand
-		} else if !first {
+		if !first {
 			if dt := tick.Sub(lastTick); dt > 0 {
 				demand = uint64(float64(offered-lastOffered) * float64(time.Second) / float64(dt))
 			}
@@ -256,21 +252,23 @@ func (l *Lease) run() {
 			if limited && l.st.State == StateLeased {
 				demand = max(demand, uint64(Overuse*float64(l.st.Rate)))
 			}
+			if idle(reported, l.st.Share) && (limited || !idle(demand, l.st.Share)) && l.st.Hosts > 0 {
+				// An idle host that sends again asks at once for an
+				// equal share, not a quarter more than an idle host's
+				// rate period after period.
+				demand = max(demand, l.st.GlobalRate/uint64(l.st.Hosts))
+			}
 			if tick.Before(recoverUntil) && l.st.Hosts > 0 {
 				// Back from a fallback: for one lease, ask at least the
 				// equal share the host held, while its senders (TCP after
 				// a stall) come back up to speed.
 				demand = max(demand, l.st.GlobalRate/uint64(l.st.Hosts))
 			}
-			if q, ok := hist.quiet(reported, l.st.Share); ok {
-				// Stopped in the second half of the period.
-				demand = q
-			}
 			l.mu.Unlock()
 		}
 		// Return what the last grant left unused, less what the local
 		// bucket saved of it (that may still be sent).
-		quiet = false
+		woke = wokeTimer
 		reported = demand
 		var returned uint64
 		if used := sent - sentAtGrant; used < lastGrant {
@@ -338,24 +336,22 @@ func (l *Lease) run() {
 			}
 			continue
 		}
-		var ok bool
-		if quietDemand, quiet, ok = l.wait(next, lim.Period/quietSteps, &hist, reported); !ok {
+		if woke = l.wait(next, lim.Period/sendingSteps, &hist, reported); woke == wokeStopped {
 			return
 		}
-		if quiet {
+		if woke != wokeTimer {
 			next = time.Now() // a new grid from the early refresh
 		}
 	}
 }
 
-// quietSteps is how many samples of the offered bytes the lease takes per
-// period, to see a host go quiet between its refreshes.
-const quietSteps = 4
+// sendingSteps is how many samples of the offered bytes the lease takes
+// per period, to see an idle host send again between its refreshes.
+const sendingSteps = 4
 
-// offeredHistory holds the last half period of samples of a Target's
-// offered bytes, one per step.
+// offeredHistory holds the last two samples of a Target's offered bytes.
 type offeredHistory struct {
-	s [quietSteps/2 + 1]struct {
+	s [2]struct {
 		at      time.Time
 		offered uint64
 	}
@@ -364,58 +360,62 @@ type offeredHistory struct {
 
 // add records a sample.
 func (h *offeredHistory) add(at time.Time, offered uint64) {
-	copy(h.s[:], h.s[1:])
-	h.s[len(h.s)-1].at, h.s[len(h.s)-1].offered = at, offered
+	h.s[0] = h.s[1]
+	h.s[1].at, h.s[1].offered = at, offered
 	h.n++
 }
 
-// quiet reports whether the host went quiet: over the last half period it
-// was offered less than an eighth of the demand it last reported, and that
-// drop is more than a quarter of its share (which makes Redis share again
-// at once). It returns the offered rate (bytes per second) over that half
-// period. A host whose traffic stops says so within about half a period,
-// instead of one to two (a refresh's demand is measured over a period that
-// still holds the bytes sent before the stop), and the other hosts take
-// its share at their next refresh.
-func (h *offeredHistory) quiet(reported, share uint64) (uint64, bool) {
-	if h.n < len(h.s) {
+// rate returns the offered rate (bytes per second) between the two
+// samples, and false before two samples.
+func (h *offeredHistory) rate() (uint64, bool) {
+	a, b := h.s[0], h.s[1]
+	if h.n < 2 || !b.at.After(a.at) {
 		return 0, false
 	}
-	first, last := h.s[0], h.s[len(h.s)-1]
-	dt := last.at.Sub(first.at)
-	if dt <= 0 {
-		return 0, false
-	}
-	rate := uint64(float64(last.offered-first.offered) * float64(time.Second) / float64(dt))
-	return rate, rate < reported/8 && reported-rate > share/4
+	return uint64(float64(b.offered-a.offered) * float64(time.Second) / float64(b.at.Sub(a.at))), true
 }
 
-// wait sleeps until next, sampling the offered bytes into h every step. It
-// returns early, with quiet true and the quiet demand, once the host has
-// gone quiet (offeredHistory.quiet), and ok false if the lease was
-// stopped.
-func (l *Lease) wait(next time.Time, step time.Duration, h *offeredHistory, reported uint64) (demand uint64, quiet, ok bool) {
+// idle reports whether a host that reported demand (bytes per second) at
+// a share was idle: it asked for less than half its share.
+func idle(demand, share uint64) bool { return demand < share/2 }
+
+// waking is why Lease.wait returned.
+type waking uint8
+
+const (
+	wokeTimer   waking = iota // the next refresh is due
+	wokeSending               // an idle host sends again
+	wokeStopped               // the lease was stopped
+)
+
+// wait sleeps until next, sampling the offered bytes into h every step.
+// If the host was idle when it last refreshed (it reported demand), wait
+// returns early once it sends again: offered at more than an idle rate
+// over a step, or held. The refresh then asks an equal share, so that a
+// host whose traffic starts gets its share within about a step and one
+// round trip to Redis instead of at its next refresh and after several.
+func (l *Lease) wait(next time.Time, step time.Duration, h *offeredHistory, reported uint64) waking {
 	for {
 		d := time.Until(next)
 		if d <= 0 {
-			return 0, false, true
+			return wokeTimer
 		}
 		t := time.NewTimer(min(d, step))
 		select {
 		case <-l.ctx.Done():
 			t.Stop()
-			return 0, false, false
+			return wokeStopped
 		case <-t.C:
 		}
 		if d <= step {
-			return 0, false, true // the refresh samples at its tick
+			return wokeTimer // the refresh samples at its tick
 		}
 		h.add(time.Now(), l.tgt.Offered())
 		l.mu.Lock()
 		share := l.st.Share
 		l.mu.Unlock()
-		if rate, q := h.quiet(reported, share); q {
-			return rate, true, true
+		if rate, ok := h.rate(); ok && rate > 0 && idle(reported, share) && (!idle(rate, share) || l.tgt.Limited()) {
+			return wokeSending
 		}
 	}
 }

@@ -94,6 +94,7 @@ local function lease(keys, args)
   -- Unused bytes come back, at most what was last granted.
   tokens = math.min(burst, tokens + math.min(returned, me.grant))
 
+  local before = me.share -- its share before this call
   local n = #hosts
   local fleet = 0
   for _, h in ipairs(hosts) do
@@ -137,15 +138,17 @@ local function lease(keys, args)
   end
 
   -- A newcomer's first grant is its share at once, so the ledger keeps a
-  -- reserve that hosts already holding a lease do not draw: one period of
-  -- an equal share among one host more (at most half the burst). The
+  -- reserve that hosts already holding a lease do not draw, unless their
+  -- share grew by more than a quarter in this call (an idle host that
+  -- starts sending): one period of an equal share (at most a quarter of
+  -- the burst, so that the hosts' grants still fit under it). The
   -- ledger fills at the rate while the shares add up to it, so in steady
   -- state it sits at about the reserve plus one grant and the reserve
   -- costs no rate; a newcomer that empties it is paid back, at the old
   -- hosts' expense, within about a period.
   local avail = tokens
-  if not new then
-    avail = tokens - math.min(rate * period / 1e6 / (n + 1), burst / 2)
+  if not new and me.share <= before * 1.25 then
+    avail = tokens - math.min(rate * period / 1e6 / n, burst / 4)
   end
   local grant = math.floor(math.min(me.share * period / 1e6, avail))
   if grant < 0 then
