@@ -104,8 +104,14 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 // DirectionStats returns both directions' total rates, for package stats.
 func (l *Link) DirectionStats() []stats.DirectionStats {
 	var out []stats.DirectionStats
+	globals := map[string]*stats.GlobalStats{}
+	for _, g := range l.Globals() {
+		if g.Class == "" {
+			globals[g.Direction] = globalStats(g.Status)
+		}
+	}
 	for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
-		ds := stats.DirectionStats{Direction: d.name}
+		ds := stats.DirectionStats{Direction: d.name, Global: globals[d.name]}
 		if d.link != nil {
 			ds.RateBytesPerSecond = d.link.Rate()
 			ds.BurstBytes = d.link.Limit()

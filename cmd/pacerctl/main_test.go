@@ -398,3 +398,20 @@ func TestDescribe(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A direction with a global limit of its own shows its lease on the
+// direction's line.
+func TestWriteTableDirectionGlobal(t *testing.T) {
+	st := sampleStatus()
+	st.Directions[0].Rate, st.Directions[0].Burst = "20mbit", "5mb"
+	st.Directions[0].Global = &stats.GlobalStats{Key: "site", State: "fallback", OnUnreachable: "share",
+		LeasedBytesPerSecond: 2_500_000, GlobalBytesPerSecond: 5_000_000, Hosts: 2, LeaseAgeSeconds: 1.5}
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(b.String(), "\n")
+	if want := "egress: total rate 20mbit, burst 5mb; global site fallback share 20mbit of 40mbit, 2 hosts, age 1.5s"; first != want {
+		t.Errorf("direction line %q, want %q", first, want)
+	}
+}

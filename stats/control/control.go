@@ -73,6 +73,9 @@ type Direction struct {
 	// The direction's own link emulation, as in the config file (its
 	// fields appear at the top level of the JSON object).
 	Emulation
+	// Global is the direction's own global limit (its total rate leased
+	// from Redis); nil without one.
+	Global *stats.GlobalStats `json:"global,omitempty"`
 }
 
 // Class is one class: its configuration as in the config file, its
