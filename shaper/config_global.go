@@ -198,6 +198,10 @@ func (d *decoder) redisField(c *Config) field {
 	}}
 }
 
+// SetDefaults fills in the defaults of a global limit read from a config
+// with links of the given MTU (see Period, Lease and Burst).
+func (g *GlobalConfig) SetDefaults(mtu int) { g.setDefaults(mtu) }
+
 func (g *GlobalConfig) setDefaults(mtu int) {
 	if g.Period == 0 {
 		g.Period = DefaultGlobalPeriod

@@ -36,6 +36,17 @@ func (l *Link) ClassStats() []stats.ClassStats {
 	return out
 }
 
+// GlobalStats returns the lease of a global class (class "": of the
+// direction itself) for package stats, nil if it has none running.
+func (l *Link) GlobalStats(dir, class string) *stats.GlobalStats {
+	for _, g := range l.Globals() {
+		if g.Direction == dir && g.Class == class {
+			return globalStats(g.Status)
+		}
+	}
+	return nil
+}
+
 // globalStats converts a lease's status for package stats.
 func globalStats(st global.Status) *stats.GlobalStats {
 	return &stats.GlobalStats{
