@@ -34,6 +34,8 @@ func (l *Link) directionRateOf(i int, cfg DirectionConfig) uint64 {
 // setDirLeased sets global direction i's local rate (global.Unlimited:
 // open).
 func (l *Link) setDirLeased(i int, r uint64) {
+	l.global.rateMu.Lock()
+	defer l.global.rateMu.Unlock()
 	l.global.dirLeased[i].Store(r)
 	if d := l.directionPtr(i).Load(); d != nil && d.global != nil && d.link != nil {
 		d.link.SetRate(localRate(r))
@@ -89,14 +91,18 @@ type dirTarget struct {
 	i    int
 	last map[*Class]dirCounts // each class's counters at the last update
 	sum  dirCounts            // the direction's totals since the lease started
-	// limDrops is sum.drops at the last Limited.
-	limDrops uint64
+	// dropped says a class whose own rate was not short dropped packets
+	// since the last Limited.
+	dropped bool
 }
 
 type dirCounts struct{ rx, tx, drops uint64 }
 
 // update adds what every class of the direction counted since the last
-// update to the totals and returns the direction's backlog now.
+// update to the totals, notes drops attributable to the direction's rate,
+// and returns the backlog attributable to it now: that of the classes
+// whose own bucket still holds tokens (a class short of its own tokens
+// waits for its own rate).
 func (t *dirTarget) update() (backlog int64) {
 	d := t.l.directionPtr(t.i).Load()
 	if d == nil {
@@ -105,11 +111,12 @@ func (t *dirTarget) update() (backlog int64) {
 	seen := make(map[*Class]dirCounts, len(t.last))
 	for _, c := range d.all() {
 		var now dirCounts
+		var held int64
 		for i := range c.shards {
 			s := &c.shards[i]
 			now.rx += s.rxBytes.Load()
 			now.tx += s.txBytes.Load()
-			backlog += s.backlogBytes.Load()
+			held += s.backlogBytes.Load()
 			for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
 				now.drops += s.drops[r].Load()
 			}
@@ -122,6 +129,10 @@ func (t *dirTarget) update() (backlog int64) {
 		t.sum.tx += now.tx - prev.tx
 		t.sum.drops += now.drops - prev.drops
 		seen[c] = now
+		if st := c.state.Load(); st == nil || st.rate == nil || st.rate.Available() > 0 {
+			backlog += held
+			t.dropped = t.dropped || now.drops != prev.drops
+		}
 	}
 	t.last = seen
 	return backlog
@@ -144,19 +155,13 @@ func (t *dirTarget) Sent() uint64 {
 func (t *dirTarget) SetRate(r uint64) { t.l.setDirLeased(t.i, r) }
 
 // Limited reports whether the direction's total rate held traffic back:
-// its classes hold packets now or dropped some for a rate (backlog,
-// police, AQM, overlimit) since the last call, while the direction's
-// bucket is less than half full (a fuller bucket means a class's own rate
-// held them, not the direction's).
+// a class whose own bucket is not short holds packets now, or dropped
+// some for a rate (backlog, police, AQM, overlimit) since the last call.
 func (t *dirTarget) Limited() bool {
 	backlog := t.update()
-	more := t.sum.drops != t.limDrops
-	t.limDrops = t.sum.drops
-	d := t.l.directionPtr(t.i).Load()
-	if d == nil || d.link == nil {
-		return false
-	}
-	return (backlog > 0 || more) && d.link.Available() < int64(d.link.Limit()/2)
+	dropped := t.dropped
+	t.dropped = false
+	return backlog > 0 || dropped
 }
 
 // Saved returns the tokens the direction's bucket holds.

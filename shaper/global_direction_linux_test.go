@@ -91,7 +91,8 @@ egress:
 	agg := per[0] + per[1]
 	tuntest.WithinRate(t, "aggregate of two links under one direction-level global limit", agg, rate, 0.02)
 	for i, p := range per {
-		t.Logf("link %d: %.2f Mbit/s (%.1f%% of the aggregate); lease %+v", i, p*8/1e6, 100*p/agg, links[i].Globals())
+		k := links[i].Class(Egress, "bulk").Counters()
+		t.Logf("link %d: %.2f Mbit/s (%.1f%% of the aggregate); drops %v; lease %+v", i, p*8/1e6, 100*p/agg, k.Dropped, links[i].Globals())
 		if p < 0.4*agg || p > 0.6*agg {
 			t.Errorf("link %d carried %.1f%% of the aggregate, want about half (40-60%%)", i, 100*p/agg)
 		}

@@ -117,6 +117,9 @@ type globalLeases struct {
 	// reloads.
 	dirs      [2]*global.Lease
 	dirLeased [2]atomic.Uint64
+	// rateMu orders a lease's setting of a direction's rate with install
+	// (which sets it from dirLeased), so that neither undoes the other.
+	rateMu sync.Mutex
 }
 
 type classLease struct {
