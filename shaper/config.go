@@ -129,6 +129,10 @@ type DirectionConfig struct {
 	// Emulate applies to every packet of the direction (classes may add
 	// their own); a trace or rate schedule here replaces Rate.
 	Emulate EmulateConfig
+	// Global, if set, makes Rate this host's part of a total shared across
+	// hosts, leased from Redis; Rate is then Global.Rate (SetDefaults) and
+	// the direction's bucket runs at the rate the lease sets.
+	Global *GlobalConfig
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -806,7 +810,9 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				dc.Default = &ClassConfig{Name: DefaultClass}
 				d.class(v, p, dc.Default, true)
 			}},
+			d.globalField(&dc.Global),
 		}, d.emulateFields(&dc.Emulate)...))
+		d.globalRate(path, dc.Global, "direction")
 	}
 }
 
@@ -835,7 +841,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 	fields = append(fields, d.queueFields(cc)...)
 	fields = append(fields, d.perField(cc))
 	fields = append(fields, d.emulateFields(&cc.Emulate)...)
-	fields = append(fields, d.globalField(cc))
+	fields = append(fields, d.globalField(&cc.Global))
 	if !isDefault {
 		fields = append([]field{
 			{"name", d.str(&cc.Name)},
@@ -845,7 +851,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 	d.mapping(n, path, fields)
 	d.queueKeysUsed(path, cc)
 	d.perMode(path, cc)
-	d.globalRate(path, cc)
+	d.globalRate(path, cc.Global, "class")
 }
 
 func (d *decoder) match(m *MatchConfig) func(*yaml.Node, string) {
@@ -995,6 +1001,12 @@ func (c *Config) SetDefaults() {
 }
 
 func (dc *DirectionConfig) setDefaults(mtu int) {
+	if g := dc.Global; g != nil {
+		g.setDefaults(mtu)
+		if dc.Rate == 0 {
+			dc.Rate = g.Rate
+		}
+	}
 	if dc.Rate > 0 && dc.Burst == 0 {
 		dc.Burst = DefaultBurst(dc.Rate, mtu)
 	}
@@ -1152,6 +1164,7 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 		v.burst(path+".burst", dc.Burst, mtu, from)
 	}
 	v.emulate(path, &dc.Emulate, dc.Rate)
+	v.directionGlobal(path, dc, mtu, from)
 	seen := map[string]int{}
 	for i := range dc.Classes {
 		cc := &dc.Classes[i]

@@ -12,10 +12,10 @@ import (
 	"github.com/pacer-dev/pacer/shaper/global"
 )
 
-// GlobalConfig is a class's global limit: one rate shared by the classes
-// with the same Key on every pacerd of a fleet, leased from Redis (see
-// package shaper/global). The class's own rate follows its lease; its
-// burst stays the class's.
+// GlobalConfig is a class's or a direction's global limit: one rate
+// shared by the classes and directions with the same Key on every pacerd
+// of a fleet, leased from Redis (see package shaper/global). The class's
+// (or direction's total) rate follows its lease; its burst stays its own.
 type GlobalConfig struct {
 	// Key names the limit in Redis: 1 to 64 bytes of letters, digits,
 	// '.', '_' and '-'; unique among the global classes of one config.
@@ -108,20 +108,21 @@ func (r *RedisConfig) Options() global.Options {
 	return o
 }
 
-// globalField decodes a class's global limit:
+// globalField decodes a class's or a direction's global limit into *dst:
 //
 //	global: {key: tenant-x, rate: 1gbit, burst: 25mb, period: 100ms, lease: 1s, on_unreachable: share}
 //
-// A global class takes its rate from global.rate: its own rate must be
-// left out (globalRate checks that once the whole class is read).
-func (d *decoder) globalField(cc *ClassConfig) field {
+// A global class or direction takes its rate from global.rate: its own
+// rate must be left out (globalRate checks that once the whole class or
+// direction is read).
+func (d *decoder) globalField(dst **GlobalConfig) field {
 	return field{"global", func(n *yaml.Node, path string) {
 		if isNull(d.node(n)) {
-			cc.Global = nil
+			*dst = nil
 			return
 		}
 		g := &GlobalConfig{}
-		cc.Global = g
+		*dst = g
 		d.mapping(n, path, []field{
 			{"key", d.str(&g.Key)},
 			{"rate", d.rate(&g.Rate, "a global limit needs a rate")},
@@ -133,13 +134,14 @@ func (d *decoder) globalField(cc *ClassConfig) field {
 	}}
 }
 
-// globalRate reports a rate given beside a global limit.
-func (d *decoder) globalRate(path string, cc *ClassConfig) {
-	if cc.Global == nil {
+// globalRate reports a rate given beside a global limit g (what is
+// "class" or "direction").
+func (d *decoder) globalRate(path string, g *GlobalConfig, what string) {
+	if g == nil {
 		return
 	}
 	if _, given := d.src.lines[path+".rate"]; given {
-		d.errs = append(d.errs, d.src.errorf(path+".rate", "a global class's rate is its global.rate (its lease sets it): remove the rate"))
+		d.errs = append(d.errs, d.src.errorf(path+".rate", "a global %s's rate is its global.rate (its lease sets it): remove the rate", what))
 	}
 }
 
@@ -196,6 +198,10 @@ func (d *decoder) redisField(c *Config) field {
 	}}
 }
 
+// SetDefaults fills in the defaults of a global limit read from a config
+// with links of the given MTU (see Period, Lease and Burst).
+func (g *GlobalConfig) SetDefaults(mtu int) { g.setDefaults(mtu) }
+
 func (g *GlobalConfig) setDefaults(mtu int) {
 	if g.Period == 0 {
 		g.Period = DefaultGlobalPeriod
@@ -228,7 +234,27 @@ func (v *validator) global(path string, cc *ClassConfig, mtu int, from string) {
 	if cc.Emulate.Scheduled() {
 		v.errorf(path+".global", "a global limit and a rate schedule (trace or rates) cannot both set the class's rate")
 	}
-	path += ".global"
+	v.globalLimit(path+".global", g, mtu, from)
+}
+
+// directionGlobal checks a direction's global limit (path is the
+// direction's).
+func (v *validator) directionGlobal(path string, dc *DirectionConfig, mtu int, from string) {
+	g := dc.Global
+	if g == nil {
+		return
+	}
+	if dc.Rate != g.Rate {
+		v.errorf(path+".rate", "a global direction's rate is its global.rate (%s), not %s", FormatRate(g.Rate), FormatRate(dc.Rate))
+	}
+	if dc.Emulate.Scheduled() {
+		v.errorf(path+".global", "a global limit and a rate schedule (trace or rates) cannot both set the direction's rate")
+	}
+	v.globalLimit(path+".global", g, mtu, from)
+}
+
+// globalLimit checks the settings of a global limit (path is its own).
+func (v *validator) globalLimit(path string, g *GlobalConfig, mtu int, from string) {
 	if !globalKeyRE.MatchString(g.Key) {
 		v.errorf(path+".key", "must be 1 to 64 letters, digits, '.', '_' or '-', not %q", g.Key)
 	}
@@ -248,9 +274,9 @@ func (v *validator) global(path string, cc *ClassConfig, mtu int, from string) {
 	}
 }
 
-// globals checks what the global classes of a config share: a redis
-// section, and keys used once (two classes of one host cannot lease one
-// limit as one host).
+// globals checks what the global classes and directions of a config
+// share: a redis section, and keys used once (two classes or directions
+// of one host cannot lease one limit as one host).
 func (v *validator) globals(c *Config) {
 	first := ""
 	keys := map[string]string{}
@@ -258,23 +284,24 @@ func (v *validator) globals(c *Config) {
 		name string
 		dc   *DirectionConfig
 	}{{"egress", &c.Egress}, {"ingress", &c.Ingress}} {
-		each := func(p string, cc *ClassConfig) {
-			if cc.Global == nil {
+		each := func(p string, g *GlobalConfig) {
+			if g == nil {
 				return
 			}
 			if first == "" {
 				first = p
 			}
-			if q, dup := keys[cc.Global.Key]; dup {
-				v.errorf(p+".global.key", "%q is also the key of %s: one host leases a limit once", cc.Global.Key, q)
+			if q, dup := keys[g.Key]; dup {
+				v.errorf(p+".global.key", "%q is also the key of %s: one host leases a limit once", g.Key, q)
 			}
-			keys[cc.Global.Key] = p
+			keys[g.Key] = p
 		}
+		each(dir.name, dir.dc.Global)
 		for i := range dir.dc.Classes {
-			each(fmt.Sprintf("%s.classes[%d]", dir.name, i), &dir.dc.Classes[i])
+			each(fmt.Sprintf("%s.classes[%d]", dir.name, i), dir.dc.Classes[i].Global)
 		}
 		if dir.dc.Default != nil {
-			each(dir.name+".default", dir.dc.Default)
+			each(dir.name+".default", dir.dc.Default.Global)
 		}
 	}
 	r := c.Redis

@@ -102,3 +102,47 @@ func TestParseConfigGlobalErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestParseConfigDirectionGlobal(t *testing.T) {
+	y := base + "redis: {address: '127.0.0.1:6379'}\negress:\n  global: {key: site, rate: 1gbit, on_unreachable: hold}\n" +
+		"  classes:\n  - {name: a, rate: 100mbit}\n"
+	c, err := shaper.ParseConfig("global.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &shaper.GlobalConfig{Key: "site", Rate: 125_000_000, Burst: 25_000_000, Period: 100 * time.Millisecond, Lease: time.Second, OnUnreachable: global.FallbackHold}
+	if e := c.Egress; !reflect.DeepEqual(e.Global, want) || e.Rate != 125_000_000 || e.Burst == 0 {
+		t.Errorf("egress: global %+v rate %d burst %d, want %+v at rate 125000000", e.Global, e.Rate, e.Burst, want)
+	}
+	if c.Ingress.Global != nil || c.Ingress.Rate != 0 {
+		t.Errorf("ingress: %+v", c.Ingress)
+	}
+}
+
+func TestParseConfigDirectionGlobalErrors(t *testing.T) {
+	redis := "redis: {address: '127.0.0.1:6379'}\n"
+	tests := []struct {
+		name string
+		yaml string
+		line int
+		want string
+	}{
+		{name: "rate beside", yaml: base + redis + "egress:\n  rate: 10mbit\n  global: {key: k, rate: 1mbit}\n", line: 6,
+			want: "egress.rate: a global direction's rate is its global.rate (its lease sets it): remove the rate"},
+		{name: "no redis", yaml: base + "ingress:\n  global: {key: k, rate: 1mbit}\n", line: 5,
+			want: "ingress.global: a global limit needs a redis section (address or sentinel)"},
+		{name: "no rate", yaml: base + redis + "egress:\n  global: {key: k}\n", line: 6,
+			want: "egress.global.rate: a global limit needs a rate above 0"},
+		{name: "unknown key", yaml: base + redis + "egress:\n  global: {key: k, rate: 1mbit, ceil: 1}\n", line: 6,
+			want: `egress.global.ceil: unknown key "ceil"`},
+		{name: "schedule", yaml: base + redis + "egress:\n  global: {key: k, rate: 1mbit}\n  rates: [{at: 0s, rate: 1mbit}, {at: 1s}]\n", line: 6,
+			want: "egress.global: a global limit and a rate schedule (trace or rates) cannot both set the direction's rate"},
+		{name: "key of a class", yaml: base + redis + "egress:\n  global: {key: k, rate: 1mbit}\n  classes:\n  - {name: a, global: {key: k, rate: 1mbit}}\n", line: 8,
+			want: `egress.classes[0].global.key: "k" is also the key of egress: one host leases a limit once`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantConfigErrors(t, tt.yaml, tt.line, tt.want, 1)
+		})
+	}
+}

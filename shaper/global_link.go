@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pacer-dev/pacer/shaper/global"
 )
@@ -26,7 +27,13 @@ func (c *Class) rateOf(cfg ClassConfig) uint64 {
 	if cfg.Global == nil {
 		return cfg.Rate
 	}
-	switch r := c.leased.Load(); {
+	return localRate(c.leased.Load())
+}
+
+// localRate returns the bucket rate for a leased rate r: HoldRate for 0,
+// OpenRate for r at or above it (global.Unlimited included), else r.
+func localRate(r uint64) uint64 {
+	switch {
 	case r == 0:
 		return HoldRate
 	case r >= OpenRate:
@@ -99,11 +106,20 @@ func (t *classTarget) Saved() uint64 {
 	return 0
 }
 
-// globalLeases are a link's running leases, one per global class.
+// globalLeases are a link's running leases, one per global class and
+// one per global direction.
 type globalLeases struct {
 	client *global.Client
 	mu     sync.Mutex
 	byID   map[string]*classLease // by direction "/" class
+	// dirs are the global directions' leases (egress, ingress; nil: none);
+	// dirLeased the rates their leases set last (0: none yet), kept across
+	// reloads.
+	dirs      [2]*global.Lease
+	dirLeased [2]atomic.Uint64
+	// rateMu orders a lease's setting of a direction's rate with install
+	// (which sets it from dirLeased), so that neither undoes the other.
+	rateMu sync.Mutex
 }
 
 type classLease struct {
@@ -162,6 +178,7 @@ func (l *Link) syncGlobal() {
 			delete(g.byID, id)
 		}
 	}
+	l.syncDirGlobal()
 }
 
 // stopGlobal stops every lease.
@@ -173,16 +190,23 @@ func (l *Link) stopGlobal() {
 		cl.lease.Stop()
 		delete(g.byID, id)
 	}
+	for i, ls := range g.dirs {
+		if ls != nil {
+			ls.Stop()
+			g.dirs[i] = nil
+		}
+	}
 }
 
-// GlobalInfo is one global class's lease, for reporting.
+// GlobalInfo is one global class's or direction's lease, for reporting.
+// Class is "" for a direction's own lease.
 type GlobalInfo struct {
 	Direction, Class string
 	global.Status
 }
 
 // Globals returns the status of every running lease, ordered by
-// direction and class.
+// direction and class (a direction's own lease first).
 func (l *Link) Globals() []GlobalInfo {
 	g := &l.global
 	g.mu.Lock()
@@ -190,6 +214,11 @@ func (l *Link) Globals() []GlobalInfo {
 	var out []GlobalInfo
 	for _, cl := range g.byID {
 		out = append(out, GlobalInfo{Direction: cl.dir, Class: cl.class.Name(), Status: cl.lease.Status()})
+	}
+	for i, ls := range g.dirs {
+		if ls != nil {
+			out = append(out, GlobalInfo{Direction: dirName(i), Status: ls.Status()})
+		}
 	}
 	slices.SortFunc(out, func(a, b GlobalInfo) int {
 		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Class, b.Class))

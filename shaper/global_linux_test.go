@@ -95,3 +95,64 @@ func TestLinkGlobalLeases(t *testing.T) {
 		t.Errorf("leases of a class no longer global: %+v", gs)
 	}
 }
+
+// TestLinkDirectionGlobalLease: a global direction leases its total rate
+// and its bucket follows the grants; a reload that keeps the key keeps the
+// lease running, and a direction no longer global stops it and runs at its
+// configured rate.
+func TestLinkDirectionGlobalLease(t *testing.T) {
+	s := redistest.Start(t)
+	head := "link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"
+	policy := fmt.Sprintf("redis: {address: '%s'}\ningress:\n  global: {key: dir, rate: 8mbit, period: 100ms}\n  classes:\n  - {name: a, rate: 1gbit}\n", s.Addr)
+	cfg, err := shaper.ParseConfig("g.yaml", []byte(head+policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := global.NewClient(cfg.Redis.Options(), "test/g-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	inner, outer := tuntest.NewFake("g-in", 1, 256, false), tuntest.NewFake("g-out", 1, 256, false)
+	defer inner.Close()
+	defer outer.Close()
+	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.DirectionRate(shaper.Ingress); r != shaper.HoldRate {
+		t.Errorf("direction rate before a grant %d, want HoldRate", r)
+	}
+	l.UseGlobal(c)
+	l.Start()
+	defer l.Stop(0)
+	g := waitGlobal(t, l, "", 3)
+	if g.Direction != shaper.Ingress || g.Key != "dir" || g.Hosts != 1 || g.GlobalRate != 1_000_000 {
+		t.Errorf("lease %+v", g)
+	}
+	if r := l.DirectionRate(shaper.Ingress); r == shaper.HoldRate || r > shaper.OpenRate {
+		t.Errorf("direction rate %d after %d grants, want the grant's", r, g.Grants)
+	}
+	if ds := l.DirectionStats(); ds[1].Global == nil || ds[1].Global.Key != "dir" || ds[0].Global != nil {
+		t.Errorf("direction stats %+v", ds)
+	}
+	if err := l.Apply(cfg.Egress, cfg.Ingress); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := waitGlobal(t, l, "", g.Grants+1); g2.Grants <= g.Grants {
+		t.Errorf("reload with the same key restarted the lease: %d grants, had %d", g2.Grants, g.Grants)
+	}
+	cfg2, err := shaper.ParseConfig("g.yaml", []byte(head+"ingress:\n  rate: 16mbit\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Apply(cfg2.Egress, cfg2.Ingress); err != nil {
+		t.Fatal(err)
+	}
+	if gs := l.Globals(); len(gs) != 0 {
+		t.Errorf("leases of a direction no longer global: %+v", gs)
+	}
+	if r := l.DirectionRate(shaper.Ingress); r != 2_000_000 {
+		t.Errorf("direction rate %d after the global limit went, want the configured 2000000", r)
+	}
+}

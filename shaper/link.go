@@ -107,6 +107,10 @@ func (l *Link) now() int64 { return int64(time.Since(l.start)) }
 // install compiles and installs both directions' policies.
 func (l *Link) install(egress, ingress DirectionConfig) error {
 	now := l.now()
+	l.global.rateMu.Lock() // a global direction's leased rate stays put until the new policy is in
+	defer l.global.rateMu.Unlock()
+	egress.Rate = l.directionRateOf(0, egress)
+	ingress.Rate = l.directionRateOf(1, ingress)
 	e, err := newDirection(Egress, egress, l.egress.Load(), l.queues, now)
 	if err != nil {
 		return err

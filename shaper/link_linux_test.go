@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -66,12 +67,24 @@ link:
 			t.Errorf("close link: %v", err)
 		}
 	})
+	if lo.global != nil {
+		l.UseGlobal(lo.global(cfg))
+	}
 	l.Start()
 	return &testLink{Link: l, cfg: cfg, linkYAML: linkYAML, ns1: ns1, ns2: ns2, inner: inner, outer: outer,
 		innerIP: netip.MustParseAddr("198.18.0.1"), outerIP: netip.MustParseAddr("198.18.0.2")}
 }
 
-type linkOptions struct{ innerAddrs, innerRoutes, outerAddrs, outerRoutes string }
+type linkOptions struct {
+	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
+	global                                           func(*Config) *global.Client
+}
+
+// withGlobal gives the link the Redis client newClient returns for its
+// config before it starts.
+func withGlobal(newClient func(*Config) *global.Client) linkOption {
+	return func(o *linkOptions) { o.global = newClient }
+}
 
 type linkOption func(*linkOptions)
 

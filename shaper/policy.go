@@ -245,12 +245,17 @@ type direction struct {
 	unclass    *Class   // counters for unclassified and malformed packets
 	link       *bucket.Bucket
 	emu        *emulate.Settings // the direction's link emulation (nil: none)
+	global     *GlobalConfig     // the direction's global limit (a copy; nil: none)
 }
 
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
 // by name. It fails only on a classifier error; cfg is validated already.
 func newDirection(name string, cfg DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
 	d := &direction{name: name, emu: emuSettings(cfg.Emulate)}
+	if cfg.Global != nil {
+		g := *cfg.Global
+		d.global = &g
+	}
 	byName := map[string]*Class{}
 	if old != nil {
 		for _, c := range old.classes {

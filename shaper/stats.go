@@ -36,6 +36,17 @@ func (l *Link) ClassStats() []stats.ClassStats {
 	return out
 }
 
+// GlobalStats returns the lease of a global class (class "": of the
+// direction itself) for package stats, nil if it has none running.
+func (l *Link) GlobalStats(dir, class string) *stats.GlobalStats {
+	for _, g := range l.Globals() {
+		if g.Direction == dir && g.Class == class {
+			return globalStats(g.Status)
+		}
+	}
+	return nil
+}
+
 // globalStats converts a lease's status for package stats.
 func globalStats(st global.Status) *stats.GlobalStats {
 	return &stats.GlobalStats{
@@ -104,8 +115,14 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 // DirectionStats returns both directions' total rates, for package stats.
 func (l *Link) DirectionStats() []stats.DirectionStats {
 	var out []stats.DirectionStats
+	globals := map[string]*stats.GlobalStats{}
+	for _, g := range l.Globals() {
+		if g.Class == "" {
+			globals[g.Direction] = globalStats(g.Status)
+		}
+	}
 	for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
-		ds := stats.DirectionStats{Direction: d.name}
+		ds := stats.DirectionStats{Direction: d.name, Global: globals[d.name]}
 		if d.link != nil {
 			ds.RateBytesPerSecond = d.link.Rate()
 			ds.BurstBytes = d.link.Limit()

@@ -136,6 +136,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.dirRate, float64(ds.RateBytesPerSecond), ds.Direction)
 			gauge(c.dirBurst, float64(ds.BurstBytes), ds.Direction)
 		}
+		if ds.Global != nil {
+			c.global.collect(gauge, counter, ds.Global, []string{ds.Direction, DirectionClass})
+		}
 	}
 	for _, cs := range c.src.ClassStats() {
 		l := []string{cs.Direction, cs.Class}

@@ -6,6 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// DirectionClass is the class label of a direction's own global limit in
+// the pacer_global_* metrics (no class is named so).
+const DirectionClass = "*"
+
 // globalDescs are the metrics of a class's global limit.
 type globalDescs struct {
 	rate, globalRate, hosts, demand, age, failures, state *prometheus.Desc
@@ -13,7 +17,7 @@ type globalDescs struct {
 
 func newGlobalDescs(d func(name, help string, labels ...string) *prometheus.Desc, class []string) globalDescs {
 	return globalDescs{
-		rate:       d("pacer_global_leased_rate_bytes_per_second", "The global class's local rate now: its last grant over the period, or its fallback's rate (+Inf: open).", class...),
+		rate:       d("pacer_global_leased_rate_bytes_per_second", "The global class's (class=\"*\": the direction's total) local rate now: its last grant over the period, or its fallback's rate (+Inf: open).", class...),
 		globalRate: d("pacer_global_rate_bytes_per_second", "The global limit's rate for the whole fleet, as Redis last reported it.", class...),
 		hosts:      d("pacer_global_hosts", "Hosts holding a reservation on the global limit, as Redis last reported them.", class...),
 		demand:     d("pacer_global_fleet_demand_bytes_per_second", "The fleet's summed demand on the global limit, as Redis last reported it.", class...),

@@ -50,6 +50,9 @@
 //	pacer_direction_rate_bytes_per_second gauge  the direction's configured total rate
 //	pacer_direction_burst_bytes           gauge  its burst
 //
+// A direction with a global limit of its own has the pacer_global_*
+// metrics of a global class, with class="*".
+//
 // plus pacer_link_up (1 once the link runs), pacer_build_info{version,
 // revision,goversion} and, through NewRegistry, the Go and process
 // collectors. Bytes are IP (L3) bytes as they occupy the wire: a GSO
@@ -181,6 +184,10 @@ type DirectionStats struct {
 	// RateBytesPerSecond is the direction's total rate; 0: unlimited.
 	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
 	BurstBytes         uint64 `json:"burst_bytes"`
+	// Global is the direction's own global limit (its total rate leased
+	// from Redis); nil for a direction without one. The collector reports
+	// it with the pacer_global_* metrics under class="*".
+	Global *GlobalStats `json:"global,omitempty"`
 }
 
 // Source is what the collector and the sampler read. Both methods are

@@ -226,7 +226,7 @@ pacer_global_lease_age_seconds{class="bulk",direction="egress"} 0.05
 # HELP pacer_global_lease_failures_total Lease refreshes of the global class that Redis did not answer.
 # TYPE pacer_global_lease_failures_total counter
 pacer_global_lease_failures_total{class="bulk",direction="egress"} 2
-# HELP pacer_global_leased_rate_bytes_per_second The global class's local rate now: its last grant over the period, or its fallback's rate (+Inf: open).
+# HELP pacer_global_leased_rate_bytes_per_second The global class's (class="*": the direction's total) local rate now: its last grant over the period, or its fallback's rate (+Inf: open).
 # TYPE pacer_global_leased_rate_bytes_per_second gauge
 pacer_global_leased_rate_bytes_per_second{class="bulk",direction="egress"} 312500
 # HELP pacer_global_rate_bytes_per_second The global limit's rate for the whole fleet, as Redis last reported it.
@@ -242,6 +242,31 @@ pacer_global_state{class="bulk",direction="egress",state="starting"} 0
 		"pacer_global_fleet_demand_bytes_per_second", "pacer_global_hosts", "pacer_global_lease_age_seconds",
 		"pacer_global_lease_failures_total", "pacer_global_leased_rate_bytes_per_second",
 		"pacer_global_rate_bytes_per_second", "pacer_global_state"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCollectorDirectionGlobal: a direction's own global limit has the
+// pacer_global_* figures under class "*".
+func TestCollectorDirectionGlobal(t *testing.T) {
+	src := sampleSource()
+	src.dirs[1].Global = &stats.GlobalStats{Key: "site", State: "starting", OnUnreachable: "hold", Open: true, GlobalBytesPerSecond: 5e6, Hosts: 2}
+	c := stats.NewCollector(src, build, nil)
+	want := `
+# HELP pacer_global_leased_rate_bytes_per_second The global class's (class="*": the direction's total) local rate now: its last grant over the period, or its fallback's rate (+Inf: open).
+# TYPE pacer_global_leased_rate_bytes_per_second gauge
+pacer_global_leased_rate_bytes_per_second{class="*",direction="ingress"} +Inf
+pacer_global_leased_rate_bytes_per_second{class="bulk",direction="egress"} 312500
+# HELP pacer_global_state 1 for the global class's lease state (starting, leased, fallback), 0 for the others.
+# TYPE pacer_global_state gauge
+pacer_global_state{class="*",direction="ingress",state="fallback"} 0
+pacer_global_state{class="*",direction="ingress",state="leased"} 0
+pacer_global_state{class="*",direction="ingress",state="starting"} 1
+pacer_global_state{class="bulk",direction="egress",state="fallback"} 0
+pacer_global_state{class="bulk",direction="egress",state="leased"} 1
+pacer_global_state{class="bulk",direction="egress",state="starting"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "pacer_global_leased_rate_bytes_per_second", "pacer_global_state"); err != nil {
 		t.Error(err)
 	}
 }

@@ -124,10 +124,27 @@ func emulationSettings(cmd string, s map[string]string) (control.EmulationChange
 	return e, nil
 }
 
+// globalKeys are the global limit settings that set and add take.
+var globalKeys = []string{"global.key", "global.rate", "global.burst", "global.period", "global.lease", "global.on_unreachable"}
+
+// globalSettings reads the global.* settings (nil if none is given). The
+// daemon parses the values as the config file's.
+func globalSettings(s map[string]string) *control.Global {
+	g := &control.Global{
+		Key: s["global.key"], Rate: s["global.rate"], Burst: s["global.burst"],
+		Period: s["global.period"], Lease: s["global.lease"], OnUnreachable: s["global.on_unreachable"],
+	}
+	if *g == (control.Global{}) {
+		return nil
+	}
+	return g
+}
+
 // parseSet reads set's arguments: rate=, burst=, peak=, backlog=, the
-// per-key, queue and emulation settings.
+// per-key, queue, emulation and global settings.
 func parseSet(args []string) (control.SetRequest, error) {
 	known := append([]string{"rate", "burst", "peak", "backlog", "per_rate", "per_burst", "per_peak", "per_keys", "per_idle"}, queueKeys...)
+	known = append(known, globalKeys...)
 	s, err := settings("set", args, append(known, emulationKeys...)...)
 	if err != nil {
 		return control.SetRequest{}, err
@@ -151,6 +168,7 @@ func parseSet(args []string) (control.SetRequest, error) {
 		Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
 		Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
 		PerRate: s["per_rate"], PerBurst: s["per_burst"], PerPeak: s["per_peak"], PerIdle: s["per_idle"], PerKeys: perKeys,
+		Global:          globalSettings(s),
 		EmulationChange: emu,
 	}, nil
 }
@@ -159,13 +177,20 @@ func parseSet(args []string) (control.SetRequest, error) {
 func parseAdd(name string, args []string) (control.AddRequest, error) {
 	known := append([]string{"rate", "burst", "peak", "mode", "backlog", "capped"}, queueKeys...)
 	known = append(known, emulationKeys...)
+	known = append(known, globalKeys...)
 	known = append(known, "before", "match.src", "match.dst", "match.proto", "match.sport", "match.dport", "match.dscp")
 	s, err := settings("add", args, known...)
 	if err != nil {
 		return control.AddRequest{}, err
 	}
-	if s["rate"] == "" {
-		return control.AddRequest{}, usagef("add: a class needs rate=RATE")
+	g := globalSettings(s)
+	switch {
+	case g != nil && s["rate"] != "":
+		return control.AddRequest{}, usagef("add: a global class's rate is its global.rate: leave out rate=")
+	case g != nil && (g.Key == "" || g.Rate == ""):
+		return control.AddRequest{}, usagef("add: a global class needs global.key=KEY and global.rate=RATE")
+	case g == nil && s["rate"] == "":
+		return control.AddRequest{}, usagef("add: a class needs rate=RATE (or global.key=KEY global.rate=RATE)")
 	}
 	ecn, flows, err := queueSettings("add", s)
 	if err != nil {
@@ -181,6 +206,7 @@ func parseAdd(name string, args []string) (control.AddRequest, error) {
 			Mode: s["mode"], Backlog: s["backlog"],
 			Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
 			Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
+			Global: g,
 			Emulation: control.Emulation{
 				Delay: emu.Delay, Jitter: emu.Jitter, Distribution: emu.Distribution, Loss: emu.Loss,
 				Duplicate: emu.Duplicate, Corrupt: emu.Corrupt, Trace: emu.Trace,

@@ -43,8 +43,9 @@ commands:
         rate over the last second, offered rate, backlog, active flows
         (queue fq) and drops (and ECN marks) and, if any class has link
         emulation, its emulation; a class with a trace or rates shows the
-        rate its schedule gives now; -json prints the daemon's full
-        answer (counters in bytes)
+        rate its schedule gives now; a global class (or direction) shows
+        its lease: key, state, local rate of the fleet's, hosts, lease
+        age; -json prints the daemon's full answer (counters in bytes)
   watch [-interval 1s]
         status, redrawn in place until interrupted (Ctrl-C)
   set DIRECTION CLASS SETTING=VALUE...
@@ -53,12 +54,17 @@ commands:
           and the queue settings below (quantum=auto follows the rate)
           and the emulation settings below (0 or none removes one;
           delay=0 removes the whole delay line)
+          and the global settings below: on a global class they change
+          its running lease; global.key=KEY global.rate=RATE make a class
+          global; global.key=none ends its global limit (it keeps the
+          last global rate)
         a burst left at its default (10ms of the rate) follows a new rate;
         a change of queue starts the new kind from its defaults
   add DIRECTION NAME SETTING=VALUE...
         add a class, last in its direction or before=CLASS (the first
         matching class wins); settings as in the config file:
-          rate=RATE (required)  burst=SIZE  peak=RATE  mode=shape|police
+          rate=RATE (required, unless global)  burst=SIZE  peak=RATE
+          mode=shape|police
           backlog=DURATION  capped=true|false  before=CLASS
           queue settings (shaped classes): queue=fq|fifo and, for fq,
           aqm=cobalt|codel|none  ecn=true|false  target=DURATION
@@ -76,6 +82,10 @@ commands:
           duplicate=PERCENT  corrupt=PERCENT  trace=FILE (Mahimahi's
           format; replaces the rate)  rates=AT:RATE,...,END (a looping
           schedule such as 0s:12mbit,1s:3mbit,2s)
+          global settings (a rate shared across hosts through the
+          config's redis; no rate= then): global.key=KEY global.rate=RATE
+          (both required)  global.burst=SIZE  global.period=DURATION
+          global.lease=DURATION  global.on_unreachable=share|hold|open
         NAME default adds the direction's default class (no match.*, no
         before): it takes the packets that match no class
   direction DIRECTION SETTING=VALUE...
@@ -111,6 +121,8 @@ examples:
   pacerctl add egress voip rate=1mbit match.proto=udp match.dport=5060-5061 before=bulk
   pacerctl set egress bulk delay=40ms jitter=5ms distribution=normal loss=1%
   pacerctl direction ingress delay=40ms trace=traces/lte.down
+  pacerctl set egress tenant global.rate=200mbit global.on_unreachable=hold
+  pacerctl add egress tenant global.key=tenant-x global.rate=100mbit match.dst=198.18.4.0/24
   pacerctl remove egress voip
   pacerctl -socket /run/pacer/test.sock watch
 

@@ -30,6 +30,12 @@ func TestParseSet(t *testing.T) {
 		{name: "all", args: []string{"rate=10mbit", "burst=32kb", "peak=none", "backlog=100ms"},
 			want: control.SetRequest{Rate: "10mbit", Burst: "32kb", Peak: "none", Backlog: "100ms"}},
 		{name: "unknown", args: []string{"speed=10mbit"}, wantErr: `unknown setting "speed"`},
+		{name: "global", args: []string{"global.rate=200mbit", "global.burst=25mb", "global.on_unreachable=hold"},
+			want: control.SetRequest{Global: &control.Global{Rate: "200mbit", Burst: "25mb", OnUnreachable: "hold"}}},
+		{name: "global all", args: []string{"global.key=t-x", "global.rate=1gbit", "global.period=250ms", "global.lease=2s"},
+			want: control.SetRequest{Global: &control.Global{Key: "t-x", Rate: "1gbit", Period: "250ms", Lease: "2s"}}},
+		{name: "global unknown", args: []string{"global.ceil=1"}, wantErr: `unknown setting "global.ceil"`},
+		{name: "global empty", args: []string{"global.rate="}, wantErr: "global.rate has no value"},
 		{name: "not key=value", args: []string{"10mbit"}, wantErr: `"10mbit" is not SETTING=VALUE`},
 		{name: "twice", args: []string{"rate=1mbit", "rate=2mbit"}, wantErr: "rate given twice"},
 		{name: "empty", args: []string{"rate="}, wantErr: "rate has no value"},
@@ -68,6 +74,30 @@ func TestParseSet(t *testing.T) {
 				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseAddGlobal(t *testing.T) {
+	got, err := parseAdd("tenant", []string{"global.key=tenant-x", "global.rate=100mbit", "global.on_unreachable=open", "match.proto=tcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &control.Global{Key: "tenant-x", Rate: "100mbit", OnUnreachable: "open"}
+	if !reflect.DeepEqual(got.Global, want) || got.Rate != "" || got.Match == nil {
+		t.Errorf("got %+v (global %+v), want global %+v and no rate", got, got.Global, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rate=1mbit", "global.key=k", "global.rate=1mbit"}, "leave out rate="},
+		{[]string{"global.key=k"}, "needs global.key=KEY and global.rate=RATE"},
+		{[]string{"global.rate=1mbit"}, "needs global.key=KEY and global.rate=RATE"},
+		{[]string{"burst=1mb"}, "a class needs rate=RATE (or global.key=KEY global.rate=RATE)"},
+	} {
+		if _, err := parseAdd("x", tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseAdd(%q): %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }
 
@@ -398,3 +428,20 @@ func TestDescribe(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A direction with a global limit of its own shows its lease on the
+// direction's line.
+func TestWriteTableDirectionGlobal(t *testing.T) {
+	st := sampleStatus()
+	st.Directions[0].Rate, st.Directions[0].Burst = "20mbit", "5mb"
+	st.Directions[0].Global = &stats.GlobalStats{Key: "site", State: "fallback", OnUnreachable: "share",
+		LeasedBytesPerSecond: 2_500_000, GlobalBytesPerSecond: 5_000_000, Hosts: 2, LeaseAgeSeconds: 1.5}
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(b.String(), "\n")
+	if want := "egress: total rate 20mbit, burst 5mb; global site fallback share 20mbit of 40mbit, 2 hosts, age 1.5s"; first != want {
+		t.Errorf("direction line %q, want %q", first, want)
+	}
+}

@@ -71,7 +71,8 @@ func watch(ctx context.Context, c *control.Client, w io.Writer, interval time.Du
 // achieved and offered rate over the last second, backlog, active flows
 // (classes with queue fq; "-" for the others), drops with ECN marks (if
 // any), and, when any class has link emulation, the emulation. A direction
-// with a total rate or emulation gets a line of its own first.
+// with a total rate, emulation or a global limit gets a line of its own
+// first.
 func writeTable(w io.Writer, st *control.Status) error {
 	for _, d := range st.Directions {
 		var parts []string
@@ -83,6 +84,9 @@ func writeTable(w io.Writer, st *control.Status) error {
 		}
 		if e := emulation(d.Emulation); e != "" {
 			parts = append(parts, "emulation "+e)
+		}
+		if d.Global != nil {
+			parts = append(parts, "global "+globalLease(d.Global))
 		}
 		if len(parts) > 0 {
 			fmt.Fprintf(w, "%s: %s\n", d.Name, strings.Join(parts, "; "))

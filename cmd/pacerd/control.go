@@ -165,8 +165,14 @@ func (d *daemon) status() (*control.Status, error) {
 }
 
 func (d *daemon) classOf(ci shaper.ClassInfo) control.Class {
+	cs := ci.Stats()
+	if cs.Global == nil && ci.Config().Global != nil {
+		if l := d.link.Load(); l != nil {
+			cs.Global = l.GlobalStats(ci.Direction, ci.Name())
+		}
+	}
 	return control.Class{
-		ClassStats: ci.Stats(),
+		ClassStats: cs,
 		Config:     classJSON(ci.Config()),
 		Achieved:   d.sampler.Rate(ci.Direction, ci.Name()),
 	}
@@ -246,7 +252,7 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 		return err
 	}
 	if req == (control.SetRequest{}) {
-		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), or the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates")
+		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates, or global.key, global.rate, global.burst, global.period, global.lease or global.on_unreachable")
 	}
 	if req.Rate != "" {
 		rate, err := shaper.ParseRate(req.Rate)
@@ -290,6 +296,9 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 		return err
 	}
 	if err := setEmulation(&cc.Emulate, req.EmulationChange); err != nil {
+		return err
+	}
+	if err := setGlobal(cc, req.Global, mtu); err != nil {
 		return err
 	}
 	return setPer(cc, req, mtu)
@@ -541,13 +550,20 @@ func parseClass(running *shaper.Config, dir string, cc control.ClassConfig) (sha
 		section = map[string]any{"default": class}
 		prefix = dir + ".default"
 	}
-	doc, err := json.Marshal(map[string]any{
+	wrap := map[string]any{
 		"link": map[string]any{
 			"inner": map[string]any{"name": "inner", "mtu": running.Link.Inner.MTU},
 			"outer": map[string]any{"name": "outer", "mtu": running.Link.Outer.MTU},
 		},
 		dir: section,
-	})
+	}
+	if running.Redis != nil && cc.Global != nil {
+		// The class is parsed alone: a stand-in for the running redis
+		// section lets its global limit pass (the running config's is
+		// the one that counts).
+		wrap["redis"] = map[string]any{"address": "127.0.0.1:6379"}
+	}
+	doc, err := json.Marshal(wrap)
 	if err != nil {
 		return shaper.ClassConfig{}, fmt.Errorf("encode class: %w", err)
 	}
@@ -621,6 +637,7 @@ func classJSON(cc shaper.ClassConfig) control.ClassConfig {
 	out.Capped = cc.Capped
 	queueJSON(&out, cc)
 	out.Per = perJSON(cc.Per)
+	out.Global = globalJSON(cc.Global)
 	out.Emulation = emulationJSON(cc.Emulate)
 	m := &control.Match{}
 	for _, p := range cc.Match.Src {

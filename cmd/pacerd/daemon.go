@@ -361,6 +361,7 @@ func cloneConfig(c *shaper.Config) *shaper.Config {
 			dc.Default = &def
 		}
 		dc.Emulate = dc.Emulate.Clone()
+		dc.Global = dc.Global.Clone()
 		return dc
 	}
 	return &shaper.Config{

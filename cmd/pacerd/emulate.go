@@ -50,7 +50,7 @@ func (d *daemon) directionStatus(dir string) (*control.Direction, error) {
 // directionOf writes a direction's settings: its rate and burst as the
 // link runs them and its emulation from cfg.
 func directionOf(ds stats.DirectionStats, cfg *shaper.Config) control.Direction {
-	out := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond}
+	out := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond, Global: ds.Global}
 	if ds.RateBytesPerSecond > 0 {
 		out.Rate, out.Burst = shaper.FormatRate(ds.RateBytesPerSecond), shaper.FormatSize(ds.BurstBytes)
 	}

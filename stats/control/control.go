@@ -73,6 +73,9 @@ type Direction struct {
 	// The direction's own link emulation, as in the config file (its
 	// fields appear at the top level of the JSON object).
 	Emulation
+	// Global is the direction's own global limit (its total rate leased
+	// from Redis); nil without one.
+	Global *stats.GlobalStats `json:"global,omitempty"`
 }
 
 // Class is one class: its configuration as in the config file, its
@@ -119,6 +122,10 @@ type ClassConfig struct {
 	Quantum  string `json:"quantum,omitempty"`
 	// Per is the class's per-key limit; nil for none.
 	Per *Per `json:"per,omitempty"`
+	// Global is the class's global limit (its rate leased from Redis);
+	// nil for none. A global class's Rate is Global.Rate: a request
+	// leaves Rate out.
+	Global *Global `json:"global,omitempty"`
 	// The class's link emulation (its fields appear at the top level of
 	// the JSON object, as in the config file).
 	Emulation
@@ -330,7 +337,24 @@ type SetRequest struct {
 	PerPeak  string `json:"per_peak,omitempty"`
 	PerKeys  int    `json:"per_keys,omitempty"`
 	PerIdle  string `json:"per_idle,omitempty"`
+	// Global changes the class's global limit: the settings given change,
+	// the others stay. On a class without one it starts one (Key and Rate
+	// needed); Key "none" ends it (the class keeps its rate).
+	Global *Global `json:"global,omitempty"`
 	EmulationChange
+}
+
+// Global is a global limit as in the config file: Rate and Burst with
+// units ("200mbit", "25mb"), Period and Lease durations, OnUnreachable
+// "share", "hold" or "open". Empty fields are omitted (a request: left
+// as they are, or their defaults).
+type Global struct {
+	Key           string `json:"key,omitempty"`
+	Rate          string `json:"rate,omitempty"`
+	Burst         string `json:"burst,omitempty"`
+	Period        string `json:"period,omitempty"`
+	Lease         string `json:"lease,omitempty"`
+	OnUnreachable string `json:"on_unreachable,omitempty"`
 }
 
 // AddRequest adds a class (POST to ClassesPath/direction). The class goes

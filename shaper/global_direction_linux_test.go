@@ -1,0 +1,108 @@
+//go:build linux
+
+package shaper
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/shaper/global"
+	"github.com/pacer-dev/pacer/shaper/global/redistest"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// waitDirLease waits until the link's own lease of direction dir is leased
+// with at least grants grants, and returns its status.
+func waitDirLease(t *testing.T, l *Link, dir string, grants uint64) GlobalInfo {
+	t.Helper()
+	var last []GlobalInfo
+	for range 300 {
+		last = l.Globals()
+		for _, g := range last {
+			if g.Direction == dir && g.Class == "" && g.State == global.StateLeased && g.Grants >= grants {
+				return g
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no lease of direction %s with %d grants: %+v", dir, grants, last)
+	return GlobalInfo{}
+}
+
+// TestDirectionGlobalTCP: two links share a 40 Mbit/s direction-level
+// global limit over a real redis-server, one TCP flow through each (its
+// class allows 100 Mbit/s: the direction's lease is what limits). The
+// aggregate is 40 Mbit/s within 2% and each link carries about half.
+func TestDirectionGlobalTCP(t *testing.T) {
+	skipShort(t)
+	rs := redistest.Start(t)
+	key := tuntest.RandomName("gdir")
+	const rate = 5e6 // 40 Mbit/s
+	policy := fmt.Sprintf(`
+redis: {address: '%s'}
+egress:
+  global: {key: %s, rate: 40mbit, period: 100ms, lease: 1s}
+  classes:
+    - {name: bulk, match: {proto: tcp}, rate: 100mbit, backlog: 200ms}
+`, rs.Addr, key)
+	links := make([]*testLink, 2)
+	for i := range links {
+		host := fmt.Sprintf("test/gdir%d", i)
+		links[i] = newTestLink(t, false, policy, withGlobal(func(cfg *Config) *global.Client {
+			c, err := global.NewClient(cfg.Redis.Options(), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}))
+	}
+	for _, tl := range links {
+		if r := tl.cfg.Egress.Rate; r != rate {
+			t.Fatalf("direction rate %d, want the global rate", r)
+		}
+		waitDirLease(t, tl.Link, Egress, 2)
+	}
+	var stops []func()
+	for _, tl := range links {
+		s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+		stops = append(stops, background(tl.iperf(t, s, 10*time.Second)))
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	time.Sleep(3 * time.Second)
+	var b0, b1 [2]uint64
+	var t0, t1 [2]time.Time
+	for i, tl := range links {
+		b0[i], t0[i] = tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+	}
+	time.Sleep(5 * time.Second)
+	for i, tl := range links {
+		b1[i], t1[i] = tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+	}
+	var per [2]float64
+	for i := range links {
+		per[i] = float64(b1[i]-b0[i]) / t1[i].Sub(t0[i]).Seconds()
+	}
+	agg := per[0] + per[1]
+	tuntest.WithinRate(t, "aggregate of two links under one direction-level global limit", agg, rate, 0.02)
+	for i, p := range per {
+		k := links[i].Class(Egress, "bulk").Counters()
+		t.Logf("link %d: %.2f Mbit/s (%.1f%% of the aggregate); drops %v; lease %+v", i, p*8/1e6, 100*p/agg, k.Dropped, links[i].Globals())
+		if p < 0.4*agg || p > 0.6*agg {
+			t.Errorf("link %d carried %.1f%% of the aggregate, want about half (40-60%%)", i, 100*p/agg)
+		}
+	}
+	for _, tl := range links {
+		if g := waitDirLease(t, tl.Link, Egress, 1); g.Hosts != 2 || g.GlobalRate != rate {
+			t.Errorf("lease %+v, want 2 hosts of %d B/s", g, uint64(rate))
+		}
+		if ds := tl.DirectionStats()[0]; ds.Global == nil || ds.Global.Key != key {
+			t.Errorf("direction stats %+v, want the direction's lease", ds)
+		}
+	}
+}
