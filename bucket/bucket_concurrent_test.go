@@ -33,7 +33,7 @@ func TestConcurrentNoOvershoot(t *testing.T) {
 				go func(seed uint64) {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(seed, 11))
-					for i := 0; i < 2000; i++ {
+					for i := 0; i < shortOr(2000, 500); i++ {
 						b.Replenish(clock.tick(int64(rng.Uint64N(2000))))
 						// head before tail: the difference never reads high.
 						if r := b.Rovers(); int64(r.Head-r.Tail) > limit {
@@ -58,7 +58,7 @@ func TestConcurrentNoOvershoot(t *testing.T) {
 				go func(seed uint64) {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(seed, 12))
-					for i := 0; i < 15000; i++ {
+					for i := 0; i < shortOr(15000, 4000); i++ {
 						n := 1 + rng.Uint64N(limit/4)
 						b.Grab(n)
 						if i%2 == 0 {

@@ -17,6 +17,16 @@ import (
 var roverStarts = []uint64{0, math.MaxUint64 - 1_000_000 + 1}
 
 // forEachStart runs f as a subtest once per rover start.
+// shortOr returns full, or reduced under -short: make test's race pass
+// runs -short, and these loops check arithmetic, which its second pass
+// (no race detector, not short) checks in full.
+func shortOr(full, reduced int) int {
+	if testing.Short() {
+		return reduced
+	}
+	return full
+}
+
 func forEachStart(t *testing.T, f func(t *testing.T, start uint64)) {
 	t.Helper()
 	for _, s := range roverStarts {
@@ -371,7 +381,7 @@ func TestThresholdDefersSmallReplenish(t *testing.T) {
 // happened after the step before it: windows start there.
 func TestTBFGuarantee(t *testing.T) {
 	forEachStart(t, func(t *testing.T, start uint64) {
-		for seed := uint64(1); seed <= 12; seed++ {
+		for seed := uint64(1); seed <= uint64(shortOr(12, 4)); seed++ {
 			rng := rand.New(rand.NewPCG(seed, 99))
 			rate := 1000 + rng.Uint64N(1e9)
 			limit := 1500 + rng.Uint64N(256<<10)
@@ -433,7 +443,7 @@ func TestNoRoundingLoss(t *testing.T) {
 			b.Grab(math.MaxInt64 / 2) // demand that never runs out
 			head0 := b.head.Load()
 			now := int64(0)
-			for i := 0; i < 1_000_000; i++ {
+			for i := 0; i < shortOr(1_000_000, 100_000); i++ {
 				now += 1 + int64(rng.Uint64N(20_000))
 				b.Replenish(now)
 			}
@@ -492,7 +502,7 @@ func TestCappedKeepsRate(t *testing.T) {
 				var granted uint64
 				now := int64(0)
 				ticket := b.Grab(tc.grab)
-				end := int64(20 * time.Second)
+				end := int64(shortOr(20, 5)) * int64(time.Second)
 				for now < end {
 					// Sleep as the dispatcher does, waking up late by a
 					// random amount (timers are late; a lateness below

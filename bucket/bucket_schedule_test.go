@@ -137,7 +137,7 @@ func FuzzScheduledOperations(f *testing.F) {
 // tokens the schedule makes due in it, plus less than one threshold.
 func TestScheduledTBF(t *testing.T) {
 	forEachStart(t, func(t *testing.T, start uint64) {
-		for seed := uint64(1); seed <= 12; seed++ {
+		for seed := uint64(1); seed <= uint64(shortOr(12, 4)); seed++ {
 			rng := rand.New(rand.NewPCG(seed, 98))
 			s := randomSchedule(rng)
 			for s.Mean() < 1e6 { // enough traffic for the test to bite
@@ -231,7 +231,7 @@ func TestMahimahiSteady12Mbit(t *testing.T) {
 				b := New(1, 64<<10, opts...)
 				rng := rand.New(rand.NewPCG(start, 12))
 				const hour = int64(time.Hour)
-				bins := accrue(b, rng, 200*int64(time.Millisecond), hour, 10*hour)
+				bins := accrue(b, rng, 200*int64(time.Millisecond), hour, int64(shortOr(10, 2))*hour)
 				for h, got := range bins {
 					want := uint64(h+1) * 3600 * 1_500_000
 					if got > want || want-got >= b.Threshold() {
@@ -286,7 +286,7 @@ func TestScheduledNoRoundingLoss(t *testing.T) {
 			b.Grab(math.MaxInt64 / 2)
 			h0 := b.head.Load()
 			now := int64(0)
-			for i := 0; i < 300_000; i++ {
+			for i := 0; i < shortOr(300_000, 30_000); i++ {
 				now += 1 + rng.Int64N(20_000)
 				b.Replenish(now)
 			}
