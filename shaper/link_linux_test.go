@@ -118,9 +118,10 @@ func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load fun
 	t.Helper()
 	defer background(load)()
 	time.Sleep(warmup)
-	b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+	b0, t0, w := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now(), tuntest.WatchSteal()
 	time.Sleep(window)
 	b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+	t.Logf("measured %v: %v", window, w)
 	return float64(b1-b0) / t1.Sub(t0).Seconds()
 }
 

@@ -152,8 +152,9 @@ func measureIperf(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server, ns
 		}
 	}()
 	time.Sleep(warmup)
-	b0, t0 := ipRxBytes(t, ns, dev), time.Now()
+	b0, t0, w := ipRxBytes(t, ns, dev), time.Now(), tuntest.WatchSteal()
 	time.Sleep(window)
+	defer t.Logf("measured %v: %v", window, w)
 	return (ipRxBytes(t, ns, dev) - b0) / time.Since(t0).Seconds()
 }
 

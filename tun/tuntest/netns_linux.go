@@ -38,6 +38,7 @@ func RequireIperf3(t testing.TB) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		skipOrFail(t, "needs iperf3 (make deps): "+err.Error())
 	}
+	LogSteal(t) // traffic tests say what the hypervisor took meanwhile
 }
 
 func skipOrFail(t testing.TB, msg string) {

@@ -1,0 +1,137 @@
+package tuntest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// CPUTimes are the machine's CPU time counters (the "cpu" line of
+// /proc/stat), in clock ticks summed over all CPUs.
+type CPUTimes struct {
+	// Total is all of it: user, nice, system, idle, iowait, irq, softirq
+	// and steal (guest time is part of user and nice already).
+	Total uint64
+	// Steal is the time the hypervisor ran something else while this
+	// virtual machine's CPUs had work: for that time nothing here ran, so
+	// a timing figure taken across it measures the machine, not pacer.
+	Steal uint64
+}
+
+// ReadCPUTimes reads the machine's CPU time counters.
+func ReadCPUTimes() (CPUTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUTimes{}, err
+	}
+	return ParseCPUTimes(b)
+}
+
+// ParseCPUTimes reads the "cpu" line of a /proc/stat text.
+func ParseCPUTimes(stat []byte) (CPUTimes, error) {
+	for _, line := range bytes.Split(stat, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) == 0 || string(f[0]) != "cpu" {
+			continue
+		}
+		if len(f) < 9 {
+			return CPUTimes{}, fmt.Errorf("/proc/stat: cpu line has %d fields, want at least 9 (through steal)", len(f))
+		}
+		var c CPUTimes
+		for i := 1; i <= 8; i++ { // user nice system idle iowait irq softirq steal
+			n, err := strconv.ParseUint(string(f[i]), 10, 64)
+			if err != nil {
+				return CPUTimes{}, fmt.Errorf("/proc/stat: cpu field %d: %w", i, err)
+			}
+			c.Total += n
+			if i == 8 {
+				c.Steal = n
+			}
+		}
+		return c, nil
+	}
+	return CPUTimes{}, fmt.Errorf("/proc/stat: no cpu line")
+}
+
+// Stolen returns the share (0 to 1) of the machine's CPU time between a
+// and b that the hypervisor took (steal), 0 if no time passed.
+func Stolen(a, b CPUTimes) float64 {
+	if b.Total <= a.Total || b.Steal < a.Steal {
+		return 0
+	}
+	return float64(b.Steal-a.Steal) / float64(b.Total-a.Total)
+}
+
+// StealWatch measures the steal over a span of a test.
+type StealWatch struct {
+	start CPUTimes
+	ok    bool
+}
+
+// WatchSteal starts a StealWatch.
+func WatchSteal() StealWatch {
+	c, err := ReadCPUTimes()
+	return StealWatch{start: c, ok: err == nil}
+}
+
+// Stolen returns the share of the machine's CPU time stolen since the
+// watch started, and false if /proc/stat could not be read.
+func (w StealWatch) Stolen() (float64, bool) {
+	c, err := ReadCPUTimes()
+	if !w.ok || err != nil {
+		return 0, false
+	}
+	return Stolen(w.start, c), true
+}
+
+// String says how much was stolen since the watch started, for logs.
+func (w StealWatch) String() string {
+	s, ok := w.Stolen()
+	if !ok {
+		return "steal unknown"
+	}
+	return fmt.Sprintf("hypervisor steal %.1f%% of the machine's CPU", 100*s)
+}
+
+// LogSteal logs, when the test ends, the share of the machine's CPU time
+// the hypervisor took (steal) while it ran. On a virtual machine whose
+// neighbours are busy that share reaches tens of percent for seconds, and
+// every timing figure of a test taken across it shows it; the log line
+// tells such a failure from one of pacer's.
+func LogSteal(t testing.TB) {
+	w := WatchSteal()
+	t.Cleanup(func() { t.Logf("during %s: %v", t.Name(), w) })
+}
+
+// MaxSteal is the share of the machine's CPU time the hypervisor may take
+// during a timing measurement (see Unstolen) for it to count.
+const MaxSteal = 0.04
+
+// Unstolen runs measure until a run had at most MaxSteal of the machine's
+// CPU time stolen, at most attempts times, and returns that run's result,
+// or the last run's if every one was stolen from (its figures then fail
+// the test as they are, with the steal logged). A run taken while the
+// hypervisor ran other guests measures the machine, not pacer: a stall
+// of tens of milliseconds shows in a latency percentile or a rate window
+// whatever pacer did. Whether a run counts depends only on the steal,
+// never on its result.
+func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) T {
+	t.Helper()
+	var r T
+	for i := 1; i <= attempts; i++ {
+		w := WatchSteal()
+		r = measure()
+		s, ok := w.Stolen()
+		if !ok || s <= MaxSteal {
+			return r
+		}
+		if i < attempts {
+			t.Logf("%s: run %d of %d had %.1f%% of the machine's CPU stolen by the hypervisor (more than %.0f%%): measuring again", what, i, attempts, 100*s, 100*MaxSteal)
+		} else {
+			t.Logf("%s: every run of %d had more than %.0f%% of the machine's CPU stolen (the last %.1f%%): judging the last", what, attempts, 100*MaxSteal, 100*s)
+		}
+	}
+	return r
+}
