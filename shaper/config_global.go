@@ -224,31 +224,27 @@ var globalKeyRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // global checks a class's global limit (path is the class's).
 func (v *validator) global(path string, cc *ClassConfig, mtu int, from string) {
-	g := cc.Global
-	if g == nil {
-		return
-	}
-	if cc.Rate != g.Rate {
-		v.errorf(path+".rate", "a global class's rate is its global.rate (%s), not %s", FormatRate(g.Rate), FormatRate(cc.Rate))
-	}
-	if cc.Emulate.Scheduled() {
-		v.errorf(path+".global", "a global limit and a rate schedule (trace or rates) cannot both set the class's rate")
-	}
-	v.globalLimit(path+".global", g, mtu, from)
+	v.globalRate(path, "class", cc.Global, cc.Rate, cc.Emulate.Scheduled(), mtu, from)
 }
 
 // directionGlobal checks a direction's global limit (path is the
 // direction's).
 func (v *validator) directionGlobal(path string, dc *DirectionConfig, mtu int, from string) {
-	g := dc.Global
+	v.globalRate(path, "direction", dc.Global, dc.Rate, dc.Emulate.Scheduled(), mtu, from)
+}
+
+// globalRate checks the global limit g of a class or direction (what)
+// whose rate is rate and which has a rate schedule if scheduled: the
+// limit's rate is its rate, and no schedule sets it too.
+func (v *validator) globalRate(path, what string, g *GlobalConfig, rate uint64, scheduled bool, mtu int, from string) {
 	if g == nil {
 		return
 	}
-	if dc.Rate != g.Rate {
-		v.errorf(path+".rate", "a global direction's rate is its global.rate (%s), not %s", FormatRate(g.Rate), FormatRate(dc.Rate))
+	if rate != g.Rate {
+		v.errorf(path+".rate", "a global %s's rate is its global.rate (%s), not %s", what, FormatRate(g.Rate), FormatRate(rate))
 	}
-	if dc.Emulate.Scheduled() {
-		v.errorf(path+".global", "a global limit and a rate schedule (trace or rates) cannot both set the direction's rate")
+	if scheduled {
+		v.errorf(path+".global", "a global limit and a rate schedule (trace or rates) cannot both set the %s's rate", what)
 	}
 	v.globalLimit(path+".global", g, mtu, from)
 }

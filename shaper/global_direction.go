@@ -90,7 +90,10 @@ type dirTarget struct {
 	l    *Link
 	i    int
 	last map[*Class]dirCounts // each class's counters at the last update
-	sum  dirCounts            // the direction's totals since the lease started
+	// spare is the map update fills next (then swapped with last), so that
+	// the lease's four samples a period allocate nothing.
+	spare map[*Class]dirCounts
+	sum   dirCounts // the direction's totals since the lease started
 	// dropped says a class whose own rate was not short dropped packets
 	// since the last Limited.
 	dropped bool
@@ -108,7 +111,11 @@ func (t *dirTarget) update() (backlog int64) {
 	if d == nil {
 		return 0
 	}
-	seen := make(map[*Class]dirCounts, len(t.last))
+	seen := t.spare
+	if seen == nil {
+		seen = make(map[*Class]dirCounts, len(t.last))
+	}
+	clear(seen)
 	for _, c := range d.all() {
 		var now dirCounts
 		var held int64
@@ -134,7 +141,7 @@ func (t *dirTarget) update() (backlog int64) {
 			t.dropped = t.dropped || now.drops != prev.drops
 		}
 	}
-	t.last = seen
+	t.last, t.spare = seen, t.last
 	return backlog
 }
 

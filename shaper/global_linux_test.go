@@ -31,6 +31,29 @@ func waitGlobal(t *testing.T, l *shaper.Link, class string, grants uint64) shape
 	return shaper.GlobalInfo{}
 }
 
+// newGlobalLink parses config and returns it with a link between two fake
+// devices (g-in, g-out) and a Redis client for its redis section; the
+// devices and client close when the test ends.
+func newGlobalLink(t *testing.T, config string) (*shaper.Config, *shaper.Link, *global.Client) {
+	t.Helper()
+	cfg, err := shaper.ParseConfig("g.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := global.NewClient(cfg.Redis.Options(), "test/g-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	inner, outer := tuntest.NewFake("g-in", 1, 256, false), tuntest.NewFake("g-out", 1, 256, false)
+	t.Cleanup(func() { inner.Close(); outer.Close() })
+	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, l, c
+}
+
 // TestLinkGlobalLeases: a link leases its global classes' rates through
 // Redis and sets their buckets from the grants; a reload that keeps the
 // key keeps the lease running, a new key starts a new one, and a class
@@ -40,22 +63,7 @@ func TestLinkGlobalLeases(t *testing.T) {
 	policy := func(key string) string {
 		return fmt.Sprintf("redis: {address: '%s'}\negress:\n  classes:\n  - {name: g, global: {key: %s, rate: 8mbit, period: 100ms}}\n", s.Addr, key)
 	}
-	cfg, err := shaper.ParseConfig("g.yaml", []byte("link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"+policy("one")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := global.NewClient(cfg.Redis.Options(), "test/g-in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	inner, outer := tuntest.NewFake("g-in", 1, 256, false), tuntest.NewFake("g-out", 1, 256, false)
-	defer inner.Close()
-	defer outer.Close()
-	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l, c := newGlobalLink(t, "link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"+policy("one"))
 	if r := l.Class(shaper.Egress, "g").Config().Rate; r != 1_000_000 {
 		t.Fatalf("class rate %d, want the global rate", r)
 	}
@@ -104,22 +112,7 @@ func TestLinkDirectionGlobalLease(t *testing.T) {
 	s := redistest.Start(t)
 	head := "link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"
 	policy := fmt.Sprintf("redis: {address: '%s'}\ningress:\n  global: {key: dir, rate: 8mbit, period: 100ms}\n  classes:\n  - {name: a, rate: 1gbit}\n", s.Addr)
-	cfg, err := shaper.ParseConfig("g.yaml", []byte(head+policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := global.NewClient(cfg.Redis.Options(), "test/g-in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	inner, outer := tuntest.NewFake("g-in", 1, 256, false), tuntest.NewFake("g-out", 1, 256, false)
-	defer inner.Close()
-	defer outer.Close()
-	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, l, c := newGlobalLink(t, head+policy)
 	if r := l.DirectionRate(shaper.Ingress); r != shaper.HoldRate {
 		t.Errorf("direction rate before a grant %d, want HoldRate", r)
 	}
