@@ -72,8 +72,8 @@ egress:
 					select {
 					case <-out:
 						sent, last = sent+1, time.Now()
-					case <-time.After(time.Second):
-						done = true
+					case <-time.After(500 * time.Millisecond):
+						done = true // the 100 packets are out: the class sends one every 10 ms
 					}
 				}
 				elapsed := last.Sub(start).Seconds()
@@ -103,6 +103,6 @@ func waitCounted(t *testing.T, l *shaper.Link, n int) shaper.Counters {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 10 s: %+v of %d injected", c, n)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(200 * time.Microsecond)
 	}
 }

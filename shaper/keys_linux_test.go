@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,10 +50,22 @@ func newKeyLink(t *testing.T, policy string, srcs []string) *testLink {
 // returns each one's goodput as IP bytes per second.
 func (tl *testLink) bulkFrom(t *testing.T, srcs []string, d time.Duration) map[string]float64 {
 	t.Helper()
-	servers := make([]*tuntest.Iperf3Server, len(srcs))
-	for i := range srcs {
+	return tl.bulkFlows(context.Background(), t, tl.bulkServers(t, len(srcs)), srcs, d)
+}
+
+// bulkServers starts n iperf3 servers in ns2, on ports 5201 on.
+func (tl *testLink) bulkServers(t *testing.T, n int) []*tuntest.Iperf3Server {
+	t.Helper()
+	servers := make([]*tuntest.Iperf3Server, n)
+	for i := range servers {
 		servers[i] = tuntest.StartIperf3ServerPort(t, tl.ns2, tl.outerIP, tuntest.Iperf3Port+i)
 	}
+	return servers
+}
+
+// bulkFlows runs the flows of bulkFrom against servers until they end or
+// ctx is done (their figures are then what they are).
+func (tl *testLink) bulkFlows(ctx context.Context, t *testing.T, servers []*tuntest.Iperf3Server, srcs []string, d time.Duration) map[string]float64 {
 	var mu sync.Mutex
 	got := map[string]float64{}
 	var wg sync.WaitGroup
@@ -62,8 +73,8 @@ func (tl *testLink) bulkFrom(t *testing.T, srcs []string, d time.Duration) map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := servers[i].Client(context.Background(), tl.ns1, d, "-C", "cubic", "-O", "3", "-B", src)
-			if err != nil {
+			r, err := servers[i].Client(ctx, tl.ns1, d, "-C", "cubic", "-O", "3", "-B", src)
+			if err != nil && ctx.Err() == nil {
 				t.Errorf("iperf3 from %s: %v", src, err)
 				return
 			}
@@ -104,29 +115,12 @@ egress:
 	t.Run("12 sources", func(t *testing.T) {
 		srcs := keyHosts(1, 12)
 		tl := newKeyLink(t, policy, srcs)
-		var total float64
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			time.Sleep(3 * time.Second)
-			b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-			time.Sleep(4 * time.Second)
-			b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-			total = float64(b1-b0) / t1.Sub(t0).Seconds()
-		}()
-		got := tl.bulkFrom(t, srcs, 8*time.Second)
-		<-done
+		servers := tl.bulkServers(t, len(srcs))
+		total := tl.steadyRate(t, 3*time.Second, 4*time.Second, func(ctx context.Context) {
+			tl.bulkFlows(ctx, t, servers, srcs, time.Minute) // stopped once measured
+		})
 		tuntest.WithinRate(t, "class total, 12 keys at 2 Mbit/s each", total, 2.5e6, 0.01)
-		t.Logf("per key (Mbit/s of IP): %v", mbitMap(got))
 	})
-}
-
-func mbitMap(m map[string]float64) string {
-	var b strings.Builder
-	for k, v := range m {
-		fmt.Fprintf(&b, "%s=%.2f ", k, v*8/1e6)
-	}
-	return b.String()
 }
 
 // TestPerKeyPrefix: key: src/24 gives each /24 one share, however many
@@ -140,7 +134,7 @@ egress:
   classes:
     - {name: keyed, match: {dst: [198.18.0.2/32]}, rate: 20mbit, per: {key: src/24, rate: 4mbit}}
 `, append(append([]string{}, a...), b...))
-	got := tl.bulkFrom(t, append(append([]string{}, a...), b...), 13*time.Second)
+	got := tl.bulkFrom(t, append(append([]string{}, a...), b...), 10*time.Second)
 	var sumA float64
 	for _, s := range a {
 		sumA += got[s]
@@ -162,7 +156,7 @@ egress:
       rate: 20mbit
       per: {key: src, rate: 2mbit, overrides: [{match: 198.18.1.1/32, rate: 8mbit}]}
 `, srcs)
-	got := tl.bulkFrom(t, srcs, 13*time.Second)
+	got := tl.bulkFrom(t, srcs, 10*time.Second)
 	tuntest.WithinRate(t, "overridden key 198.18.1.1", got[srcs[0]], 1e6, 0.02)
 	tuntest.WithinRate(t, "key 198.18.1.2", got[srcs[1]], 250e3, 0.02)
 	tuntest.WithinRate(t, "key 198.18.1.3", got[srcs[2]], 250e3, 0.02)
@@ -195,7 +189,7 @@ egress:
 					}
 				}
 			}()
-			got := tl.measure(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, 7*time.Second, "-u", "-b", "5M", "-l", "1400"))
+			got := tl.steadyRate(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "5M", "-l", "1400"))
 			close(stop)
 			<-sampled
 			// 2 Mbit/s of police at its burst's granularity: within 3%.

@@ -125,6 +125,22 @@ func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load fun
 	return float64(b1-b0) / t1.Sub(t0).Seconds()
 }
 
+// steadyRate runs load (which must run until stopped) in the background
+// and returns the bytes per second the receiving device (outer, in ns2)
+// got over a window after warmup: over the first window that the
+// hypervisor did not steal from (tuntest.Unstolen), of at most three.
+func (tl *testLink) steadyRate(t *testing.T, warmup, window time.Duration, load func(ctx context.Context)) float64 {
+	t.Helper()
+	defer background(load)()
+	time.Sleep(warmup)
+	return tuntest.Unstolen(t, fmt.Sprintf("rate over %v", window), 3, func() float64 {
+		b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+		time.Sleep(window)
+		b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+		return float64(b1-b0) / t1.Sub(t0).Seconds()
+	})
+}
+
 // background runs load until the returned stop function is called; stop
 // cancels it and waits for it to return.
 func background(load func(ctx context.Context)) (stop func()) {
@@ -177,7 +193,7 @@ egress:
       queue: %s
 `, tc.rate, tc.queue))
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-			got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second))
+			got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, time.Minute))
 			if tc.offload && tc.queue == "fifo" {
 				// A FIFO class passes GSO super-packets whole: the
 				// receiving device counts their headers once, the wire
@@ -219,7 +235,7 @@ egress:
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second, "-u", "-b", "80M", "-l", "1400"))
+			got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "80M", "-l", "1400"))
 			runtime.ReadMemStats(&after)
 			tuntest.WithinRate(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
 			// Memory stays bounded: what is held is bounded by rate × backlog
@@ -317,7 +333,7 @@ egress:
 			}
 		}
 	}()
-	got := tl.measure(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, 7*time.Second, "-u", "-b", "30M", "-l", "1400"))
+	got := tl.steadyRate(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "30M", "-l", "1400"))
 	close(stop)
 	<-sampled
 	c := tl.Class(Egress, "pol").Counters()
@@ -354,7 +370,7 @@ egress:
     - {name: short, match: {proto: udp}, rate: 5mbit, backlog: 20ms, queue: %s}
 `, queue))
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-			got := tl.measure(t, 1*time.Second, 3*time.Second, tl.iperf(t, s, 5*time.Second, "-u", "-b", "20M", "-l", "1400"))
+			got := tl.steadyRate(t, 1*time.Second, 3*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "20M", "-l", "1400"))
 			tuntest.WithinRate(t, "udp 5mbit backlog 20ms", got, 625e3, 0.03)
 			c := tl.Class(Egress, "short").Counters()
 			if c.Dropped[DropBacklog] == 0 {
@@ -398,7 +414,7 @@ egress:
     - {name: capped, match: {proto: tcp}, rate: 40mbit, capped: true, backlog: 200ms}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	got := tl.measure(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 8*time.Second))
+	got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, time.Minute))
 	tuntest.WithinRate(t, "capped 40mbit", got, 5e6, 0.02)
 	if got < 0.99*5e6 {
 		t.Errorf("capped class delivered %.2f%% of its rate, want >= 99%%", 100*got/5e6)

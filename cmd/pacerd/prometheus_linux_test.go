@@ -90,7 +90,7 @@ ingress:
 	}
 
 	// Let Prometheus gather more than a rate window of samples under load.
-	time.Sleep(time.Until(trafficStart.Add(15 * time.Second)))
+	time.Sleep(time.Until(trafficStart.Add(9 * time.Second)))
 	prom.waitUp(t)
 	for _, e := range exprs {
 		q := grafanaToPromQL(e.expr)
@@ -237,11 +237,12 @@ func readDashboard(t *testing.T, v any) {
 var grafanaVarRE = regexp.MustCompile(`\$\{?[A-Za-z_][A-Za-z0-9_]*\}?`)
 
 // grafanaToPromQL replaces Grafana's variables in a query: the interval
-// variables by durations fit for a 1 s scrape interval, template variables
-// by ".*" (the "All" value of every variable of the dashboard).
+// variables by what Grafana gives them with a 1 s scrape interval
+// ($__rate_interval is four scrape intervals), template variables by ".*"
+// (the "All" value of every variable of the dashboard).
 func grafanaToPromQL(expr string) string {
 	expr = strings.NewReplacer(
-		"${__rate_interval}", "10s", "$__rate_interval", "10s",
+		"${__rate_interval}", "4s", "$__rate_interval", "4s",
 		"${__interval}", "2s", "$__interval", "2s",
 		"${__range}", "1m", "$__range", "1m",
 	).Replace(expr)
@@ -250,7 +251,7 @@ func grafanaToPromQL(expr string) string {
 
 func TestGrafanaToPromQL(t *testing.T) {
 	got := grafanaToPromQL(`rate(x{instance=~"$instance", class=~"${class}"}[$__rate_interval])`)
-	if want := `rate(x{instance=~".*", class=~".*"}[10s])`; got != want {
+	if want := `rate(x{instance=~".*", class=~".*"}[4s])`; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // CPUTimes are the machine's CPU time counters (the "cpu" line of
@@ -105,32 +106,90 @@ func LogSteal(t testing.TB) {
 	t.Cleanup(func() { t.Logf("during %s: %v", t.Name(), w) })
 }
 
-// MaxSteal is the share of the machine's CPU time the hypervisor may take
-// during a timing measurement (see Unstolen) for it to count.
-const MaxSteal = 0.04
+// Steal limits of a timing measurement (see Unstolen). A steady few
+// percent of steal spreads thin and leaves rates and percentiles as they
+// are (a trace's 100 ms bins stay within 0.6% of their schedule at 15%);
+// what breaks a measurement is a burst: the hypervisor taking a whole
+// CPU for a hundred milliseconds shows in a p99 and in a one-second rate
+// window.
+const (
+	// MaxSteal is the share of the machine's CPU time the hypervisor may
+	// take over a whole measurement for it to count.
+	MaxSteal = 0.10
+	// MaxStealBurst is the share it may take in any StealInterval of it.
+	MaxStealBurst = 0.20
+	// StealInterval is how often Unstolen samples the steal.
+	StealInterval = 250 * time.Millisecond
+)
+
+// StealProfile sums up samples of the CPU time counters taken at even
+// intervals: the share of the time stolen over all of them, and in the
+// worst interval between two consecutive samples.
+func StealProfile(samples []CPUTimes) (mean, peak float64) {
+	if len(samples) < 2 {
+		return 0, 0
+	}
+	for i := 1; i < len(samples); i++ {
+		peak = max(peak, Stolen(samples[i-1], samples[i]))
+	}
+	return Stolen(samples[0], samples[len(samples)-1]), peak
+}
+
+// sampleSteal reads the CPU time counters every StealInterval until stop
+// is closed, and once more then.
+func sampleSteal(stop <-chan struct{}) <-chan []CPUTimes {
+	out := make(chan []CPUTimes, 1)
+	go func() {
+		var samples []CPUTimes
+		read := func() {
+			if c, err := ReadCPUTimes(); err == nil {
+				samples = append(samples, c)
+			}
+		}
+		read()
+		tick := time.NewTicker(StealInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				read()
+			case <-stop:
+				read()
+				out <- samples
+				return
+			}
+		}
+	}()
+	return out
+}
 
 // Unstolen runs measure until a run had at most MaxSteal of the machine's
-// CPU time stolen, at most attempts times, and returns that run's result,
-// or the last run's if every one was stolen from (its figures then fail
-// the test as they are, with the steal logged). A run taken while the
-// hypervisor ran other guests measures the machine, not pacer: a stall
-// of tens of milliseconds shows in a latency percentile or a rate window
-// whatever pacer did. Whether a run counts depends only on the steal,
-// never on its result.
+// CPU time stolen over the whole run and at most MaxStealBurst in every
+// StealInterval of it, at most attempts times, and returns that run's
+// result, or the last run's if every one was stolen from (its figures
+// then fail the test as they are, with the steal logged). A run taken
+// while the hypervisor ran other guests measures the machine, not pacer:
+// a stall of tens of milliseconds shows in a latency percentile or a rate
+// window whatever pacer did. Whether a run counts depends only on the
+// steal, never on its result.
 func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) T {
 	t.Helper()
 	var r T
 	for i := 1; i <= attempts; i++ {
-		w := WatchSteal()
+		stop := make(chan struct{})
+		samples := sampleSteal(stop)
 		r = measure()
-		s, ok := w.Stolen()
-		if !ok || s <= MaxSteal {
+		close(stop)
+		mean, peak := StealProfile(<-samples)
+		if mean <= MaxSteal && peak <= MaxStealBurst {
 			return r
 		}
+		why := fmt.Sprintf("%.1f%% of the machine's CPU stolen by the hypervisor, %.0f%% in its worst %v (limits %.0f%% and %.0f%%)",
+			100*mean, 100*peak, StealInterval, 100*MaxSteal, 100*MaxStealBurst)
 		if i < attempts {
-			t.Logf("%s: run %d of %d had %.1f%% of the machine's CPU stolen by the hypervisor (more than %.0f%%): measuring again", what, i, attempts, 100*s, 100*MaxSteal)
+			t.Logf("%s: run %d of %d had %s: measuring again", what, i, attempts, why)
 		} else {
-			t.Logf("%s: every run of %d had more than %.0f%% of the machine's CPU stolen (the last %.1f%%): judging the last", what, attempts, 100*MaxSteal, 100*s)
+			t.Logf("%s: every run of %d was stolen from, the last had %s: judging the last", what, attempts, why)
 		}
 	}
 	return r

@@ -35,3 +35,25 @@ func TestParseCPUTimes(t *testing.T) {
 		t.Errorf("StealWatch.String() = %q", s)
 	}
 }
+
+func TestStealProfile(t *testing.T) {
+	c := func(total, steal uint64) tuntest.CPUTimes { return tuntest.CPUTimes{Total: total, Steal: steal} }
+	// Three intervals of 50 ticks: 0, 20 and 5 stolen.
+	mean, peak := tuntest.StealProfile([]tuntest.CPUTimes{c(1000, 100), c(1050, 100), c(1100, 120), c(1150, 125)})
+	if mean != 25.0/150 || peak != 0.4 {
+		t.Errorf("StealProfile = %v, %v; want %v, 0.4", mean, peak, 25.0/150)
+	}
+	if mean, peak := tuntest.StealProfile([]tuntest.CPUTimes{c(1, 1)}); mean != 0 || peak != 0 {
+		t.Errorf("StealProfile of one sample = %v, %v; want 0, 0", mean, peak)
+	}
+}
+
+func TestUnstolenMeasuresOnce(t *testing.T) {
+	runs := 0
+	got := tuntest.Unstolen(t, "a quick figure", 3, func() int { runs++; return 42 })
+	// A run this short is stolen from only if the machine is: whatever the
+	// steal, the result is the last run's.
+	if got != 42 || runs < 1 || runs > 3 {
+		t.Errorf("Unstolen = %d after %d runs", got, runs)
+	}
+}
