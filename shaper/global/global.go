@@ -82,6 +82,10 @@ type Grant struct {
 	FleetDemand uint64
 	Rate        uint64
 	Share       uint64
+	// SharesAt is when (Redis's clock, microseconds) the shares this
+	// grant comes from were computed: a notice of shares computed later
+	// (Client.WatchShares) is news to the host.
+	SharesAt int64
 }
 
 // Client calls the lease function on one Redis (or a Sentinel-managed
@@ -226,7 +230,9 @@ func (c *Client) Lease(ctx context.Context, key string, r Request) (Grant, error
 	}
 	rdb := *c.rdb.Load()
 	res, err := rdb.FCall(ctx, FunctionName, keys, args...).Int64Slice()
-	if missing(err) {
+	// Not loaded, or the library of an earlier pacer (its reply has no
+	// share time): load ours.
+	if missing(err) || (err == nil && len(res) == 6) {
 		if err = c.Load(ctx); err != nil {
 			return Grant{}, err
 		}
@@ -236,8 +242,8 @@ func (c *Client) Lease(ctx context.Context, key string, r Request) (Grant, error
 		c.redial(err)
 		return Grant{}, fmt.Errorf("lease %s: %w", key, err)
 	}
-	if len(res) != 6 {
-		return Grant{}, fmt.Errorf("lease %s: %d values in the reply, want 6", key, len(res))
+	if len(res) < 7 {
+		return Grant{}, fmt.Errorf("lease %s: %d values in the reply, want 7", key, len(res))
 	}
 	for _, v := range res {
 		if v < 0 {
@@ -251,6 +257,7 @@ func (c *Client) Lease(ctx context.Context, key string, r Request) (Grant, error
 		FleetDemand: uint64(res[3]),
 		Rate:        uint64(res[4]),
 		Share:       uint64(res[5]),
+		SharesAt:    res[6],
 	}, nil
 }
 

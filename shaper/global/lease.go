@@ -234,6 +234,8 @@ func (l *Lease) run() {
 		// recoverUntil ends the time after a fallback in which the
 		// host asks at least an equal share.
 		recoverUntil time.Time
+		sharesAt     int64 // when the shares of the last grant were computed
+		notices      = l.c.WatchShares(l.ctx, l.Limit().Key)
 	)
 	for {
 		lim := l.Limit()
@@ -244,7 +246,21 @@ func (l *Lease) run() {
 		if woke != wokeSending {
 			hist.add(tick, offered) // wait sampled this moment already
 		}
-		if !first {
+		measured := woke != wokeShares
+		if !first && !measured {
+			// Told of new shares between two refreshes: the time since
+			// the last is too short to measure a rate over, and nothing
+			// says the demand changed. Report the last demand again (a
+			// quarter over the lease if the host is held back) and
+			// measure the next refresh from the last one.
+			demand = reported
+			l.mu.Lock()
+			if limited && l.st.State == StateLeased {
+				demand = max(demand, uint64(Overuse*float64(l.st.Rate)))
+			}
+			l.mu.Unlock()
+		}
+		if !first && measured {
 			if dt := tick.Sub(lastTick); dt > 0 {
 				demand = uint64(float64(offered-lastOffered) * float64(time.Second) / float64(dt))
 			}
@@ -285,9 +301,12 @@ func (l *Lease) run() {
 			return
 		}
 		now := time.Now()
-		lastTick, lastOffered = tick, offered
+		if measured {
+			lastTick, lastOffered = tick, offered
+		}
 		if err == nil {
 			first = false
+			sharesAt = max(sharesAt, g.SharesAt)
 			lastGrant, sentAtGrant = g.Bytes, l.tgt.Sent()
 			rate := uint64(float64(g.Bytes) * float64(time.Second) / float64(lim.Period))
 			l.tgt.SetRate(rate)
@@ -336,7 +355,7 @@ func (l *Lease) run() {
 			}
 			continue
 		}
-		if woke = l.wait(next, lim.Period/sendingSteps, &hist, reported); woke == wokeStopped {
+		if woke = l.wait(next, lim.Period/sendingSteps, &hist, reported, notices, sharesAt); woke == wokeStopped {
 			return
 		}
 		if woke != wokeTimer {
@@ -385,6 +404,7 @@ type waking uint8
 const (
 	wokeTimer   waking = iota // the next refresh is due
 	wokeSending               // an idle host sends again
+	wokeShares                // new shares let the host send more
 	wokeStopped               // the lease was stopped
 )
 
@@ -394,7 +414,9 @@ const (
 // over a step, or held. The refresh then asks an equal share, so that a
 // host whose traffic starts gets its share within about a step and one
 // round trip to Redis instead of at its next refresh and after several.
-func (l *Lease) wait(next time.Time, step time.Duration, h *offeredHistory, reported uint64) waking {
+// It also returns early on a notice of shares computed after sharesAt
+// that name this host (another host stopped: this one may send more).
+func (l *Lease) wait(next time.Time, step time.Duration, h *offeredHistory, reported uint64, notices <-chan int64, sharesAt int64) waking {
 	for {
 		d := time.Until(next)
 		if d <= 0 {
@@ -405,6 +427,13 @@ func (l *Lease) wait(next time.Time, step time.Duration, h *offeredHistory, repo
 		case <-l.ctx.Done():
 			t.Stop()
 			return wokeStopped
+		case at := <-notices:
+			if at > sharesAt {
+				t.Stop()
+				return wokeShares
+			}
+			t.Stop()
+			continue
 		case <-t.C:
 		}
 		if d <= step {

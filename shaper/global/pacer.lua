@@ -25,8 +25,16 @@
 -- the bytes it returns (unused, at most its last grant) go back.
 -- So the grants minus the returns never exceed rate x elapsed + burst.
 --
+-- When new shares let other hosts send more (a host's share grew by more
+-- than a tenth, and is more than a tenth over its last grant), the call
+-- publishes on the channel
+-- <hosts key>:shares the time of the share computation and those hosts'
+-- names, one a line, so that they refresh at once instead of at their
+-- next period: a host that stops sending is replaced within the time it
+-- takes to see it stop. At most one message per quarter period.
+--
 -- Reply: {grant bytes, lease us, hosts, fleet demand bytes/s, rate bytes/s,
---         share bytes/s}.
+--         share bytes/s, shares computed at us}.
 
 local function num(s)
   local n = tonumber(s)
@@ -55,8 +63,8 @@ local function lease(keys, args)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-  local l = redis.call('HMGET', ledger, 'tokens', 'at', 'shared')
-  local tokens, at, shared = num(l[1]), num(l[2]), num(l[3])
+  local l = redis.call('HMGET', ledger, 'tokens', 'at', 'shared', 'published')
+  local tokens, at, shared, published = num(l[1]), num(l[2]), num(l[3]), num(l[4])
   if tokens == nil or at == nil then
     tokens, at, shared = 0, now, nil
   end
@@ -95,6 +103,9 @@ local function lease(keys, args)
   tokens = math.min(burst, tokens + math.min(returned, me.grant))
 
   local before = me.share -- its share before this call
+  for _, h in ipairs(hosts) do
+    h.was = h.share
+  end
   local n = #hosts
   local fleet = 0
   for _, h in ipairs(hosts) do
@@ -137,17 +148,32 @@ local function lease(keys, args)
     shared = now
   end
 
+  -- Hosts that may now send more than their last grant: tell them.
+  local grown = {}
+  if recompute then
+    for _, h in ipairs(hosts) do
+      if h ~= me and h.share > h.was * 1.1 and h.share > h.grant * 1e6 / period * 1.1 then
+        grown[#grown + 1] = h.name
+      end
+    end
+  end
+  if #grown > 0 and (published == nil or now - published >= period / 4 or now < published) then
+    redis.call('PUBLISH', hostsKey .. ':shares', fmt(shared) .. '\n' .. table.concat(grown, '\n'))
+    published = now
+  end
+
   -- A newcomer's first grant is its share at once, so the ledger keeps a
   -- reserve that hosts already holding a lease do not draw, unless their
   -- share grew by more than a quarter in this call (an idle host that
-  -- starts sending): one period of an equal share (at most a quarter of
+  -- starts sending) or is more than a quarter above their last grant (a
+  -- host told that another stopped): one period of an equal share (at most a quarter of
   -- the burst, so that the hosts' grants still fit under it). The
   -- ledger fills at the rate while the shares add up to it, so in steady
   -- state it sits at about the reserve plus one grant and the reserve
   -- costs no rate; a newcomer that empties it is paid back, at the old
   -- hosts' expense, within about a period.
   local avail = tokens
-  if not new and me.share <= before * 1.25 then
+  if not new and me.share <= before * 1.25 and me.share <= me.grant * 1e6 / period * 1.25 then
     avail = tokens - math.min(rate * period / 1e6 / n, burst / 4)
   end
   local grant = math.floor(math.min(me.share * period / 1e6, avail))
@@ -165,12 +191,17 @@ local function lease(keys, args)
     end
   end
   redis.call('HSET', hostsKey, unpack(set))
-  redis.call('HSET', ledger, 'tokens', fmt(tokens), 'at', fmt(now), 'shared', fmt(shared))
+  local fields = { 'tokens', fmt(tokens), 'at', fmt(now), 'shared', fmt(shared) }
+  if published ~= nil then
+    fields[#fields + 1] = 'published'
+    fields[#fields + 1] = fmt(published)
+  end
+  redis.call('HSET', ledger, unpack(fields))
   -- An idle limit's state goes after a while: it starts empty again.
   local ttl = math.max(60000, math.floor(10 * leaseUs / 1000))
   redis.call('PEXPIRE', ledger, ttl)
   redis.call('PEXPIRE', hostsKey, ttl)
-  return { grant, math.floor(leaseUs), n, math.floor(fleet), math.floor(rate), math.floor(me.share) }
+  return { grant, math.floor(leaseUs), n, math.floor(fleet), math.floor(rate), math.floor(me.share), math.floor(shared) }
 end
 
 redis.register_function('pacer_lease', lease)
