@@ -80,8 +80,9 @@ bench-deps:
 # three classes between two namespaces; every 10 seconds it samples
 # pacerd's RSS, goroutines, open files and each class's rate error, and
 # writes SOAK.md, docs/soak.csv and docs/soak.png. It fails unless every
-# line is flat (criteria in SOAK.md). Root, not in CI, a quiet machine
-# (the rate windows judge to 1%): sudo make soak DURATION=20m
+# line is flat (criteria in SOAK.md; a rate window judges to 1%, short
+# only where the class was offered its rate). Root, not in CI:
+# sudo make soak DURATION=20m
 DURATION ?= 20m
 soak: bench-deps build
 	$(GO) build -o $(BIN)/pacer-bench ./bench

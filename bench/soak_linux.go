@@ -361,8 +361,11 @@ func (s *soaker) sample() error {
 	}
 	half := end.Sub(start) / 2
 	met := parseMetrics(string(body))
-	sm := soakSample{At: start.Add(half), Unc: half, Sent: map[string]float64{},
+	sm := soakSample{At: start.Add(half), Unc: half, Sent: map[string]float64{}, Received: map[string]float64{},
 		Changes: s.changes, Reloads: s.reloads, Failures: s.fails}
+	if sm.Steal, sm.Total, err = cpuSteal(); err != nil {
+		return err
+	}
 	g, ok := met["go_goroutines"]
 	if !ok {
 		return errors.New("metrics: no go_goroutines")
@@ -374,6 +377,9 @@ func (s *soaker) sample() error {
 			return fmt.Errorf("metrics: no %s", sentSeries(c.Name))
 		}
 		sm.Sent[c.Name] = v
+		if sm.Received[c.Name], ok = met[receivedSeries(c.Name)]; !ok {
+			return fmt.Errorf("metrics: no %s", receivedSeries(c.Name))
+		}
 	}
 	if sm.RSS, err = procRSS(s.d.pid); err != nil {
 		return err
@@ -530,4 +536,10 @@ func (d *daemonProc) stop() error {
 		return fmt.Errorf("pacerd: %w: %s", d.waitErr, d.tail())
 	}
 	return nil
+}
+
+// cpuSteal reads the machine's stolen and total CPU ticks from /proc/stat.
+func cpuSteal() (steal, total uint64, err error) {
+	c, err := tuntest.ReadCPUTimes()
+	return c.Steal, c.Total, err
 }

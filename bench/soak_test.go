@@ -49,7 +49,8 @@ func TestRateScheduleExpected(t *testing.T) {
 }
 
 // flatRun is n samples 10 s apart of a soak whose every class delivered
-// exactly its constant rate, with flat RSS, goroutines and open files.
+// exactly its constant rate (tcp offered 5% more, udp twice it), with flat
+// RSS, goroutines and open files and no steal.
 func flatRun(n int) *soakRun {
 	r := &soakRun{Classes: []string{"tcp", "udp"}, Schedules: map[string]rateSchedule{
 		"tcp": {{At: at(-time.Minute), Rate: 15e6}},
@@ -58,8 +59,9 @@ func flatRun(n int) *soakRun {
 	for i := range n {
 		d := time.Duration(i) * 10 * time.Second
 		r.Samples = append(r.Samples, soakSample{At: at(d), Unc: time.Millisecond, RSS: 50 << 20, Goroutines: 22, FDs: 23,
-			Sent:    map[string]float64{"tcp": 15e6 * d.Seconds(), "udp": 5e6 * d.Seconds()},
-			Changes: 10 * i, Reloads: i})
+			Sent:     map[string]float64{"tcp": 15e6 * d.Seconds(), "udp": 5e6 * d.Seconds()},
+			Received: map[string]float64{"tcp": 1.05 * 15e6 * d.Seconds(), "udp": 2 * 5e6 * d.Seconds()},
+			Total:    uint64(2000 * i), Changes: 10 * i, Reloads: i})
 	}
 	return r
 }
@@ -122,6 +124,27 @@ func TestSoakJudge(t *testing.T) {
 				r.Samples[i].Sent["udp"] -= 5e6 * 10 * 0.015
 			}
 		}, failed: []string{"class udp"}},
+		{name: "tcp 3% short in two windows while offered less: not pacer's", n: 20, change: func(r *soakRun) {
+			for i := 8; i < 20; i++ {
+				r.Samples[i].Sent["tcp"] -= 15e6 * 10 * 0.03
+				r.Samples[i].Received["tcp"] -= 15e6 * 10 * 0.08
+			}
+			for i := 9; i < 20; i++ {
+				r.Samples[i].Sent["tcp"] -= 15e6 * 10 * 0.03
+				r.Samples[i].Received["tcp"] -= 15e6 * 10 * 0.08
+			}
+		}},
+		{name: "tcp 3% short while offered more", n: 20, change: func(r *soakRun) {
+			for i := 8; i < 20; i++ {
+				r.Samples[i].Sent["tcp"] -= 15e6 * 10 * 0.03
+			}
+		}, failed: []string{"class tcp"}},
+		{name: "tcp 3% over while offered less", n: 20, change: func(r *soakRun) {
+			for i := 8; i < 20; i++ {
+				r.Samples[i].Sent["tcp"] += 15e6 * 10 * 0.03
+				r.Samples[i].Received["tcp"] -= 15e6 * 10 * 0.08
+			}
+		}, failed: []string{"class tcp"}},
 		{name: "a failed change", n: 20, change: func(r *soakRun) { r.Samples[19].Failures = 1 }, failed: []string{"every class change"}},
 		{name: "too few samples (and none after the warm-up)", n: 6, failed: []string{"RSS", "goroutines", "open files"}},
 	}
@@ -156,6 +179,7 @@ func TestSoakJudge(t *testing.T) {
 func TestSoakCSV(t *testing.T) {
 	r := flatRun(4)
 	r.Samples[3].Sent["udp"] += 5e5 // +1% in the last window
+	r.Samples[3].Steal = 150        // of 2000 ticks in the window: 7.5%
 	var b bytes.Buffer
 	if err := r.writeCSV(&b); err != nil {
 		t.Fatal(err)
@@ -164,16 +188,16 @@ func TestSoakCSV(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
-	want := "time_s,rss_mib,goroutines,fds,changes,reloads,failures," +
-		"tcp_configured_mbit,tcp_delivered_mbit,tcp_error_pct,tcp_bound_pct," +
-		"udp_configured_mbit,udp_delivered_mbit,udp_error_pct,udp_bound_pct"
+	want := "time_s,rss_mib,goroutines,fds,changes,reloads,failures,steal_pct," +
+		"tcp_configured_mbit,tcp_delivered_mbit,tcp_error_pct,tcp_bound_pct,tcp_offered_mbit," +
+		"udp_configured_mbit,udp_delivered_mbit,udp_error_pct,udp_bound_pct,udp_offered_mbit"
 	if h := strings.Join(rows[0], ","); h != want {
 		t.Fatalf("header\n%s\nwant\n%s", h, want)
 	}
 	if len(rows) != 5 {
 		t.Fatalf("%d rows, want a header and 4 samples", len(rows))
 	}
-	if got := strings.Join(rows[1], ","); got != "0.000,50.00,22,23,0,0,0,,,,,,,," {
+	if got := strings.Join(rows[1], ","); got != "0.000,50.00,22,23,0,0,0"+strings.Repeat(",", 11) {
 		t.Errorf("first sample: %s", got)
 	}
 	num := func(s string) float64 {
@@ -184,7 +208,7 @@ func TestSoakCSV(t *testing.T) {
 		return v
 	}
 	last := rows[4]
-	for i, want := range map[int]float64{0: 30, 4: 30, 5: 3, 7: 120, 8: 120, 9: 0, 11: 40, 12: 40.4, 13: 1} {
+	for i, want := range map[int]float64{0: 30, 4: 30, 5: 3, 7: 7.5, 8: 120, 9: 120, 10: 0, 12: 126, 13: 40, 14: 40.4, 15: 1, 17: 80} {
 		if got := num(last[i]); math.Abs(got-want) > 1e-3 {
 			t.Errorf("last row, column %s: %g, want %g", rows[0][i], got, want)
 		}

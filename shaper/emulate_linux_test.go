@@ -53,24 +53,14 @@ ingress:
   classes:
     - {name: ping, match: {proto: icmp}, rate: 10mbit, delay: 40ms}
 `
-	type run struct {
-		base, rtts []time.Duration
-		lost       int
-	}
-	r := tuntest.Unstolen(t, "RTT without and with the line", 3, func() run {
-		tl.apply(t, plain)
-		base, _, err := tuntest.Ping(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, 300)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl.apply(t, delayed)
-		rtts, lost, err := tuntest.Ping(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return run{base, rtts, lost}
-	})
-	base, rtts, lost := r.base, r.rtts, r.lost
+	// Each figure from the pings during which the hypervisor stole no
+	// CPU time: a stall of the worker while a reply is due shows in a
+	// p99 whatever the delay line did.
+	tl.apply(t, plain)
+	base, _, baseLeft := pingUnstolen(t, tl, 300, 250)
+	tl.apply(t, delayed)
+	rtts, lost, left := pingUnstolen(t, tl, 500, 400)
+	t.Logf("replies judged: %d without the line, %d with it (%d and %d left out: CPU stolen meanwhile)", len(base), len(rtts), baseLeft, left)
 	b50, b99 := tuntest.Percentile(base, 0.5), tuntest.Percentile(base, 0.99)
 	p50, p99 := tuntest.Percentile(rtts, 0.5), tuntest.Percentile(rtts, 0.99)
 	t.Logf("beside bulk TCP: RTT p50 %v p99 %v without the line; with 40ms each way p50 %v, p99 %v, max %v (%d lost)",
@@ -262,46 +252,49 @@ egress:
 	// holds 160 of them: the packet granularity is well below 3%.
 	stop := background(tl.iperf(t, s, time.Minute, "-u", "-b", "20M", "-l", "200")) // stopped once measured
 	time.Sleep(2 * time.Second)
-	samples := tuntest.Unstolen(t, "100 ms bins", 3, func() []rxSample { return tl.sampleRx(t, 6*time.Second) })
-	stop()
 	rate := tl.Class(Egress, "sched").state.Load().rate
 	worst := 0.0
 	bins, stolenBins := 0, 0
 	// A bin is 100 ms of two CPUs, 20 ticks of /proc/stat: more than two
 	// ticks stolen (20 ms of a CPU) may be a stall beyond the bin's
-	// tolerance.
+	// tolerance. Such bins are left out; the test samples 6 s more (at
+	// most twice) until 50 bins were judged.
 	const binSteal = 0.10
-	for i := 0; i < len(samples); i++ {
-		// The sample closest to 100 ms after sample i.
-		j := i
-		for j < len(samples) && samples[j].at-samples[i].at < int64(100*time.Millisecond) {
-			j++
-		}
-		if j == len(samples) {
-			break
-		}
-		// The schedule's bytes over the same window, integrated per 0.1 ms.
-		var want float64
-		for at := samples[i].at; at < samples[j].at; at += 100_000 {
-			want += float64(rate.RateAt(at)) * float64(min(100_000, samples[j].at-at)) / 1e9
-		}
-		got := float64(samples[j].bytes - samples[i].bytes)
-		if st := tuntest.Stolen(samples[i].cpu, samples[j].cpu); st > binSteal {
-			// Pacer's workers or the receiving side were not running for
-			// part of this bin: it measures the hypervisor.
-			t.Logf("bin at %v: %.0f%% of the CPU stolen, not judged (delivered %.0f B, schedule %.0f B)", time.Duration(samples[i].at), 100*st, got, want)
-			stolenBins++
+	for round := 0; round < 3 && bins < 50; round++ {
+		samples := tl.sampleRx(t, 6*time.Second)
+		for i := 0; i < len(samples); i++ {
+			// The sample closest to 100 ms after sample i.
+			j := i
+			for j < len(samples) && samples[j].at-samples[i].at < int64(100*time.Millisecond) {
+				j++
+			}
+			if j == len(samples) {
+				break
+			}
+			if st := tuntest.Stolen(samples[i].cpu, samples[j].cpu); st > binSteal {
+				// Pacer's workers or the receiving side were not running
+				// for part of this bin: it measures the hypervisor.
+				stolenBins++
+				i = j - 1
+				continue
+			}
+			// The schedule's bytes over the same window, integrated per
+			// 0.1 ms.
+			var want float64
+			for at := samples[i].at; at < samples[j].at; at += 100_000 {
+				want += float64(rate.RateAt(at)) * float64(min(100_000, samples[j].at-at)) / 1e9
+			}
+			got := float64(samples[j].bytes - samples[i].bytes)
+			dev := got/want - 1
+			worst = max(worst, dev, -dev)
+			bins++
+			if dev > 0.03 || dev < -0.03 {
+				t.Errorf("bin at %v: delivered %.0f B, schedule %.0f B (%+.1f%%)", time.Duration(samples[i].at), got, want, 100*dev)
+			}
 			i = j - 1
-			continue
 		}
-		dev := got/want - 1
-		worst = max(worst, dev, -dev)
-		bins++
-		if dev > 0.03 || dev < -0.03 {
-			t.Errorf("bin at %v: delivered %.0f B, schedule %.0f B (%+.1f%%)", time.Duration(samples[i].at), got, want, 100*dev)
-		}
-		i = j - 1
 	}
+	stop()
 	t.Logf("%d bins of 100 ms judged (%d stolen from): worst deviation from the schedule %.2f%%", bins, stolenBins, 100*worst)
 	if bins < 30 {
 		t.Errorf("only %d bins of 100 ms could be judged (%d had CPU stolen), want >= 30", bins, stolenBins)

@@ -8,12 +8,9 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -203,14 +200,7 @@ egress:
 	t.Run("accuracy", func(t *testing.T) {
 		sendAll(50, 50, 50, 50)
 		time.Sleep(2 * time.Second)
-		stats0, at0 := commandStats(t, rs.Client()), time.Now()
 		sums, per := windows(t, hosts, 10)
-		stats1, at1 := commandStats(t, rs.Client()), time.Now()
-		// Redis's load: the lease function's calls and their cost.
-		secs := at1.Sub(at0).Seconds()
-		fcall, publish := stats1["fcall"].sub(stats0["fcall"]), stats1["publish"].sub(stats0["publish"])
-		t.Logf("redis: FCALL %.1f calls/s per host, %.0f us per call; PUBLISH (notices of new shares) %.2f/s",
-			float64(fcall.calls)/secs/float64(len(hosts)), fcall.perCall(), float64(publish.calls)/secs)
 		var agg float64 // bytes per second over the 10 s, summed over hosts
 		for _, p := range per {
 			agg += p
@@ -373,8 +363,10 @@ egress:
 		if err != nil {
 			t.Fatal(err)
 		}
+		publishes, _, _ := rs.CommandStats(context.Background(), "publish") // none is no error
 		el := time.Since(reset).Seconds()
-		t.Logf("Redis load: FCALL %.1f us per call, %.2f calls/s per host (%d calls in %.2f s, 4 hosts, period %v)", usec, float64(calls)/el/4, calls, el, fleetPeriod)
+		t.Logf("Redis load: FCALL %.1f us per call, %.2f calls/s per host (%d calls in %.2f s, 4 hosts, period %v); %d notices of new shares (PUBLISH)",
+			usec, float64(calls)/el/4, calls, el, fleetPeriod, publishes)
 	})
 
 	t.Run("SIGSTOP", func(t *testing.T) {
@@ -418,52 +410,6 @@ func scaled(xs []float64, f float64) []float64 {
 	out := make([]float64, len(xs))
 	for i, x := range xs {
 		out[i] = x * f
-	}
-	return out
-}
-
-// commandStat is one command's line of INFO commandstats.
-type commandStat struct {
-	calls, usec uint64
-}
-
-func (c commandStat) sub(o commandStat) commandStat {
-	return commandStat{c.calls - o.calls, c.usec - o.usec}
-}
-
-func (c commandStat) perCall() float64 {
-	if c.calls == 0 {
-		return 0
-	}
-	return float64(c.usec) / float64(c.calls)
-}
-
-// commandStats reads INFO commandstats: per command (lower case), its
-// calls and microseconds.
-func commandStats(t *testing.T, rdb *redis.Client) map[string]commandStat {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]commandStat{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		var c commandStat
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			n, _ := strconv.ParseUint(v, 10, 64)
-			switch k {
-			case "calls":
-				c.calls = n
-			case "usec":
-				c.usec = n
-			}
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = c
 	}
 	return out
 }

@@ -5,6 +5,7 @@ package global_test
 import (
 	"context"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,5 +169,56 @@ func TestEarlierLibraryReplaced(t *testing.T) {
 	}
 	if c.Loads() != 1 || g.SharesAt == 0 || g.Bytes != 0 {
 		t.Errorf("after an earlier library: %d loads, grant %+v; want 1 load, a share time, 0 bytes (a new ledger)", c.Loads(), g)
+	}
+}
+
+// TestSentinelFailover: a lease through Redis Sentinel follows a failover:
+// with the master killed, Sentinel promotes its replica (which has the
+// Function library and the ledger by replication) and the lease goes on
+// being granted there, without falling back.
+func TestSentinelFailover(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	sentinel := redistest.StartSentinel(t, master, "pacer", 500*time.Millisecond)
+	c, err := global.NewClient(global.Options{SentinelMaster: "pacer", SentinelAddrs: []string{sentinel.Addr}, Timeout: 200 * time.Millisecond}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lim := global.Limit{Key: "failover", Rate: 1_000_000, Burst: 200_000, Period: 100 * time.Millisecond, Lease: 10 * time.Second}
+	var a target
+	l := global.StartLease(c, lim, &a, nil)
+	defer l.Stop()
+	waitState(t, l, global.StateLeased)
+	ctx := context.Background()
+	if n, err := replica.Client().Exists(ctx, "pacer:global:{failover}:ledger").Result(); err != nil || n != 1 {
+		t.Fatalf("the replica has no ledger (%d, %v): replication not working", n, err)
+	}
+
+	before := l.Status().Grants
+	master.Kill()
+	killed := time.Now()
+	var promoted time.Duration
+	for time.Since(killed) < 15*time.Second {
+		info, _ := replica.Client().Info(ctx, "replication").Result()
+		if promoted == 0 && strings.Contains(info, "role:master") {
+			promoted = time.Since(killed)
+		}
+		if st := l.Status(); promoted > 0 && st.Grants > before+5 && st.State == global.StateLeased {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := l.Status()
+	t.Logf("replica promoted %v after the master was killed; lease %v, %d grants (%d before), %d failures, lease age %v",
+		promoted.Round(time.Millisecond), st.State, st.Grants, before, st.Failures, st.LeaseAge.Round(time.Millisecond))
+	if promoted == 0 {
+		t.Fatal("Sentinel did not promote the replica within 15s")
+	}
+	if st.State != global.StateLeased || st.Grants <= before+5 {
+		t.Fatalf("lease after the failover: %v with %d grants (%d before), want leased and granted again", st.State, st.Grants, before)
+	}
+	if st.Failures == 0 {
+		t.Error("no failed refresh counted while the master was down: the test did not fail over")
 	}
 }

@@ -176,6 +176,11 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 	t.Helper()
 	var r T
 	for i := 1; i <= attempts; i++ {
+		if i > 1 {
+			if waited, quiet := waitQuiet(quietWait); waited > time.Second {
+				t.Logf("%s: waited %v for a second with at most %.0f%% stolen (found one: %v)", what, waited.Round(time.Second), 100*MaxSteal/2, quiet)
+			}
+		}
 		stop := make(chan struct{})
 		samples := sampleSteal(stop)
 		r = measure()
@@ -193,4 +198,27 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 		}
 	}
 	return r
+}
+
+// quietWait is how long Unstolen waits for the steal to calm down before
+// it measures again.
+const quietWait = 15 * time.Second
+
+// waitQuiet waits until a second passed with at most MaxSteal/2 of the
+// machine's CPU time stolen, or at most limit; it returns how long it
+// waited and whether it found such a second. (A busy neighbour's episode
+// lasts seconds to minutes: measuring again at once mostly measures it
+// again.)
+func waitQuiet(limit time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for {
+		w := WatchSteal()
+		time.Sleep(time.Second)
+		if s, ok := w.Stolen(); !ok || s <= MaxSteal/2 {
+			return time.Since(start), true
+		}
+		if time.Since(start) >= limit {
+			return time.Since(start), false
+		}
+	}
 }

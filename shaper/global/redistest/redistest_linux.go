@@ -11,7 +11,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,18 +27,60 @@ import (
 
 // Server is one redis-server process started by Start.
 type Server struct {
-	Addr string // 127.0.0.1:port
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	done chan struct{}
+	Addr  string // 127.0.0.1:port
+	t     testing.TB
+	bin   string
+	dir   string
+	port  int
+	first []string // before the common options: a Sentinel's config file
+	args  []string // after them: a replica's, a Sentinel's
+	cmd   *exec.Cmd
+	done  chan struct{}
 }
 
 // Start starts a redis-server and waits until it answers PING. Without
 // redis-server on PATH the test is skipped (failed with CI=true).
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, nil, nil)
+}
+
+// StartReplica starts a redis-server that replicates master and waits
+// until its link to the master is up.
+func StartReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	s := start(t, nil, []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.port)})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := s.Client().Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s: no link to its master %s within 10s:\n%s", s.Addr, master.Addr, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StartSentinel starts a Redis Sentinel (redis-server --sentinel) that
+// monitors master under name with a quorum of one and deems it down after
+// downAfter without an answer.
+func StartSentinel(t testing.TB, master *Server, name string, downAfter time.Duration) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it
+	text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 1\nsentinel down-after-milliseconds %[1]s %[3]d\nsentinel failover-timeout %[1]s %[4]d\n",
+		name, master.port, downAfter.Milliseconds(), 4*downAfter.Milliseconds())
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, []string{conf}, []string{"--sentinel"})
+}
+
+// start starts redis-server with the common options after first and
+// before extra.
+func start(t testing.TB, first, extra []string) *Server {
 	t.Helper()
 	bin := tuntest.RequireCommand(t, "redis-server", "make deps installs the Debian package redis-server")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -45,7 +89,8 @@ func Start(t testing.TB) *Server {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		first: first, args: extra}
 	t.Cleanup(s.Kill)
 	s.Restart()
 	return s
@@ -54,10 +99,11 @@ func Start(t testing.TB) *Server {
 // Restart starts the server again (after Kill) on the same port, empty.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin,
+	args := append(append([]string{}, s.first...),
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port), "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--protected-mode", "yes",
 		"--daemonize", "no", "--loglevel", "warning", "--logfile", "")
+	s.cmd = exec.Command(s.bin, append(args, s.args...)...)
 	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
