@@ -176,10 +176,9 @@ func TestShapeTCP(t *testing.T) {
 		offload bool
 		queue   string
 	}{
+		// (fifo without offloads: TestShapeUDPOverload and the soak.)
 		{"10mbit", "10mbit", 1.25e6, false, "fq"},
-		{"50mbit", "50mbit", 6.25e6, false, "fq"},
 		{"50mbit-offload", "50mbit", 6.25e6, true, "fq"},
-		{"10mbit-fifo", "10mbit", 1.25e6, false, "fifo"},
 		{"50mbit-offload-fifo", "50mbit", 6.25e6, true, "fifo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +234,7 @@ egress:
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "80M", "-l", "1400"))
+			got := tl.steadyRate(t, time.Second, 4*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "80M", "-l", "1400"))
 			runtime.ReadMemStats(&after)
 			tuntest.WithinRate(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
 			// Memory stays bounded: what is held is bounded by rate × backlog
@@ -625,9 +624,9 @@ egress:
 `, queue))
 			fast := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 			slow := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
-			defer background(tl.iperf(t, slow, 9*time.Second, "-u", "-b", "30M", "-l", "1400"))()
+			defer background(tl.iperf(t, slow, 8*time.Second, "-u", "-b", "30M", "-l", "1400"))()
 			time.Sleep(time.Second)
-			r, err := fast.Client(context.Background(), tl.ns1, 6*time.Second, "-O", "2")
+			r, err := fast.Client(context.Background(), tl.ns1, 5*time.Second, "-O", "1")
 			if err != nil {
 				t.Fatal(err)
 			}
