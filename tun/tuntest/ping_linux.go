@@ -25,19 +25,11 @@ var pingTimeRE = regexp.MustCompile(`icmp_seq=(\d+) .*time=([0-9.]+) ms`)
 // the replies in order of sequence number (duplicates once) and how many
 // requests went unanswered.
 func Ping(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, count int) (rtts []time.Duration, lost int, err error) {
-	args := []string{"netns", "exec", ns, "ping", "-n", "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64),
-		"-c", strconv.Itoa(count), "-W", "2", addr.String()}
-	if _, err := exec.LookPath("ping"); err != nil {
-		return nil, count, fmt.Errorf("ping not found (Debian package iputils-ping: make deps): %w", err)
+	replies, lost, err := PingTimed(ctx, ns, addr, interval, count)
+	for _, r := range replies {
+		rtts = append(rtts, r.RTT)
 	}
-	out, err := exec.CommandContext(ctx, "ip", args...).Output()
-	rtts = ParsePing(out)
-	// ping exits 1 when some replies were missing: that is what lost says.
-	var ee *exec.ExitError
-	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
-		return rtts, count - len(rtts), fmt.Errorf("ping %s in %s: %w", addr, ns, err)
-	}
-	return rtts, count - len(rtts), nil
+	return rtts, lost, err
 }
 
 // ParsePing returns the round-trip times of the replies in ping's output,
