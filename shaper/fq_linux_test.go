@@ -34,10 +34,10 @@ func (tl *testLink) pingDuring(t *testing.T, warmup, window time.Duration, load 
 
 // pingUnstolen pings the outer address from ns1 every 10 ms, count at a
 // time, until want replies came back during which no CPU time was stolen
-// (at most 3 rounds), and fails the test with fewer than want/2 of them.
+// (at most 4 rounds), and fails the test with fewer than want/2 of them.
 func pingUnstolen(t *testing.T, tl *testLink, count, want int) (rtts []time.Duration, lost, left int) {
 	t.Helper()
-	rtts, lost, left, err := tuntest.PingUnstolen(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, count, want, 3)
+	rtts, lost, left, err := tuntest.PingUnstolen(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, count, want, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ egress:
     - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 10mbit}
 `)
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-			stop := background(tl.iperf(t, s, time.Minute, "-C", "cubic")) // stopped once measured
+			stop := background(tl.iperf(t, s, 3*time.Minute, "-C", "cubic")) // stopped once measured
 			defer stop()
 			time.Sleep(2 * time.Second)
 			// The rate over a window the hypervisor did not steal from,

@@ -117,7 +117,7 @@ egress:
 		tl := newKeyLink(t, policy, srcs)
 		servers := tl.bulkServers(t, len(srcs))
 		total := tl.steadyRate(t, 3*time.Second, 4*time.Second, func(ctx context.Context) {
-			tl.bulkFlows(ctx, t, servers, srcs, time.Minute) // stopped once measured
+			tl.bulkFlows(ctx, t, servers, srcs, 3*time.Minute) // stopped once measured
 		})
 		tuntest.WithinRate(t, "class total, 12 keys at 2 Mbit/s each", total, 2.5e6, 0.01)
 	})
@@ -189,7 +189,7 @@ egress:
 					}
 				}
 			}()
-			got := tl.steadyRate(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "5M", "-l", "1400"))
+			got := tl.steadyRate(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, 3*time.Minute, "-u", "-b", "5M", "-l", "1400"))
 			close(stop)
 			<-sampled
 			// 2 Mbit/s of police at its burst's granularity: within 3%.

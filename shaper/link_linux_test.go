@@ -192,7 +192,7 @@ egress:
       queue: %s
 `, tc.rate, tc.queue))
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-			got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, time.Minute))
+			got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute))
 			if tc.offload && tc.queue == "fifo" {
 				// A FIFO class passes GSO super-packets whole: the
 				// receiving device counts their headers once, the wire
@@ -234,7 +234,7 @@ egress:
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			got := tl.steadyRate(t, time.Second, 4*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "80M", "-l", "1400"))
+			got := tl.steadyRate(t, time.Second, 4*time.Second, tl.iperf(t, s, 3*time.Minute, "-u", "-b", "80M", "-l", "1400"))
 			runtime.ReadMemStats(&after)
 			tuntest.WithinRate(t, "udp 20mbit at 4x", got, 2.5e6, 0.02)
 			// Memory stays bounded: what is held is bounded by rate × backlog
@@ -332,7 +332,7 @@ egress:
 			}
 		}
 	}()
-	got := tl.steadyRate(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "30M", "-l", "1400"))
+	got := tl.steadyRate(t, 2*time.Second, 4*time.Second, tl.iperf(t, s, 3*time.Minute, "-u", "-b", "30M", "-l", "1400"))
 	close(stop)
 	<-sampled
 	c := tl.Class(Egress, "pol").Counters()
@@ -369,7 +369,7 @@ egress:
     - {name: short, match: {proto: udp}, rate: 5mbit, backlog: 20ms, queue: %s}
 `, queue))
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-			got := tl.steadyRate(t, 1*time.Second, 3*time.Second, tl.iperf(t, s, time.Minute, "-u", "-b", "20M", "-l", "1400"))
+			got := tl.steadyRate(t, 1*time.Second, 3*time.Second, tl.iperf(t, s, 3*time.Minute, "-u", "-b", "20M", "-l", "1400"))
 			tuntest.WithinRate(t, "udp 5mbit backlog 20ms", got, 625e3, 0.03)
 			c := tl.Class(Egress, "short").Counters()
 			if c.Dropped[DropBacklog] == 0 {
@@ -413,7 +413,7 @@ egress:
     - {name: capped, match: {proto: tcp}, rate: 40mbit, capped: true, backlog: 200ms}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, time.Minute))
+	got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute))
 	tuntest.WithinRate(t, "capped 40mbit", got, 5e6, 0.02)
 	if got < 0.99*5e6 {
 		t.Errorf("capped class delivered %.2f%% of its rate, want >= 99%%", 100*got/5e6)

@@ -162,7 +162,7 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := srv.Client(ctx, ns1, time.Minute); err != nil && ctx.Err() == nil { // stopped once measured
+		if _, err := srv.Client(ctx, ns1, 3*time.Minute); err != nil && ctx.Err() == nil { // stopped once measured
 			t.Errorf("iperf3: %v", err)
 		}
 	}()

@@ -75,8 +75,8 @@ ingress:
 	base := "http://" + td.metricsAddr
 	srv2 := tuntest.StartIperf3Server(t, td.ns2, addr2)
 	srv1 := tuntest.StartIperf3Server(t, td.ns1, addr1)
-	waitTCP := background(t, srv2, td.ns1, 60*time.Second, "-P", "2")
-	waitUDP := background(t, srv1, td.ns2, 60*time.Second, "-u", "-b", "20M", "-l", "1400")
+	waitTCP := background(t, srv2, td.ns1, 3*time.Minute, "-P", "2")
+	waitUDP := background(t, srv1, td.ns2, 3*time.Minute, "-u", "-b", "20M", "-l", "1400")
 	trafficStart := time.Now()
 
 	b := startBrowser(t, chromium)

@@ -254,7 +254,7 @@ egress:
 			// the class's rate: the shaper's figure, not the sender's.
 			// A full queue makes the rate the shaper's from the first
 			// second; 3 s windows hold some 2,700 and 5,400 datagrams.
-			wait := background(t, srv, ns1, time.Minute, "-u", "-b", "40M", "-l", "1400") // stopped once measured
+			wait := background(t, srv, ns1, 3*time.Minute, "-u", "-b", "40M", "-l", "1400") // stopped once measured
 			time.Sleep(time.Second)
 			tuntest.WithinRate(t, "20mbit class, capabilities dropped", rxRate(t, ns2, outer, 3*time.Second), privRateOld, 0.01)
 

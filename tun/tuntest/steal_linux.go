@@ -177,8 +177,8 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 	var r T
 	for i := 1; i <= attempts; i++ {
 		if i > 1 {
-			if waited, quiet := waitQuiet(quietWait); waited > time.Second {
-				t.Logf("%s: waited %v for a second with at most %.0f%% stolen (found one: %v)", what, waited.Round(time.Second), 100*MaxSteal/2, quiet)
+			if waited, quiet := WaitQuiet(quietWait); waited > 3*time.Second {
+				t.Logf("%s: waited %v for three seconds with at most %.0f%% stolen (found them: %v)", what, waited.Round(time.Second), 100*MaxSteal/2, quiet)
 			}
 		}
 		stop := make(chan struct{})
@@ -202,19 +202,26 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 
 // quietWait is how long Unstolen waits for the steal to calm down before
 // it measures again.
-const quietWait = 15 * time.Second
+const quietWait = 45 * time.Second
 
-// waitQuiet waits until a second passed with at most MaxSteal/2 of the
-// machine's CPU time stolen, or at most limit; it returns how long it
-// waited and whether it found such a second. (A busy neighbour's episode
-// lasts seconds to minutes: measuring again at once mostly measures it
+// WaitQuiet waits until three seconds in a row each had at most
+// MaxSteal/2 of the machine's CPU time stolen, or at most limit; it
+// returns how long it waited and whether it found them. (A busy
+// neighbour's episode lasts seconds to minutes, with short lulls:
+// measuring again at once, or after one quiet second, mostly measures it
 // again.)
-func waitQuiet(limit time.Duration) (time.Duration, bool) {
+func WaitQuiet(limit time.Duration) (time.Duration, bool) {
 	start := time.Now()
+	quiet := 0
 	for {
 		w := WatchSteal()
 		time.Sleep(time.Second)
 		if s, ok := w.Stolen(); !ok || s <= MaxSteal/2 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if quiet == 3 {
 			return time.Since(start), true
 		}
 		if time.Since(start) >= limit {

@@ -96,10 +96,14 @@ func stolenIn(at []time.Time, steal []uint64, from, to time.Time) bool {
 // PingUnstolen pings addr from ns every interval, count times a round,
 // and keeps the round-trip times of the replies during which the trace
 // saw no CPU time stolen, until it has want of them or has run rounds
-// rounds (one at least). It returns them, the requests that got no reply, and how many
+// rounds (one at least; before each further round it waits, at most
+// 45 s, for three seconds with little stolen: WaitQuiet). It returns them, the requests that got no reply, and how many
 // replies it left out.
 func PingUnstolen(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, count, want, rounds int) (rtts []time.Duration, lost, left int, err error) {
 	for r := 0; r < rounds && (r == 0 || len(rtts) < want); r++ {
+		if r > 0 {
+			WaitQuiet(quietWait) // the neighbour's episode may last a while
+		}
 		tr := TraceSteal()
 		replies, l, err := PingTimed(ctx, ns, addr, interval, count)
 		tr.Stop()
