@@ -246,7 +246,7 @@ func (l *Lease) run() {
 		if woke != wokeSending {
 			hist.add(tick, offered) // wait sampled this moment already
 		}
-		measured := woke != wokeShares
+		measured := woke != wokeShares || first // a notice before the first grant: measure as usual
 		if !first && !measured {
 			// Told of new shares between two refreshes: the time since
 			// the last is too short to measure a rate over, and nothing
