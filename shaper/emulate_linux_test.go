@@ -136,7 +136,7 @@ egress:
 // the Gilbert-Elliott model loses p/(p+r) of them in bursts of mean
 // length 1/r (h = 0, k = 100%).
 func TestEmulateLoss(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	tl := newTestLink(t, false, `
 egress:
   classes:
@@ -192,10 +192,13 @@ egress:
     - {name: fast, match: {proto: tcp}, rate: 1gbit, delay: 20ms, queue: fifo}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	r, err := s.Client(context.Background(), tl.ns1, 10*time.Second, "-C", "cubic", "-O", "3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := tuntest.Unstolen(t, "1gbit tcp", 3, func() tuntest.Iperf3Result {
+		r, err := s.Client(context.Background(), tl.ns1, 10*time.Second, "-C", "cubic", "-O", "3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	})
 	tuntest.WithinRate(t, "1gbit class with a 20ms delay line", ipRate(r, 0), 125e6, 0.01)
 	if c := tl.Class(Egress, "fast").Counters(); c.Delayed == 0 {
 		t.Error("nothing went through the delay line")

@@ -91,17 +91,20 @@ egress:
 // it fairly (Jain's index >= 0.98 over 15 s, issue 9's figure) and use it (>= 95%), whichever
 // of the link's two queues each flow lands on.
 func TestFQFairness(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	tl := newTestLink(t, true, `
 egress:
   classes:
     - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 20mbit}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	res, err := s.Client(context.Background(), tl.ns1, 18*time.Second, "-C", "cubic", "-P", "4", "-O", "3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := tuntest.Unstolen(t, "4 flows", 3, func() tuntest.Iperf3Result {
+		res, err := s.Client(context.Background(), tl.ns1, 18*time.Second, "-C", "cubic", "-P", "4", "-O", "3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	})
 	checkFair(t, res, 20e6, 0.98, 0.95)
 	tl.logQueues(t, "bulk")
 }
@@ -238,7 +241,7 @@ egress:
 // TestFQHostIsolation: with isolate: src-host, a host with 8 TCP flows and
 // a host with 1 share a 20 Mbit/s class 50/50 (within 5 points).
 func TestFQHostIsolation(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	tl := newTestLink(t, true, `
 egress:
   classes:
@@ -246,18 +249,24 @@ egress:
 `, withInnerAddr("198.18.0.3/32"), withOuterAddr("198.18.0.4/32"))
 	many := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	one := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.4"))
-	var rMany, rOne tuntest.Iperf3Result
-	var errMany, errOne error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rOne, errOne = one.Client(context.Background(), tl.ns1, 12*time.Second, "-C", "cubic", "-O", "2", "-B", "198.18.0.3")
-	}()
-	rMany, errMany = many.Client(context.Background(), tl.ns1, 12*time.Second, "-C", "cubic", "-O", "2", "-P", "8", "-B", "198.18.0.1")
-	<-done
-	if errMany != nil || errOne != nil {
-		t.Fatalf("iperf3: %v; %v", errMany, errOne)
-	}
+	type run struct{ many, one tuntest.Iperf3Result }
+	r := tuntest.Unstolen(t, "two hosts", 3, func() run {
+		var r run
+		var errOne error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.one, errOne = one.Client(context.Background(), tl.ns1, 12*time.Second, "-C", "cubic", "-O", "2", "-B", "198.18.0.3")
+		}()
+		var errMany error
+		r.many, errMany = many.Client(context.Background(), tl.ns1, 12*time.Second, "-C", "cubic", "-O", "2", "-P", "8", "-B", "198.18.0.1")
+		<-done
+		if errMany != nil || errOne != nil {
+			t.Fatalf("iperf3: %v; %v", errMany, errOne)
+		}
+		return r
+	})
+	rMany, rOne := r.many, r.one
 	total := rMany.ReceivedBitsPerSecond + rOne.ReceivedBitsPerSecond
 	share := rOne.ReceivedBitsPerSecond / total
 	t.Logf("src-host isolation: host with 8 flows %.2f Mbit/s, host with 1 flow %.2f Mbit/s: %.1f%% / %.1f%%",
@@ -272,7 +281,7 @@ egress:
 // flow table and memory stay bounded, and the TCP flow keeps its fair
 // share of what the flood leaves (>= 40% of the class).
 func TestFQManyFlows(t *testing.T) {
-	skipShort(t)
+	skipShort(t) // judges the process's heap: alone
 	tl := newTestLink(t, true, `
 egress:
   classes:
@@ -282,14 +291,16 @@ egress:
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	res := tl.iperfResult(t, s, 14*time.Second, "-C", "cubic", "-O", "3")
-	time.Sleep(2 * time.Second)
 	// 100-byte packets at 10 Mbit/s: 12,500 a second, 100,000 in 8 s.
 	const flows = 100_000
-	if err := sendUDPFlows(tl.ns1, tl.inner, flows, 12_500); err != nil {
-		t.Fatal(err)
-	}
-	r := <-res
+	r := tuntest.Unstolen(t, "tcp beside the flows", 3, func() tuntest.Iperf3Result {
+		res := tl.iperfResult(t, s, 14*time.Second, "-C", "cubic", "-O", "3")
+		time.Sleep(2 * time.Second)
+		if err := sendUDPFlows(tl.ns1, tl.inner, flows, 12_500); err != nil {
+			t.Fatal(err)
+		}
+		return <-res
+	})
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)

@@ -165,10 +165,23 @@ func skipShort(t *testing.T) {
 	}
 }
 
+// rateTest is skipShort for a traffic test that judges only rates, shares
+// and counts over seconds, and lets it run beside other such tests (go test
+// -parallel: as many as GOMAXPROCS, two on this machine). At 100 Mbit/s or
+// less one costs a small part of a core, and a rate over seconds does not
+// move when a worker wakes a few hundred microseconds late. Tests that judge
+// delays (pings, packets' waits), the process's CPU time or heap, or more than
+// 100 Mbit/s call skipShort: they run first, one at a time, with the machine
+// to themselves.
+func rateTest(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+}
+
 // TestShapeTCP: iperf3 TCP through a 10 Mbit/s class and a 50 Mbit/s class
 // delivers the configured rate in IP bytes per second within 2%.
 func TestShapeTCP(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	for _, tc := range []struct {
 		name    string
 		rate    string
@@ -218,7 +231,7 @@ egress:
 // rate within 2%, the excess is dropped and counted, and memory stays
 // bounded.
 func TestShapeUDPOverload(t *testing.T) {
-	skipShort(t)
+	skipShort(t) // judges the process's heap: alone
 	for _, queue := range []string{"fq", "fifo"} {
 		t.Run("queue="+queue, func(t *testing.T) {
 			tl := newTestLink(t, false, fmt.Sprintf(`
@@ -274,7 +287,7 @@ func newTwoAddrLink(t *testing.T, offload bool, policy string) *testLink {
 // TestTwoClassesAtOnce: two classes loaded at the same time each keep their
 // own rate within 2%, judged by the receivers' goodput after a warm-up.
 func TestTwoClassesAtOnce(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	for _, offload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
 			tl := newTwoAddrLink(t, offload, `
@@ -317,7 +330,7 @@ egress:
 // TestPoliceDrops: a police class drops what does not conform instead of
 // queueing it.
 func TestPoliceDrops(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	tl := newTestLink(t, false, `
 egress:
   classes:
@@ -411,7 +424,7 @@ egress:
 // TestCappedClass: a capped class releases tokens only after the write, and
 // still delivers at least 99% of its rate while the other side keeps up.
 func TestCappedClass(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	tl := newTestLink(t, false, `
 egress:
   classes:
@@ -428,7 +441,7 @@ egress:
 // TestApplyMidFlow: a new rate applied while traffic flows holds within 1s,
 // and the class keeps its counters.
 func TestApplyMidFlow(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	policy := `
 egress:
   classes:
@@ -436,7 +449,7 @@ egress:
 `
 	tl := newTestLink(t, false, fmt.Sprintf(policy, "10mbit"))
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	defer background(tl.iperf(t, s, 12*time.Second))()
+	defer background(tl.iperf(t, s, 3*time.Minute))() // stopped once measured
 	time.Sleep(3 * time.Second)
 	before := tl.Class(Egress, "bulk").Counters().SentPackets
 	cfg, err := ParseConfig("new.yaml", []byte(tl.linkYAML+fmt.Sprintf(policy, "25mbit")))
@@ -447,9 +460,11 @@ egress:
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-	time.Sleep(4 * time.Second)
-	got := float64(tuntest.RxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
+	got := tuntest.Unstolen(t, "rate over 4s", 3, func() float64 {
+		b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
+		time.Sleep(4 * time.Second)
+		return float64(tuntest.RxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
+	})
 	tuntest.WithinRate(t, "after Apply(25mbit)", got, 3.125e6, 0.02)
 	if after := tl.Class(Egress, "bulk").Counters().SentPackets; after <= before {
 		t.Errorf("class counters restarted on Apply: %d then %d", before, after)
@@ -526,7 +541,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // malformed and dropped; the daemon stays up and a flow beside them keeps
 // its rate.
 func TestMalformedPackets(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	tl := newTestLink(t, false, `
 egress:
   classes:
@@ -618,7 +633,7 @@ egress:
 // packets held and dropped, does not slow another class on the same
 // queues.
 func TestNoHeadOfLineBlocking(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	for _, queue := range []string{"fq", "fifo"} {
 		t.Run("queue="+queue, func(t *testing.T) {
 			tl := newTwoAddrLink(t, false, fmt.Sprintf(`
@@ -629,12 +644,15 @@ egress:
 `, queue))
 			fast := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 			slow := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
-			defer background(tl.iperf(t, slow, 8*time.Second, "-u", "-b", "30M", "-l", "1400"))()
+			defer background(tl.iperf(t, slow, 3*time.Minute, "-u", "-b", "30M", "-l", "1400"))() // stopped once measured
 			time.Sleep(time.Second)
-			r, err := fast.Client(context.Background(), tl.ns1, 5*time.Second, "-O", "1")
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := tuntest.Unstolen(t, "fast class", 3, func() tuntest.Iperf3Result {
+				r, err := fast.Client(context.Background(), tl.ns1, 5*time.Second, "-O", "1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			})
 			tuntest.WithinRate(t, "fast class beside a flooded slow class", ipRate(r, 0), 5e6, 0.02)
 			// Flooded: it drops (fifo: by the backlog bound; fq: mostly by
 			// its AQM, which under an unresponsive flood keeps the queue

@@ -129,10 +129,20 @@ var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 // TestDaemonReloadAndStop runs pacerd between two namespaces with iperf3
 // traffic: SIGHUP to a new rate holds within 1s, an invalid file keeps the
 // running rate, and SIGTERM exits 0 leaving no device behind.
-func TestDaemonReloadAndStop(t *testing.T) {
+// rateTest skips a traffic test in -short mode and lets it run beside other
+// such tests (go test -parallel: as many as GOMAXPROCS). Only tests that
+// judge rates and counts over seconds, at 100 Mbit/s or less, use it (the
+// shaper package's rateTest says why that is safe). The others run first,
+// one at a time, with the machine to themselves.
+func rateTest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("traffic test: skipped in -short mode")
 	}
+	t.Parallel()
+}
+
+func TestDaemonReloadAndStop(t *testing.T) {
+	rateTest(t)
 	tuntest.RequireIperf3(t)
 	bin := buildPacerd(t)
 	ns1, ns2 := tuntest.NewNetnsIPv4(t), tuntest.NewNetnsIPv4(t)

@@ -30,6 +30,9 @@ const (
 	// gwUnshaped is the least a flow must reach when pacer is out of the
 	// way: well above both shaped rates (veth pairs carry Gbit/s).
 	gwUnshaped = 3 * gwDownRate
+	// gwProbe caps the runs that check for unshaped forwarding (iperf3 -b),
+	// well above gwUnshaped.
+	gwProbe = "200M"
 )
 
 // gatewayYAML is a pacerd config for gateway mode on r: egress class up
@@ -169,7 +172,8 @@ func measureIperfOnce(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server
 
 // checkForwarding checks that the router forwards between client and
 // server unshaped: a ping, and a one-second iperf3 each way well above the
-// shaped rates.
+// shaped rates. The runs are capped at gwProbe: unshaped TCP through veth
+// would take both cores from the traffic tests running beside this one.
 func checkForwarding(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server, when string) {
 	t.Helper()
 	ctx := context.Background()
@@ -177,7 +181,7 @@ func checkForwarding(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server,
 		t.Errorf("%s: ping from client to server: %d of 3 lost, %v", when, lost, err)
 	}
 	for _, dir := range [][]string{nil, {"-R"}} {
-		res, err := srv.Client(ctx, r.Client, time.Second, dir...)
+		res, err := srv.Client(ctx, r.Client, time.Second, append([]string{"-b", gwProbe}, dir...)...)
 		if err != nil {
 			t.Errorf("%s: iperf3 %v: %v", when, dir, err)
 			continue
@@ -218,9 +222,7 @@ func checkLeftovers(t *testing.T, state, want string) {
 // exactly as it was, kill -9 leaves only two inert rules, which the next
 // start removes.
 func TestGatewayShapesAndFailsOpen(t *testing.T) {
-	if testing.Short() {
-		t.Skip("traffic test: skipped in -short mode")
-	}
+	rateTest(t)
 	tuntest.RequireIperf3(t)
 	bin := buildPacerd(t)
 	r := tuntest.NewRouter(t, false)
@@ -283,9 +285,7 @@ func TestGatewayShapesAndFailsOpen(t *testing.T) {
 // "zone: off" the router's NAT cannot work, which is why zones are on by
 // default.
 func TestGatewayNAT(t *testing.T) {
-	if testing.Short() {
-		t.Skip("traffic test: skipped in -short mode")
-	}
+	rateTest(t)
 	tuntest.RequireIperf3(t)
 	bin := buildPacerd(t)
 	r := tuntest.NewRouter(t, true)
@@ -297,10 +297,13 @@ func TestGatewayNAT(t *testing.T) {
 	writeFile(t, config, gatewayYAML(t, r, true, ""))
 	p := startDaemonIn(t, r.Router, bin, config)
 	ctx := context.Background()
-	res, err := srv.Client(ctx, r.Client, 4*time.Second, "-O", "1")
-	if err != nil {
-		t.Fatalf("iperf3 through pacer and the router's NAT: %v", err)
-	}
+	res := tuntest.Unstolen(t, "iperf3 through NAT", 3, func() tuntest.Iperf3Result {
+		res, err := srv.Client(ctx, r.Client, 4*time.Second, "-O", "1")
+		if err != nil {
+			t.Fatalf("iperf3 through pacer and the router's NAT: %v", err)
+		}
+		return res
+	})
 	// Goodput of a 10mbit class carrying 1500-byte packets of 1448 bytes
 	// of TCP payload (timestamps on).
 	tuntest.WithinRate(t, "NAT: client→server goodput (egress class up 10mbit x 1448/1500)", res.ReceivedBitsPerSecond/8, gwUpRate*1448/1500, 0.03)
@@ -312,7 +315,7 @@ func TestGatewayNAT(t *testing.T) {
 	var long tuntest.Iperf3Result
 	go func() {
 		var err error
-		long, err = srv.Client(ctx, r.Client, 5*time.Second)
+		long, err = srv.Client(ctx, r.Client, 5*time.Second, "-b", gwProbe)
 		iperfDone <- err
 	}()
 	time.Sleep(1500 * time.Millisecond)
@@ -394,9 +397,7 @@ func checkConntrack(t *testing.T, r *tuntest.Router) {
 // twice their limit at once through a 20mbit class with 4mbit per client,
 // and each gets its 4mbit.
 func TestGatewayPerClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("traffic test: skipped in -short mode")
-	}
+	rateTest(t)
 	tuntest.RequireIperf3(t)
 	bin := buildPacerd(t)
 	r := tuntest.NewRouter(t, false)

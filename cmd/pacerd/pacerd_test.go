@@ -2,24 +2,60 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// buildPacerd builds the daemon into a temporary directory, as make build
-// does (without cgo, so that it drops its capabilities once its link runs:
-// every test of a running pacerd runs it that way).
+// testBinaries builds the programs the tests run once per test process, as
+// make build does (without cgo, so that pacerd drops its capabilities on
+// every thread once its link runs), and hands out their paths. A build per
+// test would take a core from the traffic tests running beside it.
+type testBinaries struct {
+	dir    string
+	pacerd func() (string, error)
+	ctl    func() (string, error)
+}
+
+// binaries is the test process's testBinaries; TestMain sets it up.
+var binaries testBinaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pacer-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binaries = testBinaries{
+		dir:    dir,
+		pacerd: sync.OnceValues(func() (string, error) { return goBuild(".", filepath.Join(dir, "pacerd")) }),
+		ctl:    sync.OnceValues(func() (string, error) { return goBuild("../pacerctl", filepath.Join(dir, "pacerctl")) }),
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// goBuild builds pkg into bin without cgo.
+func goBuild(pkg, bin string) (string, error) {
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// buildPacerd returns the path of the daemon, built once per test process.
 func buildPacerd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pacerd")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
+	bin, err := binaries.pacerd()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -29,15 +29,17 @@ const (
 	privRateNew = 1.25e6 // 10mbit, after the reload
 )
 
-// buildPacerdNoCgo builds pacerd as make build does, without cgo (a binary
-// with cgo cannot drop its capabilities on all threads), into dir.
-func buildPacerdNoCgo(t *testing.T, dir string) string {
+// copyBinary puts a copy of the program at src into dir, where the user a
+// test runs it as can reach it, and returns the copy's path.
+func copyBinary(t *testing.T, src, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "pacerd")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -196,13 +198,11 @@ func rxRate(t *testing.T, ns, dev string, window time.Duration) float64 {
 // capabilities, its socket in a directory it owns, in a mount namespace
 // where /dev/net/tun is mode 0666 (udev's usual mode).
 func TestLeastPrivilege(t *testing.T) {
-	if testing.Short() {
-		t.Skip("traffic test: skipped in -short mode")
-	}
+	rateTest(t)
 	tuntest.RequireIperf3(t)
 	tuntest.RequireCommand(t, "setpriv", "util-linux")
 	tuntest.RequireCommand(t, "unshare", "util-linux")
-	bin := buildPacerdNoCgo(t, sharedTempDir(t, 0)) // uid 65534 runs it from there
+	bin := copyBinary(t, buildPacerd(t), sharedTempDir(t, 0)) // uid 65534 runs it from there
 	pacerctl := buildPacerctl(t)
 
 	for _, tc := range []struct {
@@ -314,7 +314,7 @@ func TestPrivilegeMissing(t *testing.T) {
 	tuntest.RequirePrivileges(t)
 	tuntest.RequireCommand(t, "setpriv", "util-linux")
 	dir := t.TempDir()
-	bin := buildPacerdNoCgo(t, dir)
+	bin := copyBinary(t, buildPacerd(t), dir)
 	ns1, ns2 := tuntest.NewNetnsIPv4(t), tuntest.NewNetnsIPv4(t)
 	inner, outer := tuntest.RandomName("lmi"), tuntest.RandomName("lmo")
 	services, socket := servicesYAML(t)
@@ -367,7 +367,7 @@ func TestPrivilegeKeep(t *testing.T) {
 		t.Skip("privileged test: skipped in -short mode")
 	}
 	tuntest.RequirePrivileges(t)
-	bin := buildPacerdNoCgo(t, t.TempDir())
+	bin := copyBinary(t, buildPacerd(t), t.TempDir())
 
 	t.Run("namespace it created", func(t *testing.T) {
 		created, ns2 := tuntest.RandomName("lpn"), tuntest.NewNetnsIPv4(t)

@@ -35,9 +35,7 @@ import (
 // (and every template variable's query) is evaluated through Prometheus's
 // HTTP API: each must return data.
 func TestPrometheusDashboard(t *testing.T) {
-	if testing.Short() {
-		t.Skip("traffic test: skipped in -short mode")
-	}
+	rateTest(t)
 	tuntest.RequireIperf3(t)
 	promtool := tuntest.RequireCommand(t, "promtool", "Debian package prometheus: make deps")
 	prometheus := tuntest.RequireCommand(t, "prometheus", "Debian package prometheus: make deps")

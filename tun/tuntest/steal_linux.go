@@ -135,34 +135,6 @@ func StealProfile(samples []CPUTimes) (mean, peak float64) {
 	return Stolen(samples[0], samples[len(samples)-1]), peak
 }
 
-// sampleSteal reads the CPU time counters every StealInterval until stop
-// is closed, and once more then.
-func sampleSteal(stop <-chan struct{}) <-chan []CPUTimes {
-	out := make(chan []CPUTimes, 1)
-	go func() {
-		var samples []CPUTimes
-		read := func() {
-			if c, err := ReadCPUTimes(); err == nil {
-				samples = append(samples, c)
-			}
-		}
-		read()
-		tick := time.NewTicker(StealInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				read()
-			case <-stop:
-				read()
-				out <- samples
-				return
-			}
-		}
-	}()
-	return out
-}
-
 // Unstolen runs measure until a run had at most MaxSteal of the machine's
 // CPU time stolen over the whole run and at most MaxStealBurst in every
 // StealInterval of it, at most attempts times, and returns that run's
@@ -181,11 +153,10 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 				t.Logf("%s: waited %v for three seconds with at most %.0f%% stolen (found them: %v)", what, waited.Round(time.Second), 100*MaxSteal/2, quiet)
 			}
 		}
-		stop := make(chan struct{})
-		samples := sampleSteal(stop)
+		tr := TraceStealEvery(StealInterval)
 		r = measure()
-		close(stop)
-		mean, peak := StealProfile(<-samples)
+		tr.Stop()
+		mean, peak := tr.Profile()
 		if mean <= MaxSteal && peak <= MaxStealBurst {
 			return r
 		}

@@ -13,14 +13,14 @@ func TestStolenIn(t *testing.T) {
 	// Reads every 5 ms from 0 to 100 ms; the counter moves between 40
 	// and 45 ms.
 	var at []time.Time
-	var steal []uint64
+	var cpu []CPUTimes
 	for k := 0; k <= 100; k += 5 {
 		at = append(at, ms(k))
-		s := uint64(7)
+		c := CPUTimes{Total: uint64(1000 + k), Steal: 7}
 		if k >= 45 {
-			s = 8
+			c.Steal = 8
 		}
-		steal = append(steal, s)
+		cpu = append(cpu, c)
 	}
 	for _, tc := range []struct {
 		from, to int
@@ -35,7 +35,7 @@ func TestStolenIn(t *testing.T) {
 		{-5, 20, true},  // before the trace
 		{80, 120, true}, // after it
 	} {
-		if got := stolenIn(at, steal, ms(tc.from), ms(tc.to)); got != tc.want {
+		if got := stolenIn(at, cpu, ms(tc.from), ms(tc.to)); got != tc.want {
 			t.Errorf("stolenIn(%d ms, %d ms) = %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}

@@ -19,24 +19,29 @@ const StealTraceStep = 5 * time.Millisecond
 // up to a tick after it.
 const stealResolution = 10 * time.Millisecond
 
-// StealTrace records the machine's stolen CPU time as it goes, so that a
-// test can leave out the samples (a ping, a 100 ms bin) taken while the
-// hypervisor ran other guests: those measure the machine, not pacer.
+// StealTrace records the machine's CPU time counters as it goes, so that
+// a test can leave out the samples (a ping, a 100 ms bin) taken while the
+// hypervisor ran other guests, or a whole run that was (Unstolen): those
+// measure the machine, not pacer.
 type StealTrace struct {
-	mu    sync.Mutex
-	at    []time.Time
-	steal []uint64
-	stop  chan struct{}
-	done  chan struct{}
+	mu   sync.Mutex
+	at   []time.Time
+	cpu  []CPUTimes
+	stop chan struct{}
+	done chan struct{}
 }
 
-// TraceSteal starts a StealTrace; Stop ends it.
-func TraceSteal() *StealTrace {
+// TraceSteal starts a StealTrace that reads the counters every
+// StealTraceStep; Stop ends it.
+func TraceSteal() *StealTrace { return TraceStealEvery(StealTraceStep) }
+
+// TraceStealEvery starts a StealTrace that reads the counters every step.
+func TraceStealEvery(step time.Duration) *StealTrace {
 	s := &StealTrace{stop: make(chan struct{}), done: make(chan struct{})}
 	s.read()
 	go func() {
 		defer close(s.done)
-		tick := time.NewTicker(StealTraceStep)
+		tick := time.NewTicker(step)
 		defer tick.Stop()
 		for {
 			select {
@@ -58,7 +63,7 @@ func (s *StealTrace) read() {
 	}
 	s.mu.Lock()
 	s.at = append(s.at, time.Now())
-	s.steal = append(s.steal, c.Steal)
+	s.cpu = append(s.cpu, c)
 	s.mu.Unlock()
 }
 
@@ -79,18 +84,26 @@ func (s *StealTrace) Stop() {
 func (s *StealTrace) Stolen(from, to time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return stolenIn(s.at, s.steal, from.Add(-stealResolution), to.Add(stealResolution))
+	return stolenIn(s.at, s.cpu, from.Add(-stealResolution), to.Add(stealResolution))
 }
 
-// stolenIn is Stolen on a record: at ascending, steal the counter then.
-func stolenIn(at []time.Time, steal []uint64, from, to time.Time) bool {
+// Profile is StealProfile of the trace's record: the share of the
+// machine's CPU time stolen over the whole trace, and in its worst step.
+func (s *StealTrace) Profile() (mean, peak float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return StealProfile(s.cpu)
+}
+
+// stolenIn is Stolen on a record: at ascending, cpu the counters then.
+func stolenIn(at []time.Time, cpu []CPUTimes, from, to time.Time) bool {
 	// i: the last read at or before from; j: the first at or after to.
 	i := sort.Search(len(at), func(k int) bool { return at[k].After(from) }) - 1
 	j := sort.Search(len(at), func(k int) bool { return !at[k].Before(to) })
 	if i < 0 || j >= len(at) {
 		return true
 	}
-	return steal[j] > steal[i]
+	return cpu[j].Steal > cpu[i].Steal
 }
 
 // PingUnstolen pings addr from ns every interval, count times a round,
