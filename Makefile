@@ -24,6 +24,7 @@ deps:
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	command -v ping >/dev/null 2>&1 || need="$$need iputils-ping"; \
 	command -v redis-server >/dev/null 2>&1 || need="$$need redis-server"; \
+	command -v ethtool >/dev/null 2>&1 || need="$$need ethtool"; \
 	if [ -n "$$need" ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
 	fi

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -171,6 +172,9 @@ type path struct {
 	l2      uint64 // bytes per packet rx_bytes counts beyond the IP packet
 	link    *shaper.Link
 	closeFn func() error
+	// syscalls returns the forwarder's read(2)+write(2) calls and its
+	// waits on the netpoller so far (nil: the kernel forwards, as veth).
+	syscalls func() (io, waits uint64)
 }
 
 // close removes the path's devices (and stops its copy loop).
@@ -191,6 +195,7 @@ type counters struct {
 	packets   uint64
 	cpu       time.Duration // user+system CPU of this process (RUSAGE_SELF)
 	rxDropped uint64
+	io, waits uint64 // the forwarder's syscalls (path.syscalls)
 }
 
 // sample reads p's receiving device's counters and this process's CPU time.
@@ -203,13 +208,17 @@ func (e *env) sample(p *path) (counters, error) {
 	if st == nil {
 		return counters{}, fmt.Errorf("link %s: no statistics", p.rxDev)
 	}
-	return counters{
+	c := counters{
 		at:        time.Now(),
 		ipBytes:   st.RxBytes - p.l2*st.RxPackets,
 		packets:   st.RxPackets,
 		cpu:       cpuTime(),
 		rxDropped: st.RxDropped,
-	}, nil
+	}
+	if p.syscalls != nil {
+		c.io, c.waits = p.syscalls()
+	}
+	return c, nil
 }
 
 // cpuTime is the user+system CPU time of this process so far: pacer's
@@ -228,6 +237,8 @@ type delta struct {
 	ipBytes float64
 	packets float64
 	cpu     float64 // seconds
+	io      float64 // the forwarder's read(2) and write(2) calls
+	waits   float64 // its waits on the netpoller
 }
 
 func (c counters) sub(prev counters) delta {
@@ -236,6 +247,8 @@ func (c counters) sub(prev counters) delta {
 		ipBytes: float64(c.ipBytes - prev.ipBytes),
 		packets: float64(c.packets - prev.packets),
 		cpu:     (c.cpu - prev.cpu).Seconds(),
+		io:      float64(c.io - prev.io),
+		waits:   float64(c.waits - prev.waits),
 	}
 }
 
@@ -272,7 +285,11 @@ func (e *env) pacerPath(offload bool, queues int, policy string) (*path, error) 
 		name += " (offloads off)"
 	}
 	return &path{name: name, rxDev: outer, txDev: inner, link: l,
-		closeFn: func() error { return l.Close(200 * time.Millisecond) }}, nil
+		closeFn: func() error { return l.Close(200 * time.Millisecond) },
+		syscalls: func() (uint64, uint64) {
+			c := l.IOCounts()
+			return c.Reads + c.Writes, c.PollWaits
+		}}, nil
 }
 
 // pacerConfig builds the config of a link between the two namespaces.
@@ -328,7 +345,7 @@ func (e *env) barePath() (*path, error) {
 		err := errors.Join(a.Close(), b.Close())
 		wait()
 		return err
-	}}, nil
+	}, syscalls: func() (uint64, uint64) { return a.Syscalls() + b.Syscalls(), 0 }}, nil
 }
 
 // vethPath builds a veth pair with one end in each namespace. With
@@ -549,6 +566,39 @@ func (e *env) startIperfClient(port, secs int, extra ...string) (stop func(), do
 // server in ns2).
 type load struct {
 	args []string // extra iperf3 client arguments; nil: one TCP stream
+}
+
+// segment returns the IP and transport header bytes and the payload bytes
+// of every full segment of the load: TCP segments of mssPayload behind
+// tcpHeaders, UDP datagrams of iperf3's -l behind 28; seg 0 if unknown.
+func (l load) segment() (hdr, seg int) {
+	if !slices.Contains(l.args, "-u") {
+		return tcpHeaders, mssPayload
+	}
+	for i, a := range l.args {
+		if a == "-l" && i+1 < len(l.args) {
+			if n, err := strconv.Atoi(l.args[i+1]); err == nil && n > 0 {
+				return 28, n
+			}
+		}
+	}
+	return 0, 0
+}
+
+// wire returns the IP bytes and packets of d as they were on the wire: one
+// IP and transport header per segment. The receiving device counts a GSO
+// super-packet (TSO from the sender, GRO in veth, or pacer's GRO on writes)
+// once, with its headers once; its segments are recovered from its payload
+// and the load's segment size (for TCP, full segments: a short one makes
+// the count low by one). A load of unknown shape is taken as counted.
+func (l load) wire(d delta) (ipBytes, packets float64) {
+	hdr, seg := l.segment()
+	if seg == 0 || d.packets == 0 {
+		return d.ipBytes, d.packets
+	}
+	payload := d.ipBytes - float64(hdr)*d.packets
+	segs := max(d.packets, math.Ceil(payload/float64(seg)))
+	return payload + float64(hdr)*segs, segs
 }
 
 // tcpCongestion is the congestion control of every TCP flow the harness

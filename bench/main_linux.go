@@ -105,6 +105,7 @@ type results struct {
 	Throughput  map[string]*flowResult // scenario 3 by variant key
 	Small       map[string]*flowResult // scenario 7
 	Shaping     []*shapeResult         // scenarios 4 and 5
+	HighShaping []*shapeResult         // scenario 4 with offloads, by rate
 	IdlePing    map[string]*pingResult // scenario 6
 	LoadedPing  map[string]*pingResult
 	DelayCounts [len(shaper.DelayBuckets) + 1]uint64
@@ -234,6 +235,7 @@ func run() int {
 		{[]string{"3", "8"}, "scenario 3", r.runThroughput},
 		{[]string{"7", "8"}, "scenario 7", r.runSmallPackets},
 		{[]string{"4", "5"}, "scenarios 4-5", r.runShaping},
+		{[]string{"4"}, "scenario 4 (offloads on)", r.runHighRateShaping},
 		{[]string{"6", "9"}, "scenario 6 (loaded)", r.runLoadedLatency},
 		{[]string{"9"}, "scenario 9", r.runRateChange},
 		{[]string{"10"}, "scenario 10", r.runLatencyUnderLoad},

@@ -54,6 +54,7 @@ func ipRate(f *flowResult) []float64    { return f.IPRate }
 func pps(f *flowResult) []float64       { return f.PPS }
 func cpuPerGB(f *flowResult) []float64  { return f.CPUPerGB }
 func cpuPerPkt(f *flowResult) []float64 { return f.CPUPerPkt }
+func syscalls(f *flowResult) []float64  { return f.Syscalls }
 
 // writeReport writes BENCHMARKS.md. The sections are rendered into a
 // buffer first, so that the headline figures they collect can go on top.
@@ -287,6 +288,39 @@ func (r *rep) shaping(res *results) {
 	}
 	r.headline("Shaping accuracy (1–1000 Mbit/s, delivered IP bytes): pacer within %s of the configured rate at every rate, tbf within %s.",
 		strings.TrimPrefix(fmtPct(worstP), "+"), strings.TrimPrefix(fmtPct(worstT), "+"))
+	r.highShaping(res)
+}
+
+// highShaping is scenario 4's rows with offloads on.
+func (r *rep) highShaping(res *results) {
+	if len(res.HighShaping) == 0 {
+		return
+	}
+	pass := flow(res.Throughput, "pacer-on", ipRate) // Gbit/s of IP, unshaped
+	r.p("### With offloads on: 2, 5 and 10 Gbit/s")
+	r.p("")
+	r.p("One iperf3 TCP stream (the sender's TSO on) through pacer with offloads and GRO on (`offload: true`, `gro: true`), one default class at each rate, the same burst rule and backlog. *Delivered* counts IP bytes as on the wire, one IP and TCP header per segment: the receiving device counts a GSO super-packet once, and its segments are counted back from its payload (full 1448-byte segments), as the class charges them. *Pass-through* is pacer with offloads and no class (scenario 3, median): where it is below a rate, the rate is out of this machine's reach and the row measures the machine.")
+	r.p("")
+	t := newTable("rate", "pacer delivered Gbit/s", "error", "within reach (pass-through "+fmtNum(pass.Median, 2)+" Gbit/s)")
+	worst, reach := 0.0, ""
+	for _, s := range res.HighShaping {
+		if len(s.Delivered) == 0 {
+			continue
+		}
+		want := float64(s.RateBits) / 8
+		d := summarize(s.Delivered)
+		within := "yes"
+		if pass.ok() && pass.Median*1e9/8 < want {
+			within = "no"
+			reach += fmt.Sprintf(" %d Gbit/s is beyond pass-through here (%s).", s.RateBits/1e9, fmtPct(relErr(d, want)))
+		} else {
+			worst = math.Max(worst, math.Abs(relErr(d, want)))
+		}
+		t.add(fmt.Sprintf("%d Gbit/s", s.RateBits/1e9), fmtSummary(d.scale(8/1e9), 3), fmtPct(relErr(d, want)), within)
+	}
+	r.p("%s", t)
+	r.headline("Shaping with offloads on (2–10 Gbit/s, IP bytes as on the wire): pacer within %s of the rate where pass-through reaches it.%s",
+		strings.TrimPrefix(fmtPct(worst), "+"), reach)
 }
 
 func (r *rep) conformance(res *results) {
@@ -446,17 +480,24 @@ func (r *rep) small(res *results) {
 	r.p("")
 	r.p("`iperf3 -u -l 64 -b 0` (as fast as it can send) from ns1 to ns2; the figure is the packets per second the receiving device delivered. pacer has no classes. The sender shares the %d CPUs with the forwarder, so this is the rate of the whole system, as a user would see it. Higher is better.", runtime.NumCPU())
 	r.p("")
-	t := newTable("path", "delivered packets/s", "vs bare loop")
+	r.p("The syscall columns count the forwarder's own `read(2)` and `write(2)` calls (pacer's TUN queues count theirs; the bare loop makes one of each per packet, blocking in `read`) and pacer's waits on the Go netpoller (each an `epoll_wait`, with a futex to park and wake the worker), per packet delivered. Packets are counted as on the wire: a UDP super-packet of pacer's GRO counts its datagrams.")
+	r.p("")
+	t := newTable("path", "delivered packets/s", "vs bare loop", "read+write calls per packet", "netpoller waits per packet")
 	bare := flow(m, "bare", pps)
 	for _, k := range []string{"pacer-off", "pacer-on", "bare", "veth-off"} {
 		if fr := m[k]; fr != nil {
-			t.add(fr.Name, fmtSummary(summarize(fr.PPS), 0), fmtRatio(ratio(summarize(fr.PPS), bare)))
+			sc, pw := "", ""
+			if len(fr.Syscalls) > 0 {
+				sc, pw = fmtSummary(summarize(fr.Syscalls), 2), fmtSummary(summarize(fr.PollWaits), 2)
+			}
+			t.add(fr.Name, fmtSummary(summarize(fr.PPS), 0), fmtRatio(ratio(summarize(fr.PPS), bare)), sc, pw)
 		}
 	}
 	r.p("%s", t)
-	r.headline("Small packets (UDP, 64 B): pacer %s packets/s with offloads, %s without, vs the bare loop's %s (%s, %s).",
+	r.headline("Small packets (UDP, 64 B): pacer %s packets/s with offloads, %s without, vs the bare loop's %s (%s, %s); read+write calls per packet %s and %s, the bare loop's %s.",
 		fmtNum(flow(m, "pacer-on", pps).Median, 0), fmtNum(flow(m, "pacer-off", pps).Median, 0), fmtNum(bare.Median, 0),
-		fmtRatio(ratio(flow(m, "pacer-on", pps), bare)), fmtRatio(ratio(flow(m, "pacer-off", pps), bare)))
+		fmtRatio(ratio(flow(m, "pacer-on", pps), bare)), fmtRatio(ratio(flow(m, "pacer-off", pps), bare)),
+		fmtNum(flow(m, "pacer-on", syscalls).Median, 2), fmtNum(flow(m, "pacer-off", syscalls).Median, 2), fmtNum(flow(m, "bare", syscalls).Median, 2))
 }
 
 func (r *rep) cpu(res *results) {

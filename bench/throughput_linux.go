@@ -15,6 +15,8 @@ type flowResult struct {
 	PPS       []float64 // received packets per second
 	CPUPerGB  []float64 // CPU seconds of this process per GB of TCP payload (in-process variants)
 	CPUPerPkt []float64 // CPU µs of this process per received packet (in-process variants)
+	Syscalls  []float64 // the forwarder's read(2)+write(2) calls per received packet
+	PollWaits []float64 // its netpoller waits per received packet
 	InProcess bool
 }
 
@@ -69,20 +71,27 @@ func (r *runner) runFlows(ctx context.Context, what string, vs []variant, l load
 				fr = &flowResult{Name: p.name, InProcess: v.inProcess}
 				out[v.key] = fr
 			}
-			payload := d.ipBytes - tcpHeaders*d.packets
+			// As on the wire: a super-packet the receiver got whole counts
+			// its segments.
+			ipBytes, packets := l.wire(d)
+			payload := ipBytes - tcpHeaders*packets
 			fr.Goodput = append(fr.Goodput, payload*8/d.seconds/1e9)
-			fr.IPRate = append(fr.IPRate, d.ipBytes*8/d.seconds/1e9)
-			fr.PPS = append(fr.PPS, d.packets/d.seconds)
+			fr.IPRate = append(fr.IPRate, ipBytes*8/d.seconds/1e9)
+			fr.PPS = append(fr.PPS, packets/d.seconds)
 			if v.inProcess {
 				if payload > 0 {
 					fr.CPUPerGB = append(fr.CPUPerGB, d.cpu/(payload/1e9))
 				}
-				if d.packets > 0 {
-					fr.CPUPerPkt = append(fr.CPUPerPkt, d.cpu/d.packets*1e6)
+				if packets > 0 {
+					fr.CPUPerPkt = append(fr.CPUPerPkt, d.cpu/packets*1e6)
 				}
 			}
-			r.progress("  %s rep %d %-22s %7.3f Gbit/s IP, %9.0f pkt/s, CPU %.2fs over %.1fs",
-				what, rep+1, p.name, d.ipBytes*8/d.seconds/1e9, d.packets/d.seconds, d.cpu, d.seconds)
+			if p.syscalls != nil && packets > 0 {
+				fr.Syscalls = append(fr.Syscalls, d.io/packets)
+				fr.PollWaits = append(fr.PollWaits, d.waits/packets)
+			}
+			r.progress("  %s rep %d %-22s %7.3f Gbit/s IP, %9.0f pkt/s (%9.0f received whole), CPU %.2fs over %.1fs",
+				what, rep+1, p.name, ipBytes*8/d.seconds/1e9, packets/d.seconds, d.packets/d.seconds, d.cpu, d.seconds)
 		}
 	}
 	return out, nil

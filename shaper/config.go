@@ -72,8 +72,12 @@ type LinkPairConfig struct {
 	// Offload enables IFF_VNET_HDR and TUNSETOFFLOAD (GSO super-packets).
 	// ParseConfig defaults it to true; the zero Config has it false.
 	Offload bool
-	Inner   LinkConfig
-	Outer   LinkConfig
+	// GRO turns on userspace GRO on writes to a device with offloads
+	// (WithGRO). ParseConfig defaults it to true; the zero Config has it
+	// false.
+	GRO   bool
+	Inner LinkConfig
+	Outer LinkConfig
 }
 
 // LinkConfig is one TUN endpoint.
@@ -364,7 +368,7 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: errors.New("more than one YAML document")}
 	}
-	c := &Config{Link: LinkPairConfig{Offload: true}, src: src}
+	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true}, src: src}
 	d := &decoder{src: src}
 	if len(doc.Content) == 1 {
 		src.lines[""] = doc.Content[0].Line
@@ -761,6 +765,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 			d.mapping(v, p, []field{
 				{"queues", d.integer(&l.Queues, 0, MaxQueues)},
 				{"offload", d.boolean(&l.Offload)},
+				{"gro", d.boolean(&l.GRO)},
 				{"inner", d.endpoint(&l.Inner)},
 				{"outer", d.endpoint(&l.Outer)},
 			})
@@ -976,8 +981,8 @@ func parsePortRange(s string) (PortRange, error) {
 // rate), the default classes' names, and the gateway section's table,
 // priority, zone and mark. It changes only zero values, so
 // calling it twice changes nothing more.
-// Offload, Queues and TxQueueLen have no default here (0 and false are
-// meaningful); ParseConfig defaults Offload to true itself.
+// Offload, GRO, Queues and TxQueueLen have no default here (0 and false
+// are meaningful); ParseConfig defaults Offload and GRO to true itself.
 func (c *Config) SetDefaults() {
 	for _, l := range []*LinkConfig{&c.Link.Inner, &c.Link.Outer} {
 		if l.MTU == 0 {

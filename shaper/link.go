@@ -64,9 +64,13 @@ type madeDevice interface {
 // NewLink prepares a link between inner and outer with the given policies.
 // Both devices must have the same number of queues, and their queues must
 // support read deadlines (the Linux devices do). Nothing runs before Start.
-func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog.Logger) (*Link, error) {
+func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog.Logger, opts ...LinkOption) (*Link, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	var lo linkSettings
+	for _, o := range opts {
+		o(&lo)
 	}
 	qi, qo := inner.Queues(), outer.Queues()
 	if len(qi) != len(qo) || len(qi) == 0 {
@@ -82,9 +86,10 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 			name     string
 			dir      *atomic.Pointer[direction]
 			src, dst tun.Queue
+			dstDev   tun.Device
 		}{
-			{Egress, &l.egress, qi[i], qo[i]},
-			{Ingress, &l.ingress, qo[i], qi[i]},
+			{Egress, &l.egress, qi[i], qo[i], outer},
+			{Ingress, &l.ingress, qo[i], qi[i], inner},
 		} {
 			src, ok := side.src.(DeadlineQueue)
 			if !ok {
@@ -95,10 +100,43 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 			w.lose = l.lose
 			w.hasher = hasher
 			w.log = log.With("direction", side.name)
+			if !lo.noGRO && side.dstDev.Offload() {
+				uso, _ := side.dstDev.(interface{ USO() bool })
+				w.useGRO(uso != nil && uso.USO())
+			}
 			l.workers = append(l.workers, w)
 		}
 	}
 	return l, nil
+}
+
+// IOCounts returns the I/O syscalls the link's two devices made so far
+// (zero for devices that do not count them; tun.LinuxDevice does).
+func (l *Link) IOCounts() tun.IOCounts {
+	var c tun.IOCounts
+	for _, d := range []tun.Device{l.inner, l.outer} {
+		if d, ok := d.(interface{ IOCounts() tun.IOCounts }); ok {
+			c = c.Add(d.IOCounts())
+		}
+	}
+	return c
+}
+
+// LinkOption changes how NewLink sets up a link.
+type LinkOption func(*linkSettings)
+
+type linkSettings struct {
+	noGRO bool
+}
+
+// WithGRO turns userspace GRO on writes on or off; it is on unless turned
+// off. With it, a worker writing to a device with offloads coalesces the
+// consecutive segments of a TCP flow in its write batch (and the same-size
+// datagrams of a UDP flow, where the device took USO) into GSO
+// super-packets, so that one write carries many packets (package tun/gro).
+// Shaping and counting stay per packet. The config's link.gro switches it.
+func WithGRO(on bool) LinkOption {
+	return func(o *linkSettings) { o.noGRO = !on }
 }
 
 // now returns the link's monotonic clock in nanoseconds.

@@ -49,9 +49,10 @@ func newTestLink(t *testing.T, offload bool, policy string, opts ...linkOption) 
 link:
   queues: 2
   offload: %v
+  gro: %v
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s]}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s]}
-`, offload, inner, ns1, lo.innerAddrs, lo.innerRoutes, outer, ns2, lo.outerAddrs, lo.outerRoutes)
+`, offload, !lo.noGRO, inner, ns1, lo.innerAddrs, lo.innerRoutes, outer, ns2, lo.outerAddrs, lo.outerRoutes)
 	yml := linkYAML + policy
 	cfg, err := ParseConfig("test.yaml", []byte(yml))
 	if err != nil {
@@ -78,6 +79,12 @@ link:
 type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*Config) *global.Client
+	noGRO                                            bool
+}
+
+// withoutGRO turns userspace GRO off (link.gro: false).
+func withoutGRO() linkOption {
+	return func(o *linkOptions) { o.noGRO = true }
 }
 
 // withGlobal gives the link the Redis client newClient returns for its

@@ -1,6 +1,8 @@
 package shaper
 
 import (
+	"sync/atomic"
+
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/stats"
 )
@@ -121,11 +123,18 @@ func (l *Link) DirectionStats() []stats.DirectionStats {
 			globals[g.Direction] = globalStats(g.Status)
 		}
 	}
-	for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
+	for _, dp := range []*atomic.Pointer[direction]{&l.egress, &l.ingress} {
+		d := dp.Load()
 		ds := stats.DirectionStats{Direction: d.name, Global: globals[d.name]}
 		if d.link != nil {
 			ds.RateBytesPerSecond = d.link.Rate()
 			ds.BurstBytes = d.link.Limit()
+		}
+		for _, w := range l.workers {
+			if w.dir == dp {
+				ds.GROSuperPackets += w.groSuper.Load()
+				ds.GROPackets += w.groPackets.Load()
+			}
 		}
 		out = append(out, ds)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
+	"github.com/pacer-dev/pacer/tun/gro"
 )
 
 // DeadlineQueue is a tun.Queue whose blocking Read can be bounded by a
@@ -79,6 +80,9 @@ type worker struct {
 	deadline  int64 // when the next held packet is due, in clock ns; 0: none
 	armed     int64 // the read deadline set on src (clock ns; 0: none)
 	headers   Headers
+
+	gro      *gro.Coalescer // userspace GRO on writes (nil: off; see worker_gro.go)
+	groState                // its staging buffers and counters
 
 	hasher   fq.Hasher // the link's flow hash (one secret seed per link)
 	segBufs  [][]byte  // buffers for the segments of a split GSO packet
@@ -508,7 +512,11 @@ func (w *worker) flush(now int64) {
 	if len(w.outPkts) == 0 {
 		return
 	}
-	n, err := w.dst.Write(w.outBufs, w.outPkts, tun.Headroom)
+	bufs, pkts, merged := w.coalesce()
+	n, err := w.dst.Write(bufs, pkts, tun.Headroom)
+	if merged {
+		w.countGRO(len(pkts), n)
+	}
 	if err != nil {
 		w.log.Debug("write failed", "queue", w.idx, "written", n, "of", len(w.outPkts), "err", err)
 		if errors.Is(err, tun.ErrDetached) {
@@ -528,8 +536,13 @@ func (w *worker) flush(now int64) {
 			continue
 		}
 		// Write reports how many packets it wrote, not which: with an
-		// error, the shortfall is counted against the last packets.
-		if i < n {
+		// error, the shortfall is counted against the last packets (with
+		// GRO: against the packets the last outputs carried).
+		written := i < n
+		if merged {
+			written = w.gro.Output(i) < n
+		}
+		if written {
 			sh.txPackets.Add(1)
 			sh.txBytes.Add(cost)
 			sh.observeDelay(now - m.arrival)

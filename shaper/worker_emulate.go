@@ -200,13 +200,16 @@ func (w *worker) emit(buf []byte, p tun.Packet, m outMeta) {
 // partial checksum is completed first, so that the error is not folded
 // into it (a GSO super-packet's segments get their checksums from the
 // receiving kernel, which then cannot see the error: split such traffic,
-// as fair queueing does below 1 Gbit/s).
+// as fair queueing does below 1 Gbit/s). The kernel's word that the
+// checksum was verified (FlagDataValid) no longer holds and is dropped: the
+// receiver must check, and userspace GRO must not merge the packet.
 func corrupt(r *emulate.Rand, pkt []byte, p *tun.Packet) {
 	if !p.GSO.IsGSO() && p.GSO.Flags&tun.FlagNeedsCsum != 0 {
 		if tun.CompleteChecksum(pkt, p.GSO) == nil {
 			p.GSO.Flags &^= tun.FlagNeedsCsum
 		}
 	}
+	p.GSO.Flags &^= tun.FlagDataValid
 	hl := 40
 	if len(pkt) > 0 && pkt[0]>>4 == 4 {
 		hl = int(pkt[0]&0x0f) * 4

@@ -56,6 +56,7 @@ type Collector struct {
 	rate, burst, peak              *prometheus.Desc
 	classInfo                      *prometheus.Desc
 	dirRate, dirBurst              *prometheus.Desc
+	groSuper, groPackets           *prometheus.Desc
 	linkUp                         *prometheus.Desc
 	buildInfo                      *prometheus.Desc
 	global                         globalDescs
@@ -96,6 +97,8 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		classInfo:       d("pacer_class_info", "A class, its mode (shape, police or unthrottled) and queue (fq, fifo, or empty); always 1.", "direction", "class", "mode", "capped", "queue"),
 		dirRate:         d("pacer_direction_rate_bytes_per_second", "The direction's configured total rate (directions with one only).", "direction"),
 		dirBurst:        d("pacer_direction_burst_bytes", "The direction's configured total burst (directions with a rate only).", "direction"),
+		groSuper:        d("pacer_gro_super_packets_total", "GSO super-packets built from consecutive packets of a flow in a write batch (userspace GRO) and written: one write each.", "direction"),
+		groPackets:      d("pacer_gro_packets_total", "Packets carried in the GRO super-packets written.", "direction"),
 		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
 		buildInfo:       d("pacer_build_info", "pacer's version; always 1.", "version", "revision", "goversion"),
 		global:          newGlobalDescs(d, class),
@@ -109,7 +112,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.backlogBytes, c.backlogPackets, c.delay, c.late, c.activeFlows, c.marked,
 		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
 		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo,
-		c.dirRate, c.dirBurst, c.linkUp, c.buildInfo,
+		c.dirRate, c.dirBurst, c.groSuper, c.groPackets, c.linkUp, c.buildInfo,
 	} {
 		ch <- d
 	}
@@ -139,6 +142,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if ds.Global != nil {
 			c.global.collect(gauge, counter, ds.Global, []string{ds.Direction, DirectionClass})
 		}
+		counter(c.groSuper, ds.GROSuperPackets, ds.Direction)
+		counter(c.groPackets, ds.GROPackets, ds.Direction)
 	}
 	for _, cs := range c.src.ClassStats() {
 		l := []string{cs.Direction, cs.Class}

@@ -188,6 +188,11 @@ type DirectionStats struct {
 	// from Redis); nil for a direction without one. The collector reports
 	// it with the pacer_global_* metrics under class="*".
 	Global *GlobalStats `json:"global,omitempty"`
+	// GROSuperPackets counts the GSO super-packets the direction's workers
+	// built from packets of a write batch (userspace GRO) and wrote;
+	// GROPackets counts the packets those carried.
+	GROSuperPackets uint64 `json:"gro_super_packets"`
+	GROPackets      uint64 `json:"gro_packets"`
 }
 
 // Source is what the collector and the sampler read. Both methods are

@@ -161,3 +161,19 @@ type Device interface {
 	// network namespace it created. It is safe to call more than once.
 	Close() error
 }
+
+// IOCounts counts the I/O syscalls of a device's queues: what moving a
+// packet costs beyond pacer's decision. The Go netpoller's own calls
+// (epoll_wait, and a futex to park or wake a goroutine) come with each
+// PollWait.
+type IOCounts struct {
+	Reads      uint64 // read(2) calls, those that found nothing included
+	EmptyReads uint64 // reads that found the queue empty (EAGAIN)
+	Writes     uint64 // write(2) calls (one per segment where a GSO packet is split)
+	PollWaits  uint64 // waits on the netpoller for readability or writability
+}
+
+// Add returns the sum of c and o.
+func (c IOCounts) Add(o IOCounts) IOCounts {
+	return IOCounts{c.Reads + o.Reads, c.EmptyReads + o.EmptyReads, c.Writes + o.Writes, c.PollWaits + o.PollWaits}
+}

@@ -277,6 +277,10 @@ func (d *LinuxDevice) Offload() bool { return d.offload }
 // accepted, 0 without offloads.
 func (d *LinuxDevice) OffloadFlags() int { return d.offloadFlags }
 
+// USO reports whether the kernel took UDP segmentation offload (USO4 and
+// USO6) for the device: whether a write may carry a UDP GSO super-packet.
+func (d *LinuxDevice) USO() bool { return d.offloadFlags&unix.TUN_F_USO4 != 0 }
+
 // Created reports whether Open created the interface (and Close removes
 // it) rather than attaching to an existing one.
 func (d *LinuxDevice) Created() bool { return d.created }
@@ -366,6 +370,29 @@ type linuxQueue struct {
 	wN        int       // packets written
 	wErr      error     // first per-packet error
 	scratch   []byte    // one segment (split path), allocated on first use
+
+	// Syscalls of the Read or Write under way (plain: one caller at a
+	// time), added to io when it returns.
+	rCalls, rEmpty, rWaits uint64
+	wCalls, wWaits         uint64
+	io                     ioCounters
+}
+
+// ioCounters are a queue's IOCounts.
+type ioCounters struct {
+	reads, emptyReads, writes, pollWaits atomic.Uint64
+}
+
+// IOCounts returns the I/O syscalls the device's queues made so far.
+func (d *LinuxDevice) IOCounts() IOCounts {
+	var c IOCounts
+	for _, q := range d.queues {
+		c.Reads += q.io.reads.Load()
+		c.EmptyReads += q.io.emptyReads.Load()
+		c.Writes += q.io.writes.Load()
+		c.PollWaits += q.io.pollWaits.Load()
+	}
+	return c
 }
 
 // Index returns the queue's position in Device.Queues.
@@ -381,7 +408,11 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 		return 0, nil
 	}
 	q.rBufs, q.rPkts, q.rOff, q.rN, q.rErr = bufs[:count], pkts, offset, 0, nil
+	q.rCalls, q.rEmpty, q.rWaits = 0, 0, 0
 	err := q.rc.Read(q.readFn)
+	q.io.reads.Add(q.rCalls)
+	q.io.emptyReads.Add(q.rEmpty)
+	q.io.pollWaits.Add(q.rWaits)
 	n, rerr := q.rN, q.rErr
 	q.rBufs, q.rPkts, q.rErr = nil, nil, nil
 	if err == nil {
@@ -405,8 +436,13 @@ func (q *linuxQueue) readBatch(fd uintptr) bool {
 		}
 		frame := buf[q.rOff-q.vnetLen:]
 		n, err := unix.Read(int(fd), frame)
+		q.rCalls++
 		switch {
 		case err == unix.EAGAIN:
+			q.rEmpty++
+			if q.rN == 0 {
+				q.rWaits++ // the netpoller waits for readability next
+			}
 			return q.rN > 0
 		case err == unix.EINTR:
 			continue
@@ -454,7 +490,12 @@ func (q *linuxQueue) Write(bufs [][]byte, pkts []Packet, offset int) (int, error
 	}
 	q.wBufs, q.wPkts, q.wOff = bufs[:count], pkts[:count], offset
 	q.wNext, q.wSeg, q.wPrepared, q.wN, q.wErr = 0, 0, false, 0, nil
+	q.wCalls, q.wWaits = 0, 0
 	err := q.rc.Write(q.writeFn)
+	q.io.writes.Add(q.wCalls)
+	if q.wWaits > 0 {
+		q.io.pollWaits.Add(q.wWaits)
+	}
 	n, werr := q.wN, q.wErr
 	q.wBufs, q.wPkts, q.wErr = nil, nil, nil
 	if err == nil {
@@ -471,6 +512,7 @@ func (q *linuxQueue) Write(bufs [][]byte, pkts []Packet, offset int) (int, error
 func (q *linuxQueue) writeBatch(fd uintptr) bool {
 	for q.wNext < len(q.wPkts) {
 		if q.writePacket(int(fd)) {
+			q.wWaits++ // the netpoller waits for writability next
 			return false
 		}
 		q.wNext++
@@ -545,6 +587,7 @@ func (q *linuxQueue) writeFrame(fd int, frame []byte) (wouldBlock bool) {
 func (q *linuxQueue) writeRaw(fd int, b []byte) (again, failed bool) {
 	for {
 		_, err := unix.Write(fd, b)
+		q.wCalls++
 		switch {
 		case err == nil:
 			return false, false

@@ -154,7 +154,7 @@ func TestPacerctlSetMidFlow(t *testing.T) {
 	// cubic flow keeps a short queue and takes seconds to grow into a
 	// doubled rate; four keep the class full, which is what the test is
 	// about (the new rate governs at once).
-	wait := background(t, srv, td.ns1, 20*time.Second, "-P", "4")
+	wait := background(t, srv, td.ns1, 3*time.Minute, "-P", "4") // stopped once measured
 	time.Sleep(2 * time.Second)
 	tuntest.WithinRate(t, "10mbit before set", td.deliveredRate(t, 3*time.Second), 1.25e6, 0.02)
 

@@ -340,7 +340,7 @@ func printShellBanner(w io.Writer, sh *shell.Shell, cfg *shaper.Config, d *daemo
 // A file needs no link section (one is assumed); if it has one, it must
 // be valid for the daemon.
 func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultControl string) (*shaper.Config, error) {
-	cfg := &shaper.Config{Link: shaper.LinkPairConfig{Offload: true}}
+	cfg := &shaper.Config{Link: shaper.LinkPairConfig{Offload: true, GRO: true}}
 	if set.path != "" {
 		data, err := os.ReadFile(set.path)
 		if err != nil {

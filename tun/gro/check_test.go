@@ -45,6 +45,30 @@ func (b *batch) put(buf []byte, pkt []byte, g tun.GSOInfo, room int) {
 	b.orig = append(b.orig, pkt)
 }
 
+// growPool returns a Coalescer.Grow that hands out n buffers of
+// offset+MaxSize bytes (their headroom a canary), nil after that; for n < 0,
+// -n buffers of offset+MaxSize+n bytes; nil for 0.
+func growPool(t testing.TB, n int) func() []byte {
+	if n == 0 {
+		return nil
+	}
+	size, count := offset+gro.MaxSize, n
+	if n < 0 {
+		size, count = offset-n, 1
+	}
+	return func() []byte {
+		if count == 0 {
+			return nil
+		}
+		count--
+		b := make([]byte, size)
+		for i := range offset {
+			b[i] = canary
+		}
+		return b
+	}
+}
+
 // restore undoes Coalesce on the heads of the super-packets among outPkts
 // (their headers were rewritten), so that the batch can be coalesced again.
 func (b *batch) restore(c *gro.Coalescer, outPkts []tun.Packet) {
@@ -116,7 +140,14 @@ func checkCoalesced(t testing.TB, c *gro.Coalescer, b *batch, outBufs [][]byte, 
 	for j, m := range groups {
 		head := m[0]
 		if &outBufs[j][0] != &b.bufs[head][0] {
-			t.Fatalf("output %d: not in the buffer of its head %d", j, head)
+			// Built in a buffer from Grow: only a super-packet whose head's
+			// buffer had no room for it, and that buffer is untouched.
+			if c.Grow == nil || len(m) == 1 || len(b.bufs[head]) >= offset+outPkts[j].Size {
+				t.Fatalf("output %d: not in the buffer of its head %d", j, head)
+			}
+			if !bytes.Equal(b.bufs[head][offset:offset+len(b.orig[head])], b.orig[head]) {
+				t.Fatalf("output %d: built elsewhere, but its head %d's buffer was modified", j, head)
+			}
 		}
 		for _, i := range m[1:] {
 			if !bytes.Equal(b.bufs[i][offset:offset+len(b.orig[i])], b.orig[i]) {

@@ -90,10 +90,12 @@
 // Step 4, buffers: a super-packet is built in the buffer of its first member,
 // which needs room behind its packet: len(buf) >= offset + the merged size,
 // at most offset+MaxSize. The worker's read buffers with offloads
-// (tun.Headroom+tun.MaxPacketSize) are enough; a held packet copied into a
-// small slab still merges into an earlier head with room, but takes no
-// members itself (give held packets full-size slabs when gro is on if that
-// matters). Other members' buffers are only read. No two inputs may share
+// (tun.Headroom+tun.MaxPacketSize) are enough. A held packet copied into a
+// small slab still merges into an earlier head with room; to let it head a
+// super-packet too, set Grow to hand out buffers of offset+MaxSize bytes
+// from a small pool that the writer takes back after Write (the
+// super-packet is then built there and the slab is left alone). Other
+// members' buffers are only read. No two inputs may share
 // bytes (the emulator's duplicates are copies: fine). After Coalesce, write
 // the outputs, not the inputs: the heads' headers have been rewritten.
 // Coalesce never writes into the headroom bufs[i][:offset]; tun's Write puts

@@ -20,7 +20,7 @@ import (
 // a full segment, so that merges happen; the others make the deviations
 // the rules are about (short or gapped segments, flags, TTL, TOS, checksum
 // kinds, options, fragments, GSO packets, extension headers, raw bytes,
-// small buffers).
+// small buffers, which Grow may replace while it has buffers).
 //
 //	go test -run '^$' -fuzz FuzzCoalesce -fuzztime 5m -fuzzminimizetime 2s -parallel 1 ./tun/gro
 //
@@ -48,11 +48,30 @@ func FuzzCoalesce(f *testing.F) {
 	for i := range pool {
 		pool[i] = make([]byte, offset+tun.MaxPacketSize)
 	}
+	// Grow hands out up to four big buffers per batch, so that both a head
+	// moved to one and a head left alone once they are gone get tried.
+	grown := make([][]byte, 4)
+	for i := range grown {
+		grown[i] = make([]byte, offset+gro.MaxSize)
+	}
+	next := 0
 	var c gro.Coalescer
+	c.Grow = func() []byte {
+		if next == len(grown) {
+			return nil
+		}
+		b := grown[next]
+		next++
+		for i := range offset {
+			b[i] = canary
+		}
+		return b
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 1 {
 			return
 		}
+		next = 0
 		c.UDP = data[0]&1 != 0
 		var flows [4]fuzzFlow
 		for k := range flows {

@@ -25,6 +25,15 @@ const (
 type Coalescer struct {
 	// UDP also merges same-size datagrams of one UDP flow (USO).
 	UDP bool
+	// Grow, if set, gives a super-packet whose head's buffer has no room
+	// for its next member a buffer to continue in: Coalesce copies what it
+	// has built there (from offset on) and builds on, leaving the head's
+	// own buffer as it was. A buffer of offset+MaxSize bytes has room for
+	// any super-packet. Grow is called at most once per output, only when a
+	// packet would merge but for the room; it returns nil when it has none
+	// to give (the packet then starts an output of its own). The buffers
+	// stay the caller's: they carry outputs until the next Coalesce.
+	Grow func() []byte
 
 	runs    []run        // one per output, in output order
 	outBufs [][]byte     // what Coalesce returns
@@ -41,12 +50,14 @@ type Coalescer struct {
 // run is one output: a packet alone, or a super-packet being built in the
 // buffer of its first member (its head).
 type run struct {
-	head    int // input index of the first member
-	count   int // members
-	size    int // IP bytes built so far in the head's buffer
-	hdrLen  int // IP + L4 header bytes (keyed packets)
-	l4Off   int // offset of the L4 header (keyed packets)
-	segSize int // payload bytes of the head: gso_size
+	head    int    // input index of the first member
+	buf     []byte // the buffer the output is built in: the head's, or one from Grow
+	grown   bool   // buf came from Grow
+	count   int    // members
+	size    int    // IP bytes built so far in the head's buffer
+	hdrLen  int    // IP + L4 header bytes (keyed packets)
+	l4Off   int    // offset of the L4 header (keyed packets)
+	segSize int    // payload bytes of the head: gso_size
 	nextSeq uint32
 	proto   uint8
 	v6      bool
@@ -68,7 +79,9 @@ type run struct {
 // packet (as far as len(bufs[head]) allows, at most MaxSize bytes and
 // MaxSegments segments), its IP and L4 headers are rewritten and its
 // Packet.GSO asks for segmentation with a partial checksum (FlagNeedsCsum).
-// The other members' buffers are only read. The headroom bufs[i][:offset]
+// When the head's buffer has no room left and Grow gives one, the
+// super-packet moves there and the head's buffer stays as it was. The
+// other members' buffers are only read. The headroom bufs[i][:offset]
 // is not touched; tun's Write puts the virtio header there.
 //
 // Buffers must not overlap. Malformed packets pass through unchanged; the
@@ -80,7 +93,7 @@ func (c *Coalescer) Coalesce(bufs [][]byte, pkts []tun.Packet, offset int) (outB
 	for i := 0; i < n; i++ {
 		c.add(bufs, pkts, i, offset)
 	}
-	c.finish(bufs, pkts, offset)
+	c.finish(pkts, offset)
 	return c.outBufs, c.outPkts
 }
 
@@ -111,6 +124,7 @@ func (c *Coalescer) reset(n int) {
 		c.outPkts = make([]tun.Packet, 0, n)
 	}
 	c.outOf, c.members, c.first = c.outOf[:n], c.members[:n], c.first[:n]
+	clear(c.runs[:cap(c.runs)]) // drop references to the last batch's buffers
 	c.runs, c.grouped = c.runs[:0], false
 	size, shift := 16, uint(64-4)
 	for size < 2*n {
@@ -136,27 +150,28 @@ func (c *Coalescer) add(bufs [][]byte, pkts []tun.Packet, i, offset int) {
 	in.parse(pkt, pkts[i].GSO, c.UDP)
 	if !in.keyed {
 		if in.sameHosts {
-			c.closeHosts(bufs, offset, pkt, in)
+			c.closeHosts(offset, pkt, in)
 		}
-		c.newRun(i, pkt, in)
+		c.newRun(i, bufs[i], pkt, in)
 		return
 	}
-	slot := c.lookup(bufs, offset, pkt, in)
+	slot := c.lookup(offset, pkt, in)
 	if j := int(c.table[slot]) - 1; j >= 0 {
 		r := &c.runs[j]
-		if r.open && in.cand && r.appendPacket(bufs[r.head], offset, pkt, in) {
+		if r.open && in.cand && c.extend(r, offset, pkt, in) {
 			c.outOf[i] = j
 			return
 		}
 		r.open = false
 	}
-	c.table[slot] = int32(c.newRun(i, pkt, in) + 1)
+	c.table[slot] = int32(c.newRun(i, bufs[i], pkt, in) + 1)
 }
 
-// newRun makes input i an output of its own and returns its index.
-func (c *Coalescer) newRun(i int, pkt []byte, in *packetInfo) int {
+// newRun makes input i (pkt, in buf) an output of its own and returns its
+// index.
+func (c *Coalescer) newRun(i int, buf, pkt []byte, in *packetInfo) int {
 	j := len(c.runs)
-	r := run{head: i, count: 1, size: len(pkt), open: in.cand,
+	r := run{head: i, buf: buf, count: 1, size: len(pkt), open: in.cand,
 		hdrLen: in.hdrLen, l4Off: in.l4Off, proto: in.proto, v6: in.v6}
 	if in.cand {
 		r.segSize = len(pkt) - in.hdrLen
@@ -173,7 +188,7 @@ func (c *Coalescer) newRun(i int, pkt []byte, in *packetInfo) int {
 
 // lookup returns the hash table slot for the flow of the keyed packet pkt:
 // the one holding the flow's latest output, or the empty one where it goes.
-func (c *Coalescer) lookup(bufs [][]byte, offset int, pkt []byte, in *packetInfo) int {
+func (c *Coalescer) lookup(offset int, pkt []byte, in *packetInfo) int {
 	mask := len(c.table) - 1
 	slot := int(flowHash(pkt, in) >> c.hashSh)
 	for {
@@ -183,7 +198,7 @@ func (c *Coalescer) lookup(bufs [][]byte, offset int, pkt []byte, in *packetInfo
 		}
 		r := &c.runs[e-1]
 		if r.v6 == in.v6 && r.proto == in.proto &&
-			sameFlow(bufs[r.head][offset:], r.l4Off, pkt, in.l4Off, in.v6) {
+			sameFlow(r.buf[offset:], r.l4Off, pkt, in.l4Off, in.v6) {
 			return slot
 		}
 		slot = (slot + 1) & mask
@@ -193,26 +208,48 @@ func (c *Coalescer) lookup(bufs [][]byte, offset int, pkt []byte, in *packetInfo
 // closeHosts ends every open run between the addresses of pkt (a fragment,
 // or an IPv6 packet behind extension headers), so that no later datagram
 // of those flows overtakes it. in.proto 0 matches any protocol.
-func (c *Coalescer) closeHosts(bufs [][]byte, offset int, pkt []byte, in *packetInfo) {
+func (c *Coalescer) closeHosts(offset int, pkt []byte, in *packetInfo) {
 	for j := range c.runs {
 		r := &c.runs[j]
 		if r.open && r.v6 == in.v6 && (in.proto == 0 || r.proto == in.proto) &&
-			sameHosts(bufs[r.head][offset:], pkt, in.v6) {
+			sameHosts(r.buf[offset:], pkt, in.v6) {
 			r.open = false
 		}
 	}
 }
 
-// appendPacket appends the candidate pkt to the run whose head is in hbuf,
-// if it continues the run exactly (see the package comment), and reports
-// whether it did.
-func (r *run) appendPacket(hbuf []byte, offset int, pkt []byte, in *packetInfo) bool {
-	payload := len(pkt) - in.hdrLen
-	if in.hdrLen != r.hdrLen || payload > r.segSize || r.count >= MaxSegments ||
-		r.size+payload > MaxSize || offset+r.size+payload > len(hbuf) {
+// extend appends the candidate pkt to run r if it continues the run
+// exactly (see the package comment), moving the run to a buffer from Grow
+// when its own has no room, and reports whether it did.
+func (c *Coalescer) extend(r *run, offset int, pkt []byte, in *packetInfo) bool {
+	if !r.continues(offset, pkt, in) {
 		return false
 	}
-	h := hbuf[offset:]
+	if need := offset + r.size + len(pkt) - in.hdrLen; need > len(r.buf) {
+		if r.grown || c.Grow == nil {
+			return false
+		}
+		b := c.Grow()
+		if len(b) < need {
+			return false
+		}
+		copy(b[offset:], r.buf[offset:offset+r.size])
+		r.buf, r.grown = b, true
+	}
+	r.append(offset, pkt, in)
+	return true
+}
+
+// continues reports whether the candidate pkt continues run r exactly,
+// as far as its headers and the limits of a super-packet go (not the room
+// in r.buf).
+func (r *run) continues(offset int, pkt []byte, in *packetInfo) bool {
+	payload := len(pkt) - in.hdrLen
+	if in.hdrLen != r.hdrLen || payload > r.segSize || r.count >= MaxSegments ||
+		r.size+payload > MaxSize {
+		return false
+	}
+	h := r.buf[offset:]
 	if r.v6 {
 		// Version, traffic class (with ECN), flow label; hop limit.
 		if binary.NativeEndian.Uint32(h) != binary.NativeEndian.Uint32(pkt) || h[7] != pkt[7] {
@@ -226,7 +263,6 @@ func (r *run) appendPacket(hbuf []byte, offset int, pkt []byte, in *packetInfo) 
 			return false
 		}
 	}
-	last := payload < r.segSize
 	if r.proto == protoTCP {
 		th, tp := h[r.l4Off:r.hdrLen], pkt[in.l4Off:in.hdrLen]
 		flags := tp[13]
@@ -241,30 +277,39 @@ func (r *run) appendPacket(hbuf []byte, offset int, pkt []byte, in *packetInfo) 
 			string(th[tcpMinLen:]) != string(tp[tcpMinLen:]) {
 			return false
 		}
+	}
+	return true
+}
+
+// append appends the payload of pkt, which continues run r (continues),
+// behind the run in r.buf, which has room for it.
+func (r *run) append(offset int, pkt []byte, in *packetInfo) {
+	payload := len(pkt) - in.hdrLen
+	last := payload < r.segSize
+	if r.proto == protoTCP {
 		r.nextSeq += uint32(payload)
-		if flags&tcpPSH != 0 {
+		if pkt[in.l4Off+13]&tcpPSH != 0 {
 			r.psh, last = true, true
 		}
 	}
-	copy(h[r.size:], pkt[in.hdrLen:])
+	copy(r.buf[offset+r.size:], pkt[in.hdrLen:])
 	r.size += payload
 	r.count++
 	if last {
 		r.open = false
 	}
-	return true
 }
 
 // finish rewrites the headers of every super-packet and fills the outputs.
-func (c *Coalescer) finish(bufs [][]byte, pkts []tun.Packet, offset int) {
+func (c *Coalescer) finish(pkts []tun.Packet, offset int) {
 	outBufs, outPkts := c.outBufs[:len(c.runs)], c.outPkts[:len(c.runs)]
 	for j := range c.runs {
 		r := &c.runs[j]
-		outBufs[j] = bufs[r.head]
+		outBufs[j] = r.buf
 		if r.count == 1 {
 			outPkts[j] = pkts[r.head]
 		} else {
-			outPkts[j] = r.seal(bufs[r.head][offset : offset+r.size])
+			outPkts[j] = r.seal(r.buf[offset : offset+r.size])
 		}
 	}
 	c.outBufs, c.outPkts = outBufs, outPkts

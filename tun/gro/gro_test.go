@@ -66,6 +66,7 @@ type coalesceCase struct {
 	udp   bool
 	pkts  []spec
 	rooms map[int]int // input -> bytes behind offset (default tun.MaxPacketSize)
+	grow  int         // buffers Grow hands out (0: no Grow)
 	want  [][]int
 	ecn   bool // the super-packet of output 0 must carry GSOECN
 }
@@ -202,6 +203,18 @@ func coalesceCases() []coalesceCase {
 		// Buffers.
 		{name: "head buffer too small", pkts: seq(tcp4, 1000, 3, nil), rooms: map[int]int{0: 1100}, want: groups(1, 2)},
 		{name: "head buffer holds two", pkts: seq(tcp4, 1000, 5, nil), rooms: map[int]int{0: 2040, 2: 2040}, want: groups(2, 2, 1)},
+		{name: "head buffer too small, grown", pkts: seq(tcp4, 1000, 3, nil), rooms: map[int]int{0: 1100}, grow: 1, want: groups(3)},
+		{name: "udp4 head in a small slab, grown", udp: true, pkts: seq(udp4, 500, 4, nil), rooms: map[int]int{0: 540}, grow: 1, want: groups(4)},
+		{name: "grown head takes 64", pkts: seq(tcp4, 1000, 66, nil), rooms: map[int]int{0: 1100}, grow: 2, want: groups(64, 2)},
+		{name: "no buffer left to grow", pkts: seq(tcp4, 1000, 4, at(1, func(s *spec) { s.flags = fACK | fPSH })), rooms: map[int]int{0: 1100, 2: 1100}, grow: 1, want: groups(2, 1, 1)},
+		{name: "grown no more than once", pkts: seq(tcp4, 1000, 4, nil), rooms: map[int]int{0: 1100}, grow: -2100, want: groups(2, 2)},
+		// Packet 1 does not continue packet 0's run: no buffer is spent on
+		// it, and the one there is lets packet 2 join packet 1.
+		{name: "no grow for a packet that would not merge", pkts: seq(tcp4, 1000, 3, func(k int, s *spec) {
+			if k > 0 {
+				s.ttl = 9
+			}
+		}), rooms: map[int]int{0: 1100, 1: 1100}, grow: 1, want: groups(1, 2)},
 		{name: "size beyond the buffer passes through", pkts: seq(tcp4, 1000, 3, nil), rooms: map[int]int{1: 100}, want: groups(1, 1, 1)},
 	}
 }
@@ -251,6 +264,7 @@ func TestCoalesce(t *testing.T) {
 	for _, tc := range coalesceCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			c.UDP = tc.udp
+			c.Grow = growPool(t, tc.grow)
 			var b batch
 			for i, s := range tc.pkts {
 				pkt, g := build(s)

@@ -134,7 +134,12 @@ type BareDevice struct {
 	netns        string
 	createdNetns string // a namespace Configure created, removed by Close
 	once         sync.Once
+	syscalls     atomic.Uint64 // read(2) and write(2) calls of BareCopy on fd
 }
+
+// Syscalls returns the read(2) and write(2) calls BareCopy made on the
+// device so far.
+func (d *BareDevice) Syscalls() uint64 { return d.syscalls.Load() }
 
 // OpenBare creates the TUN device name (IFF_TUN|IFF_NO_PI, one queue) with
 // a blocking descriptor. It fails if the name exists.
@@ -225,13 +230,16 @@ func BareCopy(a, b *BareDevice) (wait func()) {
 		buf := make([]byte, 65536)
 		for {
 			n, err := unix.Read(src.fd, buf)
+			src.syscalls.Add(1)
 			if err == unix.EINTR {
 				continue
 			}
 			if err != nil || n == 0 {
 				return
 			}
-			if _, err := unix.Write(dst.fd, buf[:n]); err != nil && err != unix.EINTR && err != unix.EINVAL && err != unix.EIO {
+			_, err = unix.Write(dst.fd, buf[:n])
+			dst.syscalls.Add(1)
+			if err != nil && err != unix.EINTR && err != unix.EINVAL && err != unix.EIO {
 				return
 			}
 		}

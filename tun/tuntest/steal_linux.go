@@ -175,24 +175,25 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 // it measures again.
 const quietWait = 45 * time.Second
 
-// WaitQuiet waits until three seconds in a row each had at most
-// MaxSteal/2 of the machine's CPU time stolen, or at most limit; it
-// returns how long it waited and whether it found them. (A busy
-// neighbour's episode lasts seconds to minutes, with short lulls:
-// measuring again at once, or after one quiet second, mostly measures it
-// again.)
+// WaitQuiet waits until three seconds in a row had at most MaxSteal/2 of
+// the machine's CPU time stolen in each StealInterval (250 ms), or at most
+// limit; it returns how long it waited and whether it found them. (A busy
+// neighbour's episode lasts seconds to minutes, with short lulls and
+// bursts of a few hundred milliseconds: measuring again at once, or after
+// seconds that were quiet only on average, mostly measures it again.)
 func WaitQuiet(limit time.Duration) (time.Duration, bool) {
+	const need = int(3 * time.Second / StealInterval)
 	start := time.Now()
 	quiet := 0
 	for {
 		w := WatchSteal()
-		time.Sleep(time.Second)
+		time.Sleep(StealInterval)
 		if s, ok := w.Stolen(); !ok || s <= MaxSteal/2 {
 			quiet++
 		} else {
 			quiet = 0
 		}
-		if quiet == 3 {
+		if quiet == need {
 			return time.Since(start), true
 		}
 		if time.Since(start) >= limit {
