@@ -192,7 +192,7 @@ egress:
     - {name: fast, match: {proto: tcp}, rate: 1gbit, delay: 20ms, queue: fifo}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	r := tuntest.Unstolen(t, "1gbit tcp", 3, func() tuntest.Iperf3Result {
+	r := tuntest.Unstolen(t, "1gbit tcp", 5, func() tuntest.Iperf3Result {
 		r, err := s.Client(context.Background(), tl.ns1, 10*time.Second, "-C", "cubic", "-O", "3")
 		if err != nil {
 			t.Fatal(err)

@@ -67,7 +67,7 @@ egress:
 			// meanwhile the pings during which it stole nothing.
 			rate := make(chan float64, 1)
 			go func() {
-				rate <- tuntest.Unstolen(t, "rate beside the pings", 3, func() float64 {
+				rate <- tuntest.Unstolen(t, "rate beside the pings", 5, func() float64 {
 					b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
 					time.Sleep(5 * time.Second)
 					b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
@@ -98,7 +98,7 @@ egress:
     - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 20mbit}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	res := tuntest.Unstolen(t, "4 flows", 3, func() tuntest.Iperf3Result {
+	res := tuntest.Unstolen(t, "4 flows", 5, func() tuntest.Iperf3Result {
 		res, err := s.Client(context.Background(), tl.ns1, 18*time.Second, "-C", "cubic", "-P", "4", "-O", "3")
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +250,7 @@ egress:
 	many := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	one := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.4"))
 	type run struct{ many, one tuntest.Iperf3Result }
-	r := tuntest.Unstolen(t, "two hosts", 3, func() run {
+	r := tuntest.Unstolen(t, "two hosts", 5, func() run {
 		var r run
 		var errOne error
 		done := make(chan struct{})
@@ -293,7 +293,7 @@ egress:
 	runtime.ReadMemStats(&before)
 	// 100-byte packets at 10 Mbit/s: 12,500 a second, 100,000 in 8 s.
 	const flows = 100_000
-	r := tuntest.Unstolen(t, "tcp beside the flows", 3, func() tuntest.Iperf3Result {
+	r := tuntest.Unstolen(t, "tcp beside the flows", 5, func() tuntest.Iperf3Result {
 		res := tl.iperfResult(t, s, 14*time.Second, "-C", "cubic", "-O", "3")
 		time.Sleep(2 * time.Second)
 		if err := sendUDPFlows(tl.ns1, tl.inner, flows, 12_500); err != nil {

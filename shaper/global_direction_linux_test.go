@@ -75,7 +75,7 @@ egress:
 		}
 	}()
 	time.Sleep(3 * time.Second)
-	per := tuntest.Unstolen(t, "two links", 3, func() (per [2]float64) {
+	per := tuntest.Unstolen(t, "two links", 5, func() (per [2]float64) {
 		var b0, b1 [2]uint64
 		var t0, t1 [2]time.Time
 		for i, tl := range links {

@@ -35,7 +35,7 @@ egress:
 	senderSegments(t, tl)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	g0 := tl.DirectionStats()[0]
-	r := tuntest.Unstolen(t, "tcp through GRO", 3, func() tuntest.Iperf3Result {
+	r := tuntest.Unstolen(t, "tcp through GRO", 5, func() tuntest.Iperf3Result {
 		r, err := s.Client(context.Background(), tl.ns1, 6*time.Second, "-O", "2")
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +68,7 @@ egress:
 	senderSegments(t, tl)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	g0 := tl.DirectionStats()[0]
-	r := tuntest.Unstolen(t, "udp through GRO", 3, func() tuntest.Iperf3Result {
+	r := tuntest.Unstolen(t, "udp through GRO", 5, func() tuntest.Iperf3Result {
 		r, err := s.Client(context.Background(), tl.ns1, 5*time.Second, "-u", "-b", "400M", "-l", "1400")
 		if err != nil {
 			t.Fatal(err)

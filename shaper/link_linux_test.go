@@ -135,12 +135,12 @@ func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load fun
 // steadyRate runs load (which must run until stopped) in the background
 // and returns the bytes per second the receiving device (outer, in ns2)
 // got over a window after warmup: over the first window that the
-// hypervisor did not steal from (tuntest.Unstolen), of at most three.
+// hypervisor did not steal from (tuntest.Unstolen), of at most five.
 func (tl *testLink) steadyRate(t *testing.T, warmup, window time.Duration, load func(ctx context.Context)) float64 {
 	t.Helper()
 	defer background(load)()
 	time.Sleep(warmup)
-	return tuntest.Unstolen(t, fmt.Sprintf("rate over %v", window), 3, func() float64 {
+	return tuntest.Unstolen(t, fmt.Sprintf("rate over %v", window), 5, func() float64 {
 		b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
 		time.Sleep(window)
 		b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
@@ -312,7 +312,7 @@ egress:
 			}
 			// Both flows' goodput over their runs: judged on runs the
 			// hypervisor did not steal from.
-			rates := tuntest.Unstolen(t, "two classes at once", 3, func() [2]float64 {
+			rates := tuntest.Unstolen(t, "two classes at once", 5, func() [2]float64 {
 				ch := make(chan res, 1)
 				go func() {
 					r, err := s2.Client(ctx, tl.ns1, 6*time.Second, "-O", "2")
@@ -467,7 +467,7 @@ egress:
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	got := tuntest.Unstolen(t, "rate over 4s", 3, func() float64 {
+	got := tuntest.Unstolen(t, "rate over 4s", 5, func() float64 {
 		b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
 		time.Sleep(4 * time.Second)
 		return float64(tuntest.RxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
@@ -653,7 +653,7 @@ egress:
 			slow := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
 			defer background(tl.iperf(t, slow, 3*time.Minute, "-u", "-b", "30M", "-l", "1400"))() // stopped once measured
 			time.Sleep(time.Second)
-			r := tuntest.Unstolen(t, "fast class", 3, func() tuntest.Iperf3Result {
+			r := tuntest.Unstolen(t, "fast class", 5, func() tuntest.Iperf3Result {
 				r, err := fast.Client(context.Background(), tl.ns1, 5*time.Second, "-O", "1")
 				if err != nil {
 					t.Fatal(err)

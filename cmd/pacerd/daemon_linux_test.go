@@ -178,7 +178,7 @@ func TestDaemonReloadAndStop(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	rate := func(window time.Duration) float64 {
-		return tuntest.Unstolen(t, "rate window", 3, func() float64 {
+		return tuntest.Unstolen(t, "rate window", 5, func() float64 {
 			b0, t0, w := tuntest.RxBytes(t, ns2, outer), time.Now(), tuntest.WatchSteal()
 			time.Sleep(window)
 			defer t.Logf("measured %v: %v", window, w)

@@ -367,7 +367,7 @@ func compareWithMetrics(t *testing.T, b *browser, base string, d time.Duration) 
 		readings []pageReading
 		scrapes  []scrape
 	}
-	r := tuntest.Unstolen(t, "page and /metrics", 3, func() run {
+	r := tuntest.Unstolen(t, "page and /metrics", 5, func() run {
 		readings, scrapes := readPageAndMetrics(t, b, base, d)
 		return run{readings, scrapes}
 	})

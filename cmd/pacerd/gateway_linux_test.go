@@ -140,10 +140,10 @@ func ipRxBytes(t *testing.T, ns, dev string) float64 {
 // measureIperf runs iperf3 from the client to srv (extra: e.g. "-R") for
 // warmup+window+1s and returns the IP bytes per second that dev in ns
 // received during the window: of a run the hypervisor did not steal from
-// (tuntest.Unstolen), of at most three.
+// (tuntest.Unstolen), of at most five.
 func measureIperf(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server, ns, dev string, warmup, window time.Duration, extra ...string) float64 {
 	t.Helper()
-	return tuntest.Unstolen(t, fmt.Sprintf("iperf3 %v", extra), 3, func() float64 {
+	return tuntest.Unstolen(t, fmt.Sprintf("iperf3 %v", extra), 5, func() float64 {
 		return measureIperfOnce(t, r, srv, ns, dev, warmup, window, extra...)
 	})
 }
@@ -297,7 +297,7 @@ func TestGatewayNAT(t *testing.T) {
 	writeFile(t, config, gatewayYAML(t, r, true, ""))
 	p := startDaemonIn(t, r.Router, bin, config)
 	ctx := context.Background()
-	res := tuntest.Unstolen(t, "iperf3 through NAT", 3, func() tuntest.Iperf3Result {
+	res := tuntest.Unstolen(t, "iperf3 through NAT", 5, func() tuntest.Iperf3Result {
 		res, err := srv.Client(ctx, r.Client, 4*time.Second, "-O", "1")
 		if err != nil {
 			t.Fatalf("iperf3 through pacer and the router's NAT: %v", err)

@@ -99,10 +99,10 @@ func runPacerctl(bin, socket string, args ...string) (stdout, stderr string, err
 
 // deliveredRate is the IP bytes per second the outer device (in ns2)
 // received over window: of a window the hypervisor did not steal from
-// (tuntest.Unstolen), of at most three.
+// (tuntest.Unstolen), of at most five.
 func (td *testDaemon) deliveredRate(t *testing.T, window time.Duration) float64 {
 	t.Helper()
-	return tuntest.Unstolen(t, "rate window", 3, func() float64 {
+	return tuntest.Unstolen(t, "rate window", 5, func() float64 {
 		b0, t0 := tuntest.RxBytes(t, td.ns2, td.outer), time.Now()
 		time.Sleep(window)
 		b1, t1 := tuntest.RxBytes(t, td.ns2, td.outer), time.Now()
@@ -203,7 +203,7 @@ ingress:
 		readings []reading
 		tcp, udp tuntest.Iperf3Result
 	}
-	res := tuntest.Unstolen(t, "status and iperf3", 3, func() (res run) {
+	res := tuntest.Unstolen(t, "status and iperf3", 5, func() (res run) {
 		waitTCP := background(t, srv2, td.ns1, 12*time.Second)
 		waitUDP := background(t, srv1, td.ns2, 12*time.Second, "-u", "-b", "4M", "-l", "1400")
 		time.Sleep(3 * time.Second)

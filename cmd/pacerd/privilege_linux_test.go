@@ -175,7 +175,7 @@ func processUID(t *testing.T, pid int) int {
 // rxRate is the IP bytes per second dev in ns received over window.
 func rxRate(t *testing.T, ns, dev string, window time.Duration) float64 {
 	t.Helper()
-	return tuntest.Unstolen(t, "rate window", 3, func() float64 {
+	return tuntest.Unstolen(t, "rate window", 5, func() float64 {
 		b0, t0, w := tuntest.RxBytes(t, ns, dev), time.Now(), tuntest.WatchSteal()
 		time.Sleep(window)
 		b1, t1 := tuntest.RxBytes(t, ns, dev), time.Now()

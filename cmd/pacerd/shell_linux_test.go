@@ -345,7 +345,7 @@ func TestShellRates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// A TCP flow's goodput over its whole run: judged on a run the
 			// hypervisor did not steal from.
-			rate := tuntest.Unstolen(t, tc.name+" through the shell", 3, func() float64 {
+			rate := tuntest.Unstolen(t, tc.name+" through the shell", 5, func() float64 {
 				p, code := h.runShell(t, 40*time.Second, nil, append([]string{"-uplink", "10mbit", "-downlink", "20mbit", "--"}, iperf3Args(tc.args...)...)...)
 				if code != 0 {
 					t.Fatalf("exit status %d, want 0\n%s", code, p.stdout.String())
@@ -378,7 +378,7 @@ func TestShellNested(t *testing.T) {
 		p    *shellProc
 		rate float64
 	}
-	res := tuntest.Unstolen(t, "nested shells", 3, func() run {
+	res := tuntest.Unstolen(t, "nested shells", 5, func() run {
 		p, code := h.runShell(t, 40*time.Second, nil, append([]string{"-uplink", "10mbit", "--"}, inner...)...)
 		if code != 0 {
 			t.Fatalf("exit status %d, want 0\n%s", code, p.stdout.String())

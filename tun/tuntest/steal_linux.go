@@ -150,7 +150,7 @@ func Unstolen[T any](t testing.TB, what string, attempts int, measure func() T) 
 	for i := 1; i <= attempts; i++ {
 		if i > 1 {
 			if waited, quiet := WaitQuiet(quietWait); waited > 3*time.Second {
-				t.Logf("%s: waited %v for three seconds with at most %.0f%% stolen (found them: %v)", what, waited.Round(time.Second), 100*MaxSteal/2, quiet)
+				t.Logf("%s: waited %v for three seconds with at most %.0f%% stolen in every 250 ms (found them: %v)", what, waited.Round(time.Second), 100*MaxSteal/2, quiet)
 			}
 		}
 		tr := TraceStealEvery(StealInterval)
