@@ -200,7 +200,7 @@ func (r *rep) throughput(res *results) {
 	r.p("One iperf3 TCP stream from ns1 to ns2 through each path; pacer has no classes, so every packet passes unclassified (parsed and counted, no bucket). Goodput is the TCP payload the receiving device delivered per second, measured over a window after a warm-up: its IP bytes minus 52 header bytes (IP, TCP, timestamps) per received packet, which counts a GSO super-packet's headers once, as it carries them, so offloads on and off compare fairly. *IP Gbit/s* is the raw IP byte rate of the receiving device. Higher is better.")
 	r.p("")
 	t := newTable("path", "TCP goodput Gbit/s", "IP Gbit/s", "packets/s received", "vs bare loop", "vs veth (same offloads)")
-	for _, k := range []string{"pacer-off", "pacer-on", "bare", "veth-off", "veth-on"} {
+	for _, k := range []string{"pacer-off", "pacer-on", "pacer-on-nogro", "bare", "veth-off", "veth-on"} {
 		fr := m[k]
 		if fr == nil {
 			continue
@@ -484,7 +484,7 @@ func (r *rep) small(res *results) {
 	r.p("")
 	t := newTable("path", "delivered packets/s", "vs bare loop", "read+write calls per packet", "netpoller waits per packet")
 	bare := flow(m, "bare", pps)
-	for _, k := range []string{"pacer-off", "pacer-on", "bare", "veth-off"} {
+	for _, k := range []string{"pacer-off", "pacer-on", "pacer-on-nogro", "bare", "veth-off"} {
 		if fr := m[k]; fr != nil {
 			sc, pw := "", ""
 			if len(fr.Syscalls) > 0 {
@@ -509,7 +509,7 @@ func (r *rep) cpu(res *results) {
 	r.p("pacer and the bare loop run inside the harness's process, so the CPU time `getrusage(RUSAGE_SELF)` reports over a measurement window (user + system, all threads) is theirs; iperf3 and ping run in child processes and are not counted. System time includes the kernel work done in the forwarder's `read`/`write` calls (the TUN devices, and the receiving stack when it runs in the writer's context), the same kernel work for both. The veth pair has no process to charge, so it has no figure here. Lower is better.")
 	r.p("")
 	t := newTable("path", "CPU s per GB of TCP payload (scenario 3)", "vs bare loop", "CPU µs per packet (scenario 7, UDP 64 B)", "vs bare loop")
-	for _, k := range []string{"pacer-off", "pacer-on", "bare"} {
+	for _, k := range []string{"pacer-off", "pacer-on", "pacer-on-nogro", "bare"} {
 		a, b := res.Throughput[k], res.Small[k]
 		if a == nil && b == nil {
 			continue

@@ -32,6 +32,15 @@ func (r *runner) passThroughVariants(withVethOn bool, pacerOffloads ...bool) []v
 	for _, off := range pacerOffloads {
 		vs = append(vs, variant{key: fmt.Sprintf("pacer-%v", onOff(off)), inProcess: true,
 			build: func(context.Context) (*path, error) { return r.e.pacerPath(off, 0, "") }})
+		if off { // the same without GRO on writes: what GRO buys, in one run
+			vs = append(vs, variant{key: "pacer-on-nogro", inProcess: true, build: func(context.Context) (*path, error) {
+				p, err := r.e.pacerPath(true, 0, "  gro: false\n") // continues the link section
+				if err == nil {
+					p.name = "pacer (offloads on, GRO off)"
+				}
+				return p, err
+			}})
+		}
 	}
 	vs = append(vs, variant{key: "veth-off", build: func(ctx context.Context) (*path, error) { return r.e.vethPath(ctx, false) }})
 	if withVethOn {
