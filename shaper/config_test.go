@@ -220,6 +220,7 @@ func TestLoadConfigFull(t *testing.T) {
 	link := shaper.LinkPairConfig{
 		Queues:  0,
 		Offload: true,
+		GRO:     true,
 		Inner: shaper.LinkConfig{Name: "pace-in", MTU: 1500, TxQueueLen: 1000,
 			Addresses: pfx("198.18.0.1/32"), Peer: netip.MustParseAddr("198.18.0.2"), Routes: []netip.Prefix{}},
 		Outer: shaper.LinkConfig{Name: "pace-out", Netns: "peer", MTU: 1500,
@@ -298,7 +299,7 @@ func TestLoadConfigMinimalDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.LinkPairConfig{Offload: true,
+	want := shaper.LinkPairConfig{Offload: true, GRO: true,
 		Inner: shaper.LinkConfig{Name: "pace-in", MTU: shaper.DefaultMTU},
 		Outer: shaper.LinkConfig{Name: "pace-out", MTU: shaper.DefaultMTU}}
 	if !reflect.DeepEqual(c.Link, want) {
@@ -389,6 +390,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "queues negative", yaml: base + "  queues: -1\n", line: 4, want: "link.queues: -1 is out of range [0, 256]"},
 		{name: "queues too many", yaml: base + "  queues: 257\n", line: 4, want: "out of range"},
 		{name: "offload yes", yaml: base + "  offload: yes\n", line: 4, want: `link.offload: must be true or false, not "yes"`},
+		{name: "gro on", yaml: base + "  gro: on\n", line: 4, want: `link.gro: must be true or false, not "on"`},
 		{name: "mtu small", yaml: "link:\n  inner: {name: a}\n  outer: {name: b, mtu: 67}\n", line: 3, want: "link.outer.mtu: 67 is out of range [68, 65535]"},
 		{name: "mtu float", yaml: "link:\n  inner: {name: a, mtu: 1500.5}\n  outer: {name: b}\n", line: 2, want: `link.inner.mtu: must be an integer, not "1500.5"`},
 		{name: "mtu list", yaml: "link:\n  inner: {name: a, mtu: [1]}\n  outer: {name: b}\n", line: 2, want: "link.inner.mtu: must be an integer, not a list"},
