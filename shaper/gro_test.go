@@ -37,6 +37,17 @@ func tcpSegment(k, mss int) ([]byte, tun.GSOInfo) {
 	return p, tun.GSOInfo{Flags: tun.FlagNeedsCsum, CsumStart: 20, CsumOffset: 16}
 }
 
+// tcpStream returns segments 0..n-1 of tcpSegment's stream, their GSO
+// information and their payloads end to end.
+func tcpStream(n, mss int) (pkts [][]byte, gs []tun.GSOInfo, payload []byte) {
+	for k := range n {
+		p, g := tcpSegment(k, mss)
+		pkts, gs = append(pkts, p), append(gs, g)
+		payload = append(payload, p[40:]...)
+	}
+	return pkts, gs, payload
+}
+
 // groLink makes a link of offload fakes with the given egress policy and
 // options, injects pkts into inner's queue before it starts (so that the
 // first Read returns them all) and returns it and what it writes to outer.
@@ -94,14 +105,7 @@ func receive(t *testing.T, out <-chan tuntest.FakePacket, want int) []tuntest.Fa
 // their wire bytes.
 func TestGROWrites(t *testing.T) {
 	const n, mss = 20, 1000
-	var pkts [][]byte
-	var gs []tun.GSOInfo
-	var payload []byte
-	for k := range n {
-		p, g := tcpSegment(k, mss)
-		pkts, gs = append(pkts, p), append(gs, g)
-		payload = append(payload, p[40:]...)
-	}
+	pkts, gs, payload := tcpStream(n, mss)
 	policy := "egress:\n  classes:\n    - {name: c, match: {proto: tcp}, rate: 1gbit, queue: fifo}\n"
 	for _, on := range []bool{true, false} {
 		l, out := groLink(t, policy, pkts, gs, shaper.WithGRO(on))
@@ -143,14 +147,7 @@ func TestGROWrites(t *testing.T) {
 // buffer, not in the slab of its first packet.
 func TestGROHeldPackets(t *testing.T) {
 	const n, mss = 30, 1200
-	var pkts [][]byte
-	var gs []tun.GSOInfo
-	var payload []byte
-	for k := range n {
-		p, g := tcpSegment(k, mss)
-		pkts, gs = append(pkts, p), append(gs, g)
-		payload = append(payload, p[40:]...)
-	}
+	pkts, gs, payload := tcpStream(n, mss)
 	l, out := groLink(t, "egress:\n  classes:\n    - {name: c, match: {proto: tcp}, rate: 1gbit, delay: 20ms, queue: fifo}\n", pkts, gs)
 	got := receive(t, out, n)
 	var data []byte
