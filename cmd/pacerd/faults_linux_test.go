@@ -250,26 +250,35 @@ func TestSIGHUPStormAndHalfWrittenConfig(t *testing.T) {
 	withExtra := base + "    - {name: extra, match: {proto: udp}, rate: 5mbit}\n"
 	pid, metrics := p.cmd.Process.Pid, "http://"+p.metricsAddr
 	srv := tuntest.StartIperf3Server(t, ns2, netip.MustParseAddr("198.18.0.2"))
-	wait := background(t, srv, ns1, 17*time.Second)
+	wait := background(t, srv, ns1, 3*time.Minute) // stopped once measured
 	time.Sleep(2 * time.Second)
 
 	rss0, gor0, heap0 := procStatusKB(t, pid, "VmRSS"), metricValue(metrics, "go_goroutines"), liveHeap(metrics)
-	b0, t0 := tuntest.RxBytes(t, ns2, outer), time.Now()
-	var rssMid int
-	var heapMid float64
-	tick := time.NewTicker(10 * time.Millisecond)
-	for i := 0; i < 1000; i++ {
-		<-tick.C
-		if i%100 == 0 {
-			writeAtomic(t, config, []string{base, withExtra}[i/100%2])
-		}
-		if i == 500 {
-			rssMid, heapMid = procStatusKB(t, pid, "VmRSS"), liveHeap(metrics)
-		}
-		p.cmd.Process.Signal(syscall.SIGHUP)
+	// The rate during a storm the hypervisor did not steal from: a storm
+	// is measured again (the memory figures are the last storm's).
+	type storm struct {
+		got     float64
+		rssMid  int
+		heapMid float64
 	}
-	tick.Stop()
-	got := float64(tuntest.RxBytes(t, ns2, outer)-b0) / time.Since(t0).Seconds()
+	st := tuntest.Unstolen(t, "storm", 5, func() (st storm) {
+		b0, t0 := tuntest.RxBytes(t, ns2, outer), time.Now()
+		tick := time.NewTicker(10 * time.Millisecond)
+		for i := 0; i < 1000; i++ {
+			<-tick.C
+			if i%100 == 0 {
+				writeAtomic(t, config, []string{base, withExtra}[i/100%2])
+			}
+			if i == 500 {
+				st.rssMid, st.heapMid = procStatusKB(t, pid, "VmRSS"), liveHeap(metrics)
+			}
+			p.cmd.Process.Signal(syscall.SIGHUP)
+		}
+		tick.Stop()
+		st.got = float64(tuntest.RxBytes(t, ns2, outer)-b0) / time.Since(t0).Seconds()
+		return st
+	})
+	got, rssMid, heapMid := st.got, st.rssMid, st.heapMid
 	time.Sleep(500 * time.Millisecond) // the last reload
 	rss1, gor1, heap1 := procStatusKB(t, pid, "VmRSS"), metricValue(metrics, "go_goroutines"), liveHeap(metrics)
 	reloads := strings.Count(p.logText(), `msg=reloaded`)
