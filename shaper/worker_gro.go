@@ -23,7 +23,6 @@ const maxStaged = 16
 type groState struct {
 	staging [][]byte // buffers of tun.Headroom+gro.MaxSize bytes for Grow
 	staged  int      // staging buffers handed out since the last Coalesce
-	members []uint16 // scratch: inputs per output, for countGRO
 
 	// Counters read by Link.DirectionStats.
 	groSuper   atomic.Uint64 // super-packets written
@@ -66,17 +65,9 @@ func (w *worker) coalesce() (bufs [][]byte, pkts []tun.Packet, merged bool) {
 // countGRO counts, of the outputs of the last coalesce, the super-packets
 // among the first n (those written) and the packets they carried.
 func (w *worker) countGRO(outputs, n int) {
-	if cap(w.members) < outputs {
-		w.members = make([]uint16, outputs)
-	}
-	m := w.members[:outputs]
-	clear(m)
-	for i := range w.outPkts {
-		m[w.gro.Output(i)]++
-	}
 	var supers, packets uint64
-	for _, k := range m[:min(n, outputs)] {
-		if k > 1 {
+	for j := range min(n, outputs) {
+		if k := w.gro.Count(j); k > 1 {
 			supers++
 			packets += uint64(k)
 		}

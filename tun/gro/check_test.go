@@ -114,6 +114,9 @@ func checkCoalesced(t testing.TB, c *gro.Coalescer, b *batch, outBufs [][]byte, 
 	for j := range outPkts {
 		m := slices.Clone(c.Members(j))
 		groups[j] = m
+		if c.Count(j) != len(m) {
+			t.Fatalf("output %d: Count %d, %d members", j, c.Count(j), len(m))
+		}
 		if len(m) == 0 || !slices.IsSorted(m) || m[0] <= prevHead {
 			t.Fatalf("output %d: members %v (previous head %d)", j, m, prevHead)
 		}

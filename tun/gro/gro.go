@@ -101,6 +101,9 @@ func (c *Coalescer) Coalesce(bufs [][]byte, pkts []tun.Packet, offset int) (outB
 // Coalesce.
 func (c *Coalescer) Output(i int) int { return c.outOf[i] }
 
+// Count returns how many inputs output j of the last Coalesce carries.
+func (c *Coalescer) Count(j int) int { return c.runs[j].count }
+
 // Members returns the input indices that output j of the last Coalesce
 // carries, in ascending order; the first is the head whose buffer holds the
 // output. The slice must not be modified. The first call after Coalesce
