@@ -140,12 +140,7 @@ func (tl *testLink) steadyRate(t *testing.T, warmup, window time.Duration, load 
 	t.Helper()
 	defer background(load)()
 	time.Sleep(warmup)
-	return tuntest.Unstolen(t, fmt.Sprintf("rate over %v", window), 5, func() float64 {
-		b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-		time.Sleep(window)
-		b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-		return float64(b1-b0) / t1.Sub(t0).Seconds()
-	})
+	return tuntest.RxRate(t, tl.ns2, tl.outer, window)
 }
 
 // background runs load until the returned stop function is called; stop
@@ -467,11 +462,7 @@ egress:
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	got := tuntest.Unstolen(t, "rate over 4s", 5, func() float64 {
-		b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-		time.Sleep(4 * time.Second)
-		return float64(tuntest.RxBytes(t, tl.ns2, tl.outer)-b0) / time.Since(t0).Seconds()
-	})
+	got := tuntest.RxRate(t, tl.ns2, tl.outer, 4*time.Second)
 	tuntest.WithinRate(t, "after Apply(25mbit)", got, 3.125e6, 0.02)
 	if after := tl.Class(Egress, "bulk").Counters().SentPackets; after <= before {
 		t.Errorf("class counters restarted on Apply: %d then %d", before, after)

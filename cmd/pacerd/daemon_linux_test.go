@@ -177,14 +177,7 @@ func TestDaemonReloadAndStop(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	rate := func(window time.Duration) float64 {
-		return tuntest.Unstolen(t, "rate window", 5, func() float64 {
-			b0, t0, w := tuntest.RxBytes(t, ns2, outer), time.Now(), tuntest.WatchSteal()
-			time.Sleep(window)
-			defer t.Logf("measured %v: %v", window, w)
-			return float64(tuntest.RxBytes(t, ns2, outer)-b0) / time.Since(t0).Seconds()
-		})
-	}
+	rate := func(window time.Duration) float64 { return tuntest.RxRate(t, ns2, outer, window) }
 	check := func(what string, got, want float64) {
 		t.Helper()
 		dev := got/want - 1

@@ -102,12 +102,7 @@ func runPacerctl(bin, socket string, args ...string) (stdout, stderr string, err
 // (tuntest.Unstolen), of at most five.
 func (td *testDaemon) deliveredRate(t *testing.T, window time.Duration) float64 {
 	t.Helper()
-	return tuntest.Unstolen(t, "rate window", 5, func() float64 {
-		b0, t0 := tuntest.RxBytes(t, td.ns2, td.outer), time.Now()
-		time.Sleep(window)
-		b1, t1 := tuntest.RxBytes(t, td.ns2, td.outer), time.Now()
-		return float64(b1-b0) / t1.Sub(t0).Seconds()
-	})
+	return tuntest.RxRate(t, td.ns2, td.outer, window)
 }
 
 // background runs an iperf3 client in ns against s for d and returns a

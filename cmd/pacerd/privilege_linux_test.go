@@ -172,18 +172,6 @@ func processUID(t *testing.T, pid int) int {
 	return -1
 }
 
-// rxRate is the IP bytes per second dev in ns received over window.
-func rxRate(t *testing.T, ns, dev string, window time.Duration) float64 {
-	t.Helper()
-	return tuntest.Unstolen(t, "rate window", 5, func() float64 {
-		b0, t0, w := tuntest.RxBytes(t, ns, dev), time.Now(), tuntest.WatchSteal()
-		time.Sleep(window)
-		b1, t1 := tuntest.RxBytes(t, ns, dev), time.Now()
-		t.Logf("measured %v: %v", window, w)
-		return float64(b1-b0) / t1.Sub(t0).Seconds()
-	})
-}
-
 // TestLeastPrivilege is the acceptance test of least privilege: pacerd,
 // started with only CAP_NET_ADMIN and CAP_SYS_ADMIN (the link's devices go
 // into two existing named namespaces), holds no capability at all once the
@@ -256,7 +244,7 @@ egress:
 			// second; 3 s windows hold some 2,700 and 5,400 datagrams.
 			wait := background(t, srv, ns1, 3*time.Minute, "-u", "-b", "40M", "-l", "1400") // stopped once measured
 			time.Sleep(time.Second)
-			tuntest.WithinRate(t, "20mbit class, capabilities dropped", rxRate(t, ns2, outer, 3*time.Second), privRateOld, 0.01)
+			tuntest.WithinRate(t, "20mbit class, capabilities dropped", tuntest.RxRate(t, ns2, outer, 3*time.Second), privRateOld, 0.01)
 
 			writeFile(t, config, policy("10mbit"))
 			p.cmd.Process.Signal(syscall.SIGHUP)
@@ -268,7 +256,7 @@ egress:
 				time.Sleep(50 * time.Millisecond)
 			}
 			time.Sleep(500 * time.Millisecond)
-			tuntest.WithinRate(t, "10mbit after SIGHUP, capabilities dropped", rxRate(t, ns2, outer, 3*time.Second), privRateNew, 0.01)
+			tuntest.WithinRate(t, "10mbit after SIGHUP, capabilities dropped", tuntest.RxRate(t, ns2, outer, 3*time.Second), privRateNew, 0.01)
 
 			out, errOut, err := runPacerctl(pacerctl, socket, "status")
 			if err != nil {

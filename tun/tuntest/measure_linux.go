@@ -2,7 +2,11 @@
 
 package tuntest
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+	"time"
+)
 
 // RxBytes returns the receive byte counter of interface dev in namespace ns
 // (the IP bytes the kernel received there, DESIGN §5's measure of delivered
@@ -14,6 +18,19 @@ func RxBytes(t testing.TB, ns, dev string) uint64 {
 		t.Fatalf("rx bytes of %s in %s: %v", dev, ns, err)
 	}
 	return s.RxBytes
+}
+
+// RxRate returns the bytes per second interface dev in namespace ns
+// received over window: of a window the hypervisor did not steal from
+// (Unstolen), of at most five. Traffic must flow until it returns.
+func RxRate(t testing.TB, ns, dev string, window time.Duration) float64 {
+	t.Helper()
+	return Unstolen(t, fmt.Sprintf("rate over %v", window), 5, func() float64 {
+		b0, t0 := RxBytes(t, ns, dev), time.Now()
+		time.Sleep(window)
+		b1, t1 := RxBytes(t, ns, dev), time.Now()
+		return float64(b1-b0) / t1.Sub(t0).Seconds()
+	})
 }
 
 // LinkExists reports whether interface dev exists in namespace ns.
