@@ -67,12 +67,7 @@ egress:
 			// meanwhile the pings during which it stole nothing.
 			rate := make(chan float64, 1)
 			go func() {
-				rate <- tuntest.Unstolen(t, "rate beside the pings", 5, func() float64 {
-					b0, t0 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-					time.Sleep(5 * time.Second)
-					b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-					return float64(b1-b0) / t1.Sub(t0).Seconds()
-				})
+				rate <- tuntest.RxRate(t, tl.ns2, tl.outer, 5*time.Second)
 			}()
 			rtts, lost, left := pingUnstolen(t, tl, 500, 400)
 			p50, p99 := tuntest.Percentile(rtts, 0.5), tuntest.Percentile(rtts, 0.99)

@@ -75,20 +75,8 @@ egress:
 		}
 	}()
 	time.Sleep(3 * time.Second)
-	per := tuntest.Unstolen(t, "two links", 5, func() (per [2]float64) {
-		var b0, b1 [2]uint64
-		var t0, t1 [2]time.Time
-		for i, tl := range links {
-			b0[i], t0[i] = tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-		}
-		time.Sleep(5 * time.Second)
-		for i, tl := range links {
-			b1[i], t1[i] = tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-		}
-		for i := range links {
-			per[i] = float64(b1[i]-b0[i]) / t1[i].Sub(t0[i]).Seconds()
-		}
-		return per
+	per := tuntest.RatesUnstolen(t, "two links", 5*time.Second, tuntest.BinLimit(5*time.Second), func() []uint64 {
+		return []uint64{tuntest.RxBytes(t, links[0].ns2, links[0].outer), tuntest.RxBytes(t, links[1].ns2, links[1].outer)}
 	})
 	agg := per[0] + per[1]
 	tuntest.WithinRate(t, "aggregate of two links under one direction-level global limit", agg, rate, 0.02)

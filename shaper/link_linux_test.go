@@ -119,19 +119,6 @@ func withOuterAddr(prefix string) linkOption {
 	}
 }
 
-// measure runs load in the background and returns the bytes per second the
-// receiving device (outer, in ns2) got between warmup and warmup+window.
-func (tl *testLink) measure(t *testing.T, warmup, window time.Duration, load func(ctx context.Context)) float64 {
-	t.Helper()
-	defer background(load)()
-	time.Sleep(warmup)
-	b0, t0, w := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now(), tuntest.WatchSteal()
-	time.Sleep(window)
-	b1, t1 := tuntest.RxBytes(t, tl.ns2, tl.outer), time.Now()
-	t.Logf("measured %v: %v", window, w)
-	return float64(b1-b0) / t1.Sub(t0).Seconds()
-}
-
 // steadyRate runs load (which must run until stopped) in the background
 // and returns the bytes per second the receiving device (outer, in ns2)
 // got over a window after warmup: over the first window that the
@@ -141,6 +128,32 @@ func (tl *testLink) steadyRate(t *testing.T, warmup, window time.Duration, load 
 	defer background(load)()
 	time.Sleep(warmup)
 	return tuntest.RxRate(t, tl.ns2, tl.outer, window)
+}
+
+// classRates runs load in the background and after warmup returns the
+// rates at which the named egress classes sent (their on-wire IP bytes,
+// what pacer handed the kernel) over bins the hypervisor did not steal
+// from that add up to window (tuntest.RatesUnstolen). Classes that share
+// the receiving device, or whose GSO super-packets the device counts
+// with one header, are told apart and counted as the wire sees them this
+// way.
+func (tl *testLink) classRates(t *testing.T, warmup, window time.Duration, load func(ctx context.Context), classes ...string) []float64 {
+	t.Helper()
+	defer background(load)()
+	time.Sleep(warmup)
+	cs := make([]*Class, len(classes))
+	for i, name := range classes {
+		if cs[i] = tl.Class(Egress, name); cs[i] == nil {
+			t.Fatalf("no egress class %q", name)
+		}
+	}
+	return tuntest.RatesUnstolen(t, fmt.Sprintf("classes %v", classes), window, tuntest.BinLimit(window), func() []uint64 {
+		out := make([]uint64, len(cs))
+		for i, c := range cs {
+			out[i] = c.Counters().SentBytes
+		}
+		return out
+	})
 }
 
 // background runs load until the returned stop function is called; stop
@@ -287,7 +300,8 @@ func newTwoAddrLink(t *testing.T, offload bool, policy string) *testLink {
 }
 
 // TestTwoClassesAtOnce: two classes loaded at the same time each keep their
-// own rate within 2%, judged by the receivers' goodput after a warm-up.
+// own rate within 2%, judged by what each sent after a warm-up (the
+// receiving device is shared: classRates).
 func TestTwoClassesAtOnce(t *testing.T) {
 	rateTest(t)
 	for _, offload := range []bool{false, true} {
@@ -300,29 +314,12 @@ egress:
 `)
 			s1 := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 			s2 := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
-			ctx := context.Background()
-			type res struct {
-				r   tuntest.Iperf3Result
-				err error
-			}
-			// Both flows' goodput over their runs: judged on runs the
-			// hypervisor did not steal from.
-			rates := tuntest.Unstolen(t, "two classes at once", 5, func() [2]float64 {
-				ch := make(chan res, 1)
-				go func() {
-					r, err := s2.Client(ctx, tl.ns1, 6*time.Second, "-O", "2")
-					ch <- res{r, err}
-				}()
-				r1, err := s1.Client(ctx, tl.ns1, 6*time.Second, "-O", "2")
-				if err != nil {
-					t.Fatal(err)
-				}
-				r2 := <-ch
-				if r2.err != nil {
-					t.Fatal(r2.err)
-				}
-				return [2]float64{ipRate(r1, 0), ipRate(r2.r, 0)}
-			})
+			// Both classes' rates over bins the hypervisor did not steal
+			// from.
+			rates := tl.classRates(t, 3*time.Second, 5*time.Second, func(ctx context.Context) {
+				defer background(tl.iperf(t, s2, 3*time.Minute))()
+				tl.iperf(t, s1, 3*time.Minute)(ctx) // stopped once measured
+			}, "slow", "fast")
 			tuntest.WithinRate(t, "class slow (10mbit)", rates[0], 1.25e6, 0.02)
 			tuntest.WithinRate(t, "class fast (30mbit)", rates[1], 3.75e6, 0.02)
 		})
@@ -546,7 +543,7 @@ egress:
     - {name: bulk, match: {proto: tcp}, rate: 10mbit, backlog: 200ms}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	const rounds = 2000
+	const rounds = 500 // a call of sendRaw
 	malformed := func() uint64 { return tl.Class(Egress, Unclassified).Counters().Dropped[DropMalformed] }
 	// The injector keeps at most 100 of its packets (checked after every
 	// round of 5) ahead of what pacer has counted, far below the TUN's
@@ -554,30 +551,42 @@ egress:
 	// of them: then every packet sent must be counted, exactly. (The
 	// device's tx_dropped is no measure of that: it also counts packets
 	// that are not the test's.)
+	// The injector starts after 2.5 s and sends rounds of the malformed
+	// packets until the flow's rate was measured (from 3 s on, over bins
+	// the hypervisor did not steal from).
 	var before netlink.LinkStatistics
-	got := tl.measure(t, 2*time.Second, 4*time.Second, func(ctx context.Context) {
+	injected := make(chan uint64, 1)
+	got := tl.steadyRate(t, 3*time.Second, 4*time.Second, func(ctx context.Context) {
 		go func() {
+			var sent uint64
+			defer func() { injected <- sent }()
 			time.Sleep(2500 * time.Millisecond)
 			var err error
 			if before, err = tuntest.LinkStats(tl.ns1, tl.inner); err != nil {
 				t.Errorf("link stats: %v", err)
+				return
 			}
 			m0 := malformed()
-			err = sendRaw(tl.ns1, tl.inner, malformedPackets, rounds, func(sent int) {
-				// A millisecond's sleep, not a spin: the injector shares
-				// the test process, and its CPU, with pacer's workers.
-				for deadline := time.Now().Add(2 * time.Second); malformed()-m0+100 < uint64(sent) && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
+			for ctx.Err() == nil {
+				err = sendRaw(tl.ns1, tl.inner, malformedPackets, rounds, func(n int) {
+					// A millisecond's sleep, not a spin: the injector shares
+					// the test process, and its CPU, with pacer's workers.
+					for deadline := time.Now().Add(2 * time.Second); malformed()-m0+100 < sent+uint64(n) && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
+				})
+				if err != nil {
+					t.Errorf("send malformed: %v", err)
+					return
 				}
-			})
-			if err != nil {
-				t.Errorf("send malformed: %v", err)
+				sent += uint64(rounds * len(malformedPackets))
 			}
 		}()
-		tl.iperf(t, s, 7*time.Second)(ctx)
+		tl.iperf(t, s, 3*time.Minute)(ctx)
 	})
 	tuntest.WithinRate(t, "tcp 10mbit beside malformed packets", got, 1.25e6, 0.02)
-	want := uint64(rounds * len(malformedPackets))
+	want := <-injected
+	time.Sleep(100 * time.Millisecond) // pacer reads what is left of the last round
 	after, err := tuntest.LinkStats(tl.ns1, tl.inner)
 	if err != nil {
 		t.Fatal(err)
@@ -644,14 +653,8 @@ egress:
 			slow := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
 			defer background(tl.iperf(t, slow, 3*time.Minute, "-u", "-b", "30M", "-l", "1400"))() // stopped once measured
 			time.Sleep(time.Second)
-			r := tuntest.Unstolen(t, "fast class", 5, func() tuntest.Iperf3Result {
-				r, err := fast.Client(context.Background(), tl.ns1, 5*time.Second, "-O", "1")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r
-			})
-			tuntest.WithinRate(t, "fast class beside a flooded slow class", ipRate(r, 0), 5e6, 0.02)
+			got := tl.classRates(t, time.Second, 5*time.Second, tl.iperf(t, fast, 3*time.Minute), "fast")[0]
+			tuntest.WithinRate(t, "fast class beside a flooded slow class", got, 5e6, 0.02)
 			// Flooded: it drops (fifo: by the backlog bound; fq: mostly by
 			// its AQM, which under an unresponsive flood keeps the queue
 			// short, at moments empty) and held packets for their tokens.

@@ -358,20 +358,47 @@ type pageReading struct {
 // compareWithMetrics reads bulk's achieved rate off the page for every
 // second of d, scrapes /metrics at every whole second meanwhile, and
 // checks each second the page showed against the two scrapes taken
-// closest to that second's samples. The rate TCP achieved is judged on a
-// run the hypervisor did not steal from (tuntest.Unstolen): a stall of a
-// few hundred milliseconds costs TCP a second's worth of rate.
+// closest to that second's samples. The rate TCP achieved is judged over
+// the seconds the hypervisor did not steal from: a stall of a few hundred
+// milliseconds costs TCP a second's worth of rate. A run with fewer than
+// three such seconds is measured again (tuntest.Unstolen, at most five).
 func compareWithMetrics(t *testing.T, b *browser, base string, d time.Duration) {
 	t.Helper()
 	type run struct {
 		readings []pageReading
 		scrapes  []scrape
+		trace    *tuntest.StealTrace
 	}
-	r := tuntest.Unstolen(t, "page and /metrics", 5, func() run {
+	var r run
+	for attempt := 1; attempt <= 5; attempt++ {
+		if attempt > 1 {
+			tuntest.WaitQuiet(45 * time.Second)
+		}
+		tr := tuntest.TraceStealEvery(tuntest.StealInterval)
 		readings, scrapes := readPageAndMetrics(t, b, base, d)
-		return run{readings, scrapes}
-	})
-	judgePageAndMetrics(t, r.readings, r.scrapes)
+		tr.Stop()
+		r = run{readings, scrapes, tr}
+		if n := len(unstolenSeconds(readings, tr)); n >= 3 {
+			break
+		}
+		t.Logf("page and /metrics, run %d of 5: fewer than three seconds the hypervisor did not steal from", attempt)
+	}
+	judgePageAndMetrics(t, r.readings, r.scrapes, r.trace)
+}
+
+// unstolenSeconds returns the page's readings whose second, with a
+// quarter of a second on either side (a stall's catch-up), had at most
+// tuntest.BinSteal of the machine's CPU time stolen.
+func unstolenSeconds(readings []pageReading, tr *tuntest.StealTrace) map[float64]bool {
+	out := map[float64]bool{}
+	for _, r := range readings {
+		from := time.Unix(0, int64(r.From*1e9)).Add(-tuntest.StealInterval)
+		to := time.Unix(0, int64(r.To*1e9)).Add(tuntest.StealInterval)
+		if share, ok := tr.Share(from, to); ok && share <= tuntest.BinSteal {
+			out[r.To] = true
+		}
+	}
+	return out
 }
 
 // readPageAndMetrics reads the page's achieved rate for bulk every 100 ms
@@ -423,8 +450,9 @@ func readPageAndMetrics(t *testing.T, b *browser, base string, d time.Duration) 
 
 // judgePageAndMetrics checks each second the page showed against the
 // scrapes nearest its samples, and the mean against bulk's rate.
-func judgePageAndMetrics(t *testing.T, readings []pageReading, scrapes []scrape) {
+func judgePageAndMetrics(t *testing.T, readings []pageReading, scrapes []scrape, tr *tuntest.StealTrace) {
 	t.Helper()
+	unstolen := unstolenSeconds(readings, tr)
 	nearest := func(unix float64) (scrape, float64) {
 		best, off := scrape{}, math.Inf(1)
 		for _, s := range scrapes {
@@ -434,8 +462,8 @@ func judgePageAndMetrics(t *testing.T, readings []pageReading, scrapes []scrape)
 		}
 		return best, off
 	}
-	compared := 0
-	worst, shownSum := 0.0, 0.0
+	compared, kept := 0, 0
+	worst, shownSum, allSum := 0.0, 0.0, 0.0
 	for _, r := range readings {
 		a, offA := nearest(r.From)
 		z, offZ := nearest(r.To)
@@ -458,14 +486,22 @@ func judgePageAndMetrics(t *testing.T, readings []pageReading, scrapes []scrape)
 		if math.Abs(dev) > 0.03 {
 			t.Errorf("page shows %s for bulk, /metrics says %.0f B/s over the same second: off by %+.2f%%, want within 3%%", r.Text, metrics, 100*dev)
 		}
-		shownSum += float64(shown)
+		allSum += float64(shown)
+		if unstolen[r.To] {
+			shownSum += float64(shown)
+			kept++
+		}
 	}
-	t.Logf("page vs /metrics: %d seconds compared, largest difference %.2f%%", compared, 100*worst)
+	t.Logf("page vs /metrics: %d seconds compared, largest difference %.2f%%; %d of them without steal", compared, 100*worst, kept)
 	// The page shows the class at its rate: judged over the seconds
-	// compared, not each second, as TCP under the class's AQM
-	// may leave a second a few percent short after a drop.
-	if compared > 0 {
-		tuntest.WithinRate(t, "page's achieved rate vs configured, mean of the seconds compared", shownSum/float64(compared), 1.25e6, 0.02)
+	// compared that the hypervisor did not steal from, not each second, as
+	// TCP under the class's AQM may leave a second a few percent short
+	// after a drop.
+	if kept > 0 {
+		tuntest.WithinRate(t, "page's achieved rate vs configured, mean of the seconds compared without steal", shownSum/float64(kept), 1.25e6, 0.02)
+	} else if compared > 0 {
+		t.Logf("no second compared was free of steal: judging them all")
+		tuntest.WithinRate(t, "page's achieved rate vs configured, mean of the seconds compared", allSum/float64(compared), 1.25e6, 0.02)
 	}
 	if compared < 3 {
 		t.Errorf("only %d seconds of the page could be matched with scrapes (%d readings, %d scrapes)", compared, len(readings), len(scrapes))

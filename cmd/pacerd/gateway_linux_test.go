@@ -128,46 +128,35 @@ func (p *daemonProc) kill9(t *testing.T) {
 // ipRxBytes returns the IP bytes a veth device received: its byte counter
 // less the 14-byte Ethernet header of each packet (the gateway tests use no
 // offloads on pacer's devices, so every packet is one wire packet).
-func ipRxBytes(t *testing.T, ns, dev string) float64 {
+func ipRxBytes(t *testing.T, ns, dev string) uint64 {
 	t.Helper()
 	s, err := tuntest.LinkStats(ns, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return float64(s.RxBytes) - 14*float64(s.RxPackets)
+	return s.RxBytes - 14*s.RxPackets
 }
 
-// measureIperf runs iperf3 from the client to srv (extra: e.g. "-R") for
-// warmup+window+1s and returns the IP bytes per second that dev in ns
-// received during the window: of a run the hypervisor did not steal from
-// (tuntest.Unstolen), of at most five.
+// measureIperf runs iperf3 from the client to srv (extra: e.g. "-R") and
+// after warmup returns the IP bytes per second that dev in ns received,
+// over bins the hypervisor did not steal from that add up to window
+// (tuntest.RateUnstolen); then it stops the client.
 func measureIperf(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server, ns, dev string, warmup, window time.Duration, extra ...string) float64 {
 	t.Helper()
-	return tuntest.Unstolen(t, fmt.Sprintf("iperf3 %v", extra), 5, func() float64 {
-		return measureIperfOnce(t, r, srv, ns, dev, warmup, window, extra...)
-	})
-}
-
-// measureIperfOnce is one run of measureIperf.
-func measureIperfOnce(t *testing.T, r *tuntest.Router, srv *tuntest.Iperf3Server, ns, dev string, warmup, window time.Duration, extra ...string) float64 {
-	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := srv.Client(context.Background(), r.Client, warmup+window+time.Second, extra...)
+		_, err := srv.Client(ctx, r.Client, 3*time.Minute, extra...)
 		done <- err
 	}()
-	// Let the run end by itself: a client killed mid-run leaves the server
-	// busy for the next one.
 	defer func() {
-		if err := <-done; err != nil {
+		cancel() // the client is interrupted and ends the server's test
+		if err := <-done; err != nil && ctx.Err() == nil {
 			t.Errorf("iperf3 %v: %v", extra, err)
 		}
 	}()
 	time.Sleep(warmup)
-	b0, t0, w := ipRxBytes(t, ns, dev), time.Now(), tuntest.WatchSteal()
-	time.Sleep(window)
-	defer t.Logf("measured %v: %v", window, w)
-	return (ipRxBytes(t, ns, dev) - b0) / time.Since(t0).Seconds()
+	return tuntest.RateUnstolen(t, fmt.Sprintf("iperf3 %v", extra), window, tuntest.BinLimit(window), func() uint64 { return ipRxBytes(t, ns, dev) })
 }
 
 // checkForwarding checks that the router forwards between client and
@@ -323,7 +312,7 @@ func TestGatewayNAT(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	b0, t0 := ipRxBytes(t, r.Server, r.ServerDev), time.Now()
 	time.Sleep(2 * time.Second)
-	afterKill := (ipRxBytes(t, r.Server, r.ServerDev) - b0) / time.Since(t0).Seconds()
+	afterKill := float64(ipRxBytes(t, r.Server, r.ServerDev)-b0) / time.Since(t0).Seconds()
 	if err := <-iperfDone; err != nil {
 		t.Errorf("iperf3 across kill -9: %v", err)
 	}
@@ -432,14 +421,15 @@ egress:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = servers[i].Client(context.Background(), r.Client, 6*time.Second,
+			results[i], errs[i] = servers[i].Client(context.Background(), r.Client, 18*time.Second,
 				"-B", src.String(), "-u", "-b", "8M", "-l", fmt.Sprint(udpLen))
 		}()
 	}
+	// The total over 3 s of bins the hypervisor did not steal from, found
+	// within the clients' runs (which end by themselves: each one's share
+	// is in its report).
 	time.Sleep(2 * time.Second)
-	b0, t0 := ipRxBytes(t, r.Server, r.ServerDev), time.Now()
-	time.Sleep(3 * time.Second)
-	total := (ipRxBytes(t, r.Server, r.ServerDev) - b0) / time.Since(t0).Seconds()
+	total := tuntest.RateUnstolen(t, "two clients", 3*time.Second, 14*time.Second, func() uint64 { return ipRxBytes(t, r.Server, r.ServerDev) })
 	wg.Wait()
 	// Both clients at twice their limit: the server gets 2 x 4mbit, not
 	// the 16mbit offered (the class's 20mbit would let that through).

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -126,9 +127,14 @@ func (s *Iperf3Server) Client(ctx context.Context, clientNs string, duration tim
 }
 
 // RunIperf3 runs `ip netns exec ns iperf3 -J args...` and parses the
-// report. The context bounds the run; iperf3 is killed when it ends.
+// report. The context bounds the run: when it ends iperf3 is interrupted
+// (it tells the server the test is over), and killed 2 s later.
 func RunIperf3(ctx context.Context, ns string, args ...string) (Iperf3Result, error) {
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "iperf3", "-J"}, args...)...)
+	// `ip netns exec` execs iperf3 in its place, so the interrupt reaches
+	// it: a client interrupted tells its server the test is over (a
+	// killed one leaves the server busy with it for a while).
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

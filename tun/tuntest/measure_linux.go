@@ -21,16 +21,11 @@ func RxBytes(t testing.TB, ns, dev string) uint64 {
 }
 
 // RxRate returns the bytes per second interface dev in namespace ns
-// received over window: of a window the hypervisor did not steal from
-// (Unstolen), of at most five. Traffic must flow until it returns.
+// received over window: over bins the hypervisor did not steal from that
+// add up to window (RateUnstolen). Traffic must flow until it returns.
 func RxRate(t testing.TB, ns, dev string, window time.Duration) float64 {
 	t.Helper()
-	return Unstolen(t, fmt.Sprintf("rate over %v", window), 5, func() float64 {
-		b0, t0 := RxBytes(t, ns, dev), time.Now()
-		time.Sleep(window)
-		b1, t1 := RxBytes(t, ns, dev), time.Now()
-		return float64(b1-b0) / t1.Sub(t0).Seconds()
-	})
+	return RateUnstolen(t, fmt.Sprintf("rate over %v", window), window, BinLimit(window), func() uint64 { return RxBytes(t, ns, dev) })
 }
 
 // LinkExists reports whether interface dev exists in namespace ns.

@@ -87,6 +87,20 @@ func (s *StealTrace) Stolen(from, to time.Time) bool {
 	return stolenIn(s.at, s.cpu, from.Add(-stealResolution), to.Add(stealResolution))
 }
 
+// Share returns the share (0 to 1) of the machine's CPU time stolen
+// between the last read at or before from and the first at or after to,
+// and false if the trace does not cover the span.
+func (s *StealTrace) Share(from, to time.Time) (float64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.at), func(k int) bool { return s.at[k].After(from) }) - 1
+	j := sort.Search(len(s.at), func(k int) bool { return !s.at[k].Before(to) })
+	if i < 0 || j >= len(s.at) {
+		return 0, false
+	}
+	return Stolen(s.cpu[i], s.cpu[j]), true
+}
+
 // Profile is StealProfile of the trace's record: the share of the
 // machine's CPU time stolen over the whole trace, and in its worst step.
 func (s *StealTrace) Profile() (mean, peak float64) {

@@ -1,0 +1,72 @@
+package tuntest
+
+import (
+	"testing"
+	"time"
+)
+
+// binRun builds samples every 250 ms of a counter growing by 1000 per bin,
+// with steal ticks (of 100 per bin of CPU time) in the bins listed, and
+// one bin after a stall that spent 1500 (a catch-up).
+func binRun(n int, stolen map[int]uint64, bytes map[int]uint64) []binSample {
+	t0 := time.Unix(0, 0)
+	var s []binSample
+	var c, total, steal uint64
+	for i := 0; i <= n; i++ {
+		s = append(s, binSample{at: t0.Add(time.Duration(i) * BinLength), counts: []uint64{c}, cpu: CPUTimes{Total: total, Steal: steal}})
+		b, ok := bytes[i]
+		if !ok {
+			b = 1000
+		}
+		c += b
+		total += 100
+		steal += stolen[i]
+	}
+	return s
+}
+
+func TestTallyBinsQuiet(t *testing.T) {
+	tl := tallyBins(binRun(10, nil, nil))
+	// Ten bins, the last waits for its neighbour.
+	if tl.bins != 9 || tl.left != 0 || tl.kept != 9*BinLength || tl.bytes[0] != 9000 {
+		t.Errorf("quiet run: %+v, want 9 bins kept of 1000 each", tl)
+	}
+}
+
+func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
+	// Bin 4 was stolen from (10% of its CPU time) and lost half its bytes;
+	// bin 5 caught up. Bins 3, 4 and 5 are left out.
+	tl := tallyBins(binRun(10, map[int]uint64{4: 10}, map[int]uint64{4: 500, 5: 1500}))
+	if tl.bins != 9 || tl.left != 3 || tl.kept != 6*BinLength || tl.bytes[0] != 6000 {
+		t.Errorf("stolen bin: %+v, want 6 bins kept of 1000 each", tl)
+	}
+	if tl.allBytes[0] != 9000 || tl.all != 9*BinLength {
+		t.Errorf("every bin: %d bytes over %v, want 9000 over %v", tl.allBytes[0], tl.all, 9*BinLength)
+	}
+	// Steal within BinSteal (5%) is kept.
+	tl = tallyBins(binRun(10, map[int]uint64{4: 5}, nil))
+	if tl.left != 0 {
+		t.Errorf("5%% stolen: %d bins left out, want 0", tl.left)
+	}
+}
+
+func TestTallyBinsSlowRead(t *testing.T) {
+	s := binRun(10, nil, nil)
+	s[6].slow = true // bins 5 and 6 have an edge of unknown time
+	tl := tallyBins(s)
+	if tl.left != 4 || tl.kept != 5*BinLength {
+		t.Errorf("slow read: %+v, want bins 4-7 left out", tl)
+	}
+}
+
+func TestTallyBinsLastBinWaits(t *testing.T) {
+	// The last bin is stolen from: the one before it is not kept either,
+	// and the last one is not judged yet.
+	tl := tallyBins(binRun(5, map[int]uint64{4: 20}, nil))
+	if tl.bins != 4 || tl.left != 1 || tl.kept != 3*BinLength {
+		t.Errorf("stolen last bin: %+v, want 3 of 4 kept", tl)
+	}
+	if tl := tallyBins(binRun(1, nil, nil)); tl.bins != 0 || tl.kept != 0 {
+		t.Errorf("one bin: %+v, want nothing judged yet", tl)
+	}
+}
