@@ -288,7 +288,7 @@ func (e *env) pacerPath(offload bool, queues int, policy string) (*path, error) 
 		closeFn: func() error { return l.Close(200 * time.Millisecond) },
 		syscalls: func() (uint64, uint64) {
 			c := l.IOCounts()
-			return c.Reads + c.Writes, c.PollWaits
+			return c.Syscalls(), c.PollWaits
 		}}, nil
 }
 

@@ -200,7 +200,7 @@ func (r *rep) throughput(res *results) {
 	r.p("One iperf3 TCP stream from ns1 to ns2 through each path; pacer has no classes, so every packet passes unclassified (parsed and counted, no bucket). Goodput is the TCP payload the receiving device delivered per second, measured over a window after a warm-up: its IP bytes minus 52 header bytes (IP, TCP, timestamps) per received packet, which counts a GSO super-packet's headers once, as it carries them, so offloads on and off compare fairly. *IP Gbit/s* is the raw IP byte rate of the receiving device. Higher is better.")
 	r.p("")
 	t := newTable("path", "TCP goodput Gbit/s", "IP Gbit/s", "packets/s received", "vs bare loop", "vs veth (same offloads)")
-	for _, k := range []string{"pacer-off", "pacer-on", "pacer-on-nogro", "bare", "veth-off", "veth-on"} {
+	for _, k := range []string{"pacer-off", "pacer-off-uring", "pacer-on", "pacer-on-uring", "pacer-on-nogro", "bare", "veth-off", "veth-on"} {
 		fr := m[k]
 		if fr == nil {
 			continue
@@ -480,11 +480,11 @@ func (r *rep) small(res *results) {
 	r.p("")
 	r.p("`iperf3 -u -l 64 -b 0` (as fast as it can send) from ns1 to ns2; the figure is the packets per second the receiving device delivered. pacer has no classes. The sender shares the %d CPUs with the forwarder, so this is the rate of the whole system, as a user would see it. Higher is better.", runtime.NumCPU())
 	r.p("")
-	r.p("The syscall columns count the forwarder's own `read(2)` and `write(2)` calls (pacer's TUN queues count theirs; the bare loop makes one of each per packet, blocking in `read`) and pacer's waits on the Go netpoller (each an `epoll_wait`, with a futex to park and wake the worker), per packet delivered. Packets are counted as on the wire: a UDP super-packet of pacer's GRO counts its datagrams.")
+	r.p("The syscall columns count the forwarder's own `read(2)`, `write(2)` and `io_uring_enter(2)` calls (pacer's TUN queues count theirs; with `io_uring: true` a worker's multishot read brings the packets and one enter per batch writes them and waits; the bare loop makes one read and one write per packet, blocking in `read`) and pacer's waits on the Go netpoller (each an `epoll_wait`, with a futex to park and wake the worker), per packet delivered. Packets are counted as on the wire: a UDP super-packet of pacer's GRO counts its datagrams.")
 	r.p("")
-	t := newTable("path", "delivered packets/s", "vs bare loop", "read+write calls per packet", "netpoller waits per packet")
+	t := newTable("path", "delivered packets/s", "vs bare loop", "I/O syscalls per packet", "netpoller waits per packet")
 	bare := flow(m, "bare", pps)
-	for _, k := range []string{"pacer-off", "pacer-on", "pacer-on-nogro", "bare", "veth-off"} {
+	for _, k := range []string{"pacer-off", "pacer-off-uring", "pacer-on", "pacer-on-uring", "pacer-on-nogro", "bare", "veth-off"} {
 		if fr := m[k]; fr != nil {
 			sc, pw := "", ""
 			if len(fr.Syscalls) > 0 {
@@ -509,7 +509,7 @@ func (r *rep) cpu(res *results) {
 	r.p("pacer and the bare loop run inside the harness's process, so the CPU time `getrusage(RUSAGE_SELF)` reports over a measurement window (user + system, all threads) is theirs; iperf3 and ping run in child processes and are not counted. System time includes the kernel work done in the forwarder's `read`/`write` calls (the TUN devices, and the receiving stack when it runs in the writer's context), the same kernel work for both. The veth pair has no process to charge, so it has no figure here. Lower is better.")
 	r.p("")
 	t := newTable("path", "CPU s per GB of TCP payload (scenario 3)", "vs bare loop", "CPU µs per packet (scenario 7, UDP 64 B)", "vs bare loop")
-	for _, k := range []string{"pacer-off", "pacer-on", "pacer-on-nogro", "bare"} {
+	for _, k := range []string{"pacer-off", "pacer-off-uring", "pacer-on", "pacer-on-uring", "pacer-on-nogro", "bare"} {
 		a, b := res.Throughput[k], res.Small[k]
 		if a == nil && b == nil {
 			continue

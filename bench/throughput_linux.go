@@ -15,7 +15,7 @@ type flowResult struct {
 	PPS       []float64 // received packets per second
 	CPUPerGB  []float64 // CPU seconds of this process per GB of TCP payload (in-process variants)
 	CPUPerPkt []float64 // CPU µs of this process per received packet (in-process variants)
-	Syscalls  []float64 // the forwarder's read(2)+write(2) calls per received packet
+	Syscalls  []float64 // the forwarder's read(2)+write(2)+io_uring_enter(2) calls per received packet
 	PollWaits []float64 // its netpoller waits per received packet
 	InProcess bool
 }
@@ -32,6 +32,15 @@ func (r *runner) passThroughVariants(withVethOn bool, pacerOffloads ...bool) []v
 	for _, off := range pacerOffloads {
 		vs = append(vs, variant{key: fmt.Sprintf("pacer-%v", onOff(off)), inProcess: true,
 			build: func(context.Context) (*path, error) { return r.e.pacerPath(off, 0, "") }})
+		// The same through io_uring (link.io_uring): what the ring buys,
+		// in one run.
+		vs = append(vs, variant{key: fmt.Sprintf("pacer-%v-uring", onOff(off)), inProcess: true, build: func(context.Context) (*path, error) {
+			p, err := r.e.pacerPath(off, 0, "  io_uring: true\n") // continues the link section
+			if err == nil {
+				p.name += ", io_uring"
+			}
+			return p, err
+		}})
 		if off { // the same without GRO on writes: what GRO buys, in one run
 			vs = append(vs, variant{key: "pacer-on-nogro", inProcess: true, build: func(context.Context) (*path, error) {
 				p, err := r.e.pacerPath(true, 0, "  gro: false\n") // continues the link section

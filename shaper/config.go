@@ -75,9 +75,12 @@ type LinkPairConfig struct {
 	// GRO turns on userspace GRO on writes to a device with offloads
 	// (WithGRO). ParseConfig defaults it to true; the zero Config has it
 	// false.
-	GRO   bool
-	Inner LinkConfig
-	Outer LinkConfig
+	GRO bool
+	// IOUring moves each worker's packets through an io_uring (WithIOUring)
+	// instead of a read(2) and a write(2) per packet. Off by default.
+	IOUring bool
+	Inner   LinkConfig
+	Outer   LinkConfig
 }
 
 // LinkConfig is one TUN endpoint.
@@ -766,6 +769,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"queues", d.integer(&l.Queues, 0, MaxQueues)},
 				{"offload", d.boolean(&l.Offload)},
 				{"gro", d.boolean(&l.GRO)},
+				{"io_uring", d.boolean(&l.IOUring)},
 				{"inner", d.endpoint(&l.Inner)},
 				{"outer", d.endpoint(&l.Outer)},
 			})

@@ -50,9 +50,10 @@ link:
   queues: 2
   offload: %v
   gro: %v
+  io_uring: %v
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s]}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s]}
-`, offload, !lo.noGRO, inner, ns1, lo.innerAddrs, lo.innerRoutes, outer, ns2, lo.outerAddrs, lo.outerRoutes)
+`, offload, !lo.noGRO, lo.ioUring, inner, ns1, lo.innerAddrs, lo.innerRoutes, outer, ns2, lo.outerAddrs, lo.outerRoutes)
 	yml := linkYAML + policy
 	cfg, err := ParseConfig("test.yaml", []byte(yml))
 	if err != nil {
@@ -79,7 +80,12 @@ link:
 type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*Config) *global.Client
-	noGRO                                            bool
+	noGRO, ioUring                                   bool
+}
+
+// withIOUring moves the workers' packets through io_uring (link.io_uring).
+func withIOUring() linkOption {
+	return func(o *linkOptions) { o.ioUring = true }
 }
 
 // withoutGRO turns userspace GRO off (link.gro: false).
@@ -294,9 +300,9 @@ func ipRate(r tuntest.Iperf3Result, udpLen int) float64 {
 
 // twoAddrPolicy adds a second address, 198.18.0.3, on the outer side, so
 // that two iperf3 servers can run at once and classes can tell them apart.
-func newTwoAddrLink(t *testing.T, offload bool, policy string) *testLink {
+func newTwoAddrLink(t *testing.T, offload bool, policy string, opts ...linkOption) *testLink {
 	t.Helper()
-	return newTestLink(t, offload, policy, withOuterAddr("198.18.0.3/32"))
+	return newTestLink(t, offload, policy, append([]linkOption{withOuterAddr("198.18.0.3/32")}, opts...)...)
 }
 
 // TestTwoClassesAtOnce: two classes loaded at the same time each keep their

@@ -25,6 +25,13 @@ type DeadlineQueue interface {
 	SetReadDeadline(t time.Time) error
 }
 
+// ringIO is a worker's io_uring (tun.RingIO): it reads the worker's
+// source queue and writes its destination queue; Close frees it.
+type ringIO interface {
+	DeadlineQueue
+	Close() error
+}
+
 // batchSize is how many packets a worker reads (and writes) per syscall batch.
 const batchSize = 64
 
@@ -95,6 +102,7 @@ type worker struct {
 	dirImp    emulate.Impairment // the direction's emulation state
 	seeds     emulate.Rand       // seeds the impairments' random sources
 	timer     *wakeTimer         // precise wake-ups (nil: the read deadline only)
+	ring      ringIO             // the worker's io_uring, also src and dst (nil: none)
 	lose      func(error)        // reports a device gone (Link.lose)
 	readErrs  int                // reads failed in a row (other than deadlines)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/tuntest"
+	"github.com/pacer-dev/pacer/tun/uring"
 	"golang.org/x/sys/unix"
 )
 
@@ -359,33 +360,51 @@ func TestCopyLoopCarriesTCPAndUDP(t *testing.T) {
 		{name: "plain to offload", aOffload: false, bOffload: true},
 	}
 	for _, mode := range trafficModes {
-		t.Run(mode.name, func(t *testing.T) {
-			p := tuntest.NewPair(t, tun.Options{Queues: 2, Offload: mode.aOffload}, tun.Options{Queues: 2, Offload: mode.bOffload}, 1500)
-			c := p.StartCopy(t, 16)
-			for _, fam := range []struct {
-				name string
-				a, b netip.Addr
-				mtu  int
-			}{{name: "ipv4", a: p.A4, b: p.B4, mtu: 1500 - 28}, {name: "ipv6", a: p.A6, b: p.B6, mtu: 1500 - 48}} {
-				t.Run("tcp "+fam.name, func(t *testing.T) {
-					tcpRoundTrip(t, p, netip.AddrPortFrom(fam.b, 7001), 4<<20, 1<<20)
-				})
-				t.Run("udp "+fam.name, func(t *testing.T) {
-					udpLockStep(t, p, fam.a, netip.AddrPortFrom(fam.b, 7002), fam.mtu)
-				})
+		for _, ring := range []bool{false, true} {
+			name := mode.name
+			if ring {
+				name += ", io_uring"
 			}
-			ab, ba := c.Stats()
-			t.Logf("A→B %+v, B→A %+v", ab, ba)
-			if mode.aOffload && ab.Segments <= ab.Packets {
-				t.Errorf("offload on A but no GSO super-packets read: %+v", ab)
-			}
-			if !mode.aOffload && ab.Segments != ab.Packets {
-				t.Errorf("no offload on A but GSO super-packets read: %+v", ab)
-			}
-			if ab.Dropped != 0 || ba.Dropped != 0 {
-				t.Errorf("writes rejected: A→B %d, B→A %d", ab.Dropped, ba.Dropped)
-			}
+			t.Run(name, func(t *testing.T) { copyLoop(t, mode.aOffload, mode.bOffload, ring) })
+		}
+	}
+}
+
+// copyLoop carries TCP and UDP, IPv4 and IPv6, through a copy loop between
+// a pair of devices (through io_uring if ring).
+func copyLoop(t *testing.T, aOffload, bOffload, ring bool) {
+	p := tuntest.NewPair(t, tun.Options{Queues: 2, Offload: aOffload}, tun.Options{Queues: 2, Offload: bOffload}, 1500)
+	var c *tuntest.Copier
+	if ring {
+		if err := uring.Probe(); err != nil {
+			t.Fatalf("io_uring: %v", err)
+		}
+		c = p.StartRingCopy(t, 16)
+	} else {
+		c = p.StartCopy(t, 16)
+	}
+	for _, fam := range []struct {
+		name string
+		a, b netip.Addr
+		mtu  int
+	}{{name: "ipv4", a: p.A4, b: p.B4, mtu: 1500 - 28}, {name: "ipv6", a: p.A6, b: p.B6, mtu: 1500 - 48}} {
+		t.Run("tcp "+fam.name, func(t *testing.T) {
+			tcpRoundTrip(t, p, netip.AddrPortFrom(fam.b, 7001), 4<<20, 1<<20)
 		})
+		t.Run("udp "+fam.name, func(t *testing.T) {
+			udpLockStep(t, p, fam.a, netip.AddrPortFrom(fam.b, 7002), fam.mtu)
+		})
+	}
+	ab, ba := c.Stats()
+	t.Logf("A→B %+v, B→A %+v", ab, ba)
+	if aOffload && ab.Segments <= ab.Packets {
+		t.Errorf("offload on A but no GSO super-packets read: %+v", ab)
+	}
+	if !aOffload && ab.Segments != ab.Packets {
+		t.Errorf("no offload on A but GSO super-packets read: %+v", ab)
+	}
+	if ab.Dropped != 0 || ba.Dropped != 0 {
+		t.Errorf("writes rejected: A→B %d, B→A %d", ab.Dropped, ba.Dropped)
 	}
 }
 

@@ -171,9 +171,18 @@ type IOCounts struct {
 	EmptyReads uint64 // reads that found the queue empty (EAGAIN)
 	Writes     uint64 // write(2) calls (one per segment where a GSO packet is split)
 	PollWaits  uint64 // waits on the netpoller for readability or writability
+	// RingEnters counts io_uring_enter(2) calls of the RingIOs reading
+	// (or writing) the queues: each hands over a batch of writes, and
+	// waits for packets when there are none. Their reads and writes are
+	// in no other count.
+	RingEnters uint64
 }
 
 // Add returns the sum of c and o.
 func (c IOCounts) Add(o IOCounts) IOCounts {
-	return IOCounts{c.Reads + o.Reads, c.EmptyReads + o.EmptyReads, c.Writes + o.Writes, c.PollWaits + o.PollWaits}
+	return IOCounts{c.Reads + o.Reads, c.EmptyReads + o.EmptyReads, c.Writes + o.Writes, c.PollWaits + o.PollWaits, c.RingEnters + o.RingEnters}
 }
+
+// Syscalls returns the I/O system calls counted: reads, writes and ring
+// enters (the netpoller's own calls come with PollWaits, apart).
+func (c IOCounts) Syscalls() uint64 { return c.Reads + c.Writes + c.RingEnters }

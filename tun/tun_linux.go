@@ -62,6 +62,7 @@ type LinuxDevice struct {
 	queueList    []Queue
 	closed       atomic.Bool
 	log          *slog.Logger
+	ringMu       sync.Mutex // guards the queues' rings
 
 	mu sync.Mutex // guards the fields below and serializes Configure/Close
 	// nl is a netlink handle in the namespace the interface is in now.
@@ -316,6 +317,7 @@ func (d *LinuxDevice) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	d.shutdownRings()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	errs := d.closeQueues()
@@ -348,7 +350,8 @@ type linuxQueue struct {
 	dev     *LinuxDevice
 	file    *os.File
 	rc      syscall.RawConn
-	vnetLen int // VirtioNetHdrLen with offloads, else 0
+	vnetLen int       // VirtioNetHdrLen with offloads, else 0
+	rings   []*RingIO // RingIOs reading or writing the queue (dev.ringMu)
 
 	// Read state, used by one Read at a time.
 	readFn func(fd uintptr) bool
@@ -380,7 +383,7 @@ type linuxQueue struct {
 
 // ioCounters are a queue's IOCounts.
 type ioCounters struct {
-	reads, emptyReads, writes, pollWaits atomic.Uint64
+	reads, emptyReads, writes, pollWaits, ringEnters atomic.Uint64
 }
 
 // IOCounts returns the I/O syscalls the device's queues made so far.
@@ -391,6 +394,7 @@ func (d *LinuxDevice) IOCounts() IOCounts {
 		c.EmptyReads += q.io.emptyReads.Load()
 		c.Writes += q.io.writes.Load()
 		c.PollWaits += q.io.pollWaits.Load()
+		c.RingEnters += q.io.ringEnters.Load()
 	}
 	return c
 }

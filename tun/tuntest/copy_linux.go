@@ -60,6 +60,38 @@ func StartCopy(a, b tun.Device, batch int) (*Copier, error) {
 	return c, nil
 }
 
+// StartRingCopy is StartCopy through a tun.RingIO per direction and queue
+// (depth read buffers each). The rings are closed when their goroutines
+// end.
+func StartRingCopy(a, b tun.Device, batch, depth int) (*Copier, error) {
+	qa, qb := a.Queues(), b.Queues()
+	if len(qa) != len(qb) {
+		return nil, fmt.Errorf("copy %s<->%s: %d and %d queues", a.Name(), b.Name(), len(qa), len(qb))
+	}
+	var rings []*tun.RingIO
+	for i := range qa {
+		for _, d := range [][2]tun.Queue{{qa[i], qb[i]}, {qb[i], qa[i]}} {
+			r, err := tun.NewRingIO(d[0], d[1], depth, tun.Headroom+tun.MaxPacketSize)
+			if err != nil {
+				for _, r := range rings {
+					r.Close()
+				}
+				return nil, err
+			}
+			rings = append(rings, r)
+		}
+	}
+	c := &Copier{}
+	for i, r := range rings {
+		c.wg.Add(1)
+		go func() {
+			defer r.Close()
+			c.run(i%2, r, r, max(batch, 1))
+		}()
+	}
+	return c, nil
+}
+
 // run copies from src to dst until either is closed.
 func (c *Copier) run(dir int, src, dst tun.Queue, batch int) {
 	defer c.wg.Done()

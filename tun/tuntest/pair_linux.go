@@ -81,6 +81,19 @@ func openDevice(t testing.TB, name string, opts tun.Options) *tun.LinuxDevice {
 func (p *Pair) StartCopy(t testing.TB, batch int) *Copier {
 	t.Helper()
 	c, err := StartCopy(p.A, p.B, batch)
+	return p.copying(t, c, err)
+}
+
+// StartRingCopy is StartCopy through io_uring (tuntest.StartRingCopy, 128
+// read buffers a ring).
+func (p *Pair) StartRingCopy(t testing.TB, batch int) *Copier {
+	t.Helper()
+	c, err := StartRingCopy(p.A, p.B, batch, 128)
+	return p.copying(t, c, err)
+}
+
+func (p *Pair) copying(t testing.TB, c *Copier, err error) *Copier {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
