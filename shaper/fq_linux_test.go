@@ -48,8 +48,12 @@ func pingUnstolen(t *testing.T, tl *testLink, count, want int) (rtts []time.Dura
 }
 
 // TestFQLatencyUnderLoad: with one bulk TCP flow filling a 10 Mbit/s fair
-// queued class, a ping every 10 ms in the same class sees p99 RTT <= 5 ms,
-// and the class delivers its rate within 1% (offloads on and off).
+// queued class, a ping every 10 ms in the same class sees p99 RTT <= 5 ms
+// and the flow uses the class (>= 97%); the class, kept full by UDP,
+// delivers its rate within 1% (offloads on and off). (What one TCP flow
+// gets under the class's AQM is the sender's business: after a drop it may
+// leave the class idle for a moment, -1.1% in a quiet run; the shaper's
+// rate is judged with a load that keeps it full.)
 func TestFQLatencyUnderLoad(t *testing.T) {
 	skipShort(t)
 	for _, offload := range []bool{false, true} {
@@ -61,7 +65,6 @@ egress:
 `)
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 			stop := background(tl.iperf(t, s, 3*time.Minute, "-C", "cubic")) // stopped once measured
-			defer stop()
 			time.Sleep(2 * time.Second)
 			// The rate over a window the hypervisor did not steal from,
 			// meanwhile the pings during which it stole nothing.
@@ -75,9 +78,18 @@ egress:
 			if p99 > 5*time.Millisecond {
 				t.Errorf("ping p99 %v under load, want <= 5ms", p99)
 			}
-			tuntest.WithinRate(t, "10mbit fq class", <-rate, 1.25e6, 0.01)
+			tcp := <-rate
+			stop()
 			c := tl.Class(Egress, "bulk").Counters()
-			t.Logf("counters: sent %d, drops %v, marked %d", c.SentPackets, c.Dropped, c.Marked)
+			t.Logf("one TCP flow used %.2f%% of the class; counters: sent %d, drops %v, marked %d", 100*tcp/1.25e6, c.SentPackets, c.Dropped, c.Marked)
+			if tcp < 0.97*1.25e6 {
+				t.Errorf("one TCP flow used %.2f%% of the class, want >= 97%%", 100*tcp/1.25e6)
+			}
+			// A server of its own: the first may still be closing the run
+			// that was stopped.
+			s2 := tuntest.StartIperf3ServerPort(t, tl.ns2, tl.outerIP, tuntest.Iperf3Port+1)
+			got := tl.steadyRate(t, time.Second, 5*time.Second, tl.iperf(t, s2, 3*time.Minute, "-u", "-b", "20M", "-l", "1400"))
+			tuntest.WithinRate(t, "10mbit fq class, UDP at 2x", got, 1.25e6, 0.01)
 		})
 	}
 }

@@ -251,7 +251,12 @@ func (r *RingIO) Read(bufs [][]byte, pkts []Packet, offset int) (int, error) {
 		}
 		r.reap()
 		if r.readHead < len(r.ready) {
-			return r.deliver(bufs[:count], pkts)
+			// (Reads that brought nothing to pass on, a bare virtio
+			// header, deliver none: wait for more.)
+			if n, err := r.deliver(bufs[:count], pkts); n > 0 || err != nil {
+				return n, err
+			}
+			continue
 		}
 		r.waiting.Store(true)
 		var timeout time.Duration
