@@ -130,10 +130,11 @@ type Counters struct {
 	// counts the rest. DelaySum is the total delay.
 	DelayCounts [len(DelayBuckets) + 1]uint64
 	DelaySum    time.Duration
-	// Of the packets that waited for tokens: LateCounts (over
-	// DelayBuckets, as DelayCounts) and LateSum say how much later than
-	// the shaper planned the worker let them go, which is the machine's
-	// scheduling latency, not the shaper's decision; MaxPlannedDelay is the
+	// Of the packets that waited for tokens or in a delay line:
+	// LateCounts (over DelayBuckets, as DelayCounts) and LateSum say how
+	// much later than planned (their tokens' time, their due time) the
+	// worker let them go, which is the machine's scheduling latency, not
+	// the shaper's decision; MaxPlannedDelay is the
 	// longest wait (arrival to planned departure) the shaper decided on when
 	// it let a packet in, which a class's backlog bounds (a direction's
 	// rate, which a packet meets after its class, may add to it).

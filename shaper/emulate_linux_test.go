@@ -3,8 +3,11 @@
 package shaper
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,13 +56,22 @@ ingress:
     - {name: ping, match: {proto: icmp}, rate: 10mbit, delay: 40ms}
 `
 	// Each figure from the pings during which the hypervisor stole no
-	// CPU time: a stall of the worker while a reply is due shows in a
-	// p99 whatever the delay line did.
+	// CPU time, and no worker let a ping packet go more than 1 ms after
+	// its due time: a stall of the worker while a reply is due shows in a
+	// p99 whatever the delay line did. (The line's packets count their
+	// lateness as the machine's scheduling latency, apart.)
+	late := tl.traceLate(t, "ping")
 	tl.apply(t, plain)
-	base, _, baseLeft := pingUnstolen(t, tl, 300, 250)
+	base, _, baseLeft := pingUnstolenOnTime(t, tl, late, 300, 250)
 	tl.apply(t, delayed)
-	rtts, lost, left := pingUnstolen(t, tl, 500, 400)
-	t.Logf("replies judged: %d without the line, %d with it (%d and %d left out: CPU stolen meanwhile)", len(base), len(rtts), baseLeft, left)
+	l0 := late.skipped
+	rtts, lost, left := pingUnstolenOnTime(t, tl, late, 500, 400)
+	lateLeft := late.skipped - l0
+	t.Logf("replies judged: %d without the line, %d with it (%d and %d left out: CPU stolen or a worker over 1 ms late meanwhile; %d of the latter with the line)",
+		len(base), len(rtts), baseLeft, left, lateLeft)
+	if 10*lateLeft > len(rtts)+left {
+		t.Errorf("a worker let ping packets go over 1 ms late during %d of %d replies: want the delay line on time for 90%% at least", lateLeft, len(rtts)+left)
+	}
 	b50, b99 := tuntest.Percentile(base, 0.5), tuntest.Percentile(base, 0.99)
 	p50, p99 := tuntest.Percentile(rtts, 0.5), tuntest.Percentile(rtts, 0.99)
 	t.Logf("beside bulk TCP: RTT p50 %v p99 %v without the line; with 40ms each way p50 %v, p99 %v, max %v (%d lost)",
@@ -73,6 +85,77 @@ ingress:
 	if c := tl.Class(Egress, "ping").Counters(); c.Delayed == 0 {
 		t.Error("no packet counted as delayed")
 	}
+}
+
+// lateTrace samples, every 2 ms, how many packets of a class (both
+// directions) a worker let go more than 1 ms after their due time.
+type lateTrace struct {
+	mu      sync.Mutex
+	at      []time.Time
+	n       []uint64
+	skipped int // replies left out for lateness so far
+}
+
+// traceLate starts a lateTrace of class until the test ends.
+func (tl *testLink) traceLate(t *testing.T, class string) *lateTrace {
+	lt := &lateTrace{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var n uint64
+			for _, dir := range []string{Egress, Ingress} {
+				if c := tl.Class(dir, class); c != nil {
+					n += lateOverMs(c.Counters())
+				}
+			}
+			lt.mu.Lock()
+			lt.at, lt.n = append(lt.at, time.Now()), append(lt.n, n)
+			lt.mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	return lt
+}
+
+// late reports whether a packet went over 1 ms late between from and to
+// (with 3 ms on either side, for the sampling and the ping's own clock).
+func (lt *lateTrace) late(from, to time.Time) bool {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	from, to = from.Add(-3*time.Millisecond), to.Add(3*time.Millisecond)
+	i := sort.Search(len(lt.at), func(k int) bool { return lt.at[k].After(from) }) - 1
+	j := sort.Search(len(lt.at), func(k int) bool { return !lt.at[k].Before(to) })
+	if i < 0 || j >= len(lt.at) {
+		return true
+	}
+	if lt.n[j] > lt.n[i] {
+		lt.skipped++
+		return true
+	}
+	return false
+}
+
+// pingUnstolenOnTime is pingUnstolen that also leaves out the replies
+// during which a worker let a packet of the traced class go over 1 ms late.
+func pingUnstolenOnTime(t *testing.T, tl *testLink, late *lateTrace, count, want int) (rtts []time.Duration, lost, left int) {
+	t.Helper()
+	rtts, lost, left, err := tuntest.PingUnstolenExcept(context.Background(), tl.ns1, tl.outerIP, 10*time.Millisecond, count, want, 4, late.late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rtts) < want/2 {
+		t.Fatalf("only %d of %d replies judged (%d left out for steal or lateness)", len(rtts), want, left)
+	}
+	return rtts, lost, left
 }
 
 // TestEmulateJitter: jitter: 10ms (uniform) without reordering keeps a

@@ -157,6 +157,7 @@ func (w *worker) serviceLine(now int64) {
 		}
 		d := w.line.pop()
 		w.lineBytes -= d.pkt.Size
+		d.meta.class.shards[w.idx].observeLate(now - d.due)
 		w.emit(d.buf, d.pkt, d.meta)
 	}
 	if len(w.line) > 0 {

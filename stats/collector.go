@@ -80,7 +80,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		backlogBytes:    d("pacer_backlog_bytes", "On-wire IP bytes the class holds, waiting for tokens.", class...),
 		backlogPackets:  d("pacer_backlog_packets", "Packets the class holds, waiting for tokens.", class...),
 		delay:           d("pacer_queue_delay_seconds", "Time from read to write of each sent packet of the class.", class...),
-		late:            d("pacer_late_seconds", "How much later than the shaper planned each packet that waited for tokens left: the machine's wake-up latency.", class...),
+		late:            d("pacer_late_seconds", "How much later than planned each packet that waited for tokens (or in a delay line, for its due time) left: the machine's wake-up latency.", class...),
 		activeFlows:     d("pacer_active_flows", "Flows on the class's fair queues now (0 unless the class's queue is fq).", class...),
 		marked:          d("pacer_marked_packets_total", "Packets of the class that the AQM marked ECN CE (congestion experienced) instead of dropping.", class...),
 		keys:            d("pacer_keys", "Keys of the class's per-key limit that have a bucket of their own now (classes with a per-key limit only).", class...),

@@ -144,8 +144,8 @@ type ClassStats struct {
 	DelayCounts       []uint64  `json:"delay_counts"`
 	DelaySumSeconds   float64   `json:"delay_sum_seconds"`
 	// LateCounts and LateSumSeconds, over the same bounds, count the
-	// packets that waited for tokens by how much later than the shaper
-	// planned they left: the machine's wake-up latency, part of their
+	// packets that waited for tokens (or in a delay line) by how much later
+	// than planned they left: the machine's wake-up latency, part of their
 	// delay that is not the shaper's decision.
 	LateCounts     []uint64 `json:"late_counts"`
 	LateSumSeconds float64  `json:"late_sum_seconds"`

@@ -127,6 +127,12 @@ func stolenIn(at []time.Time, cpu []CPUTimes, from, to time.Time) bool {
 // 45 s, for three seconds with little stolen: WaitQuiet). It returns them, the requests that got no reply, and how many
 // replies it left out.
 func PingUnstolen(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, count, want, rounds int) (rtts []time.Duration, lost, left int, err error) {
+	return PingUnstolenExcept(ctx, ns, addr, interval, count, want, rounds, nil)
+}
+
+// PingUnstolenExcept is PingUnstolen that also leaves out the replies for
+// which skip(sent, received) is true (skip may be nil).
+func PingUnstolenExcept(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, count, want, rounds int, skip func(from, to time.Time) bool) (rtts []time.Duration, lost, left int, err error) {
 	for r := 0; r < rounds && (r == 0 || len(rtts) < want); r++ {
 		if r > 0 {
 			WaitQuiet(quietWait) // the neighbour's episode may last a while
@@ -139,7 +145,7 @@ func PingUnstolen(ctx context.Context, ns string, addr netip.Addr, interval time
 			return rtts, lost, left, err
 		}
 		for _, p := range replies {
-			if tr.Stolen(p.At.Add(-p.RTT), p.At) {
+			if tr.Stolen(p.At.Add(-p.RTT), p.At) || skip != nil && skip(p.At.Add(-p.RTT), p.At) {
 				left++
 				continue
 			}
