@@ -174,7 +174,7 @@ pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="0.0
 pacer_queue_delay_seconds_bucket{class="unclassified",direction="egress",le="+Inf"} 1
 pacer_queue_delay_seconds_sum{class="unclassified",direction="egress"} 0
 pacer_queue_delay_seconds_count{class="unclassified",direction="egress"} 1
-# HELP pacer_late_seconds How much later than the shaper planned each packet that waited for tokens left: the machine's wake-up latency.
+# HELP pacer_late_seconds How much later than planned each packet that waited for tokens (or in a delay line, for its due time) left: the machine's wake-up latency.
 # TYPE pacer_late_seconds histogram
 pacer_late_seconds_bucket{class="bulk",direction="egress",le="0.001"} 4
 pacer_late_seconds_bucket{class="bulk",direction="egress",le="0.01"} 4
