@@ -145,6 +145,21 @@ func (tl *testLink) steadyRate(t *testing.T, warmup, window time.Duration, load 
 // way.
 func (tl *testLink) classRates(t *testing.T, warmup, window time.Duration, load func(ctx context.Context), classes ...string) []float64 {
 	t.Helper()
+	return tl.classRatesUnder(t, tuntest.RatesUnstolen, warmup, window, load, classes...)
+}
+
+// classRatesBusy is classRates for a load above 100 Mbit/s, which keeps
+// both CPUs busy: a bin counts only if nothing was stolen in it
+// (tuntest.RatesUnstolenBusy).
+func (tl *testLink) classRatesBusy(t *testing.T, warmup, window time.Duration, load func(ctx context.Context), classes ...string) []float64 {
+	t.Helper()
+	return tl.classRatesUnder(t, tuntest.RatesUnstolenBusy, warmup, window, load, classes...)
+}
+
+type ratesFunc func(t testing.TB, what string, want, limit time.Duration, counters func() []uint64) []float64
+
+func (tl *testLink) classRatesUnder(t *testing.T, rates ratesFunc, warmup, window time.Duration, load func(ctx context.Context), classes ...string) []float64 {
+	t.Helper()
 	defer background(load)()
 	time.Sleep(warmup)
 	cs := make([]*Class, len(classes))
@@ -153,7 +168,7 @@ func (tl *testLink) classRates(t *testing.T, warmup, window time.Duration, load 
 			t.Fatalf("no egress class %q", name)
 		}
 	}
-	return tuntest.RatesUnstolen(t, fmt.Sprintf("classes %v", classes), window, tuntest.BinLimit(window), func() []uint64 {
+	return rates(t, fmt.Sprintf("classes %v", classes), window, tuntest.BinLimit(window), func() []uint64 {
 		out := make([]uint64, len(cs))
 		for i, c := range cs {
 			out[i] = c.Counters().SentBytes

@@ -26,7 +26,7 @@ func binRun(n int, stolen map[int]uint64, bytes map[int]uint64) []binSample {
 }
 
 func TestTallyBinsQuiet(t *testing.T) {
-	tl := tallyBins(binRun(10, nil, nil))
+	tl := tallyBins(binRun(10, nil, nil), BinSteal)
 	// Ten bins, the last waits for its neighbour.
 	if tl.bins != 9 || tl.left != 0 || tl.kept != 9*BinLength || tl.bytes[0] != 9000 {
 		t.Errorf("quiet run: %+v, want 9 bins kept of 1000 each", tl)
@@ -36,7 +36,7 @@ func TestTallyBinsQuiet(t *testing.T) {
 func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
 	// Bin 4 was stolen from (10% of its CPU time) and lost half its bytes;
 	// bin 5 caught up. Bins 3, 4 and 5 are left out.
-	tl := tallyBins(binRun(10, map[int]uint64{4: 10}, map[int]uint64{4: 500, 5: 1500}))
+	tl := tallyBins(binRun(10, map[int]uint64{4: 10}, map[int]uint64{4: 500, 5: 1500}), BinSteal)
 	if tl.bins != 9 || tl.left != 3 || tl.kept != 6*BinLength || tl.bytes[0] != 6000 {
 		t.Errorf("stolen bin: %+v, want 6 bins kept of 1000 each", tl)
 	}
@@ -44,16 +44,21 @@ func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
 		t.Errorf("every bin: %d bytes over %v, want 9000 over %v", tl.allBytes[0], tl.all, 9*BinLength)
 	}
 	// Steal within BinSteal (5%) is kept.
-	tl = tallyBins(binRun(10, map[int]uint64{4: 5}, nil))
+	tl = tallyBins(binRun(10, map[int]uint64{4: 5}, nil), BinSteal)
 	if tl.left != 0 {
 		t.Errorf("5%% stolen: %d bins left out, want 0", tl.left)
+	}
+	// With a busy pipeline, any steal leaves the bin out.
+	tl = tallyBins(binRun(10, map[int]uint64{4: 1}, nil), BinStealBusy)
+	if tl.left != 3 {
+		t.Errorf("1%% stolen, busy: %d bins left out, want 3", tl.left)
 	}
 }
 
 func TestTallyBinsSlowRead(t *testing.T) {
 	s := binRun(10, nil, nil)
 	s[6].slow = true // bins 5 and 6 have an edge of unknown time
-	tl := tallyBins(s)
+	tl := tallyBins(s, BinSteal)
 	if tl.left != 4 || tl.kept != 5*BinLength {
 		t.Errorf("slow read: %+v, want bins 4-7 left out", tl)
 	}
@@ -62,11 +67,11 @@ func TestTallyBinsSlowRead(t *testing.T) {
 func TestTallyBinsLastBinWaits(t *testing.T) {
 	// The last bin is stolen from: the one before it is not kept either,
 	// and the last one is not judged yet.
-	tl := tallyBins(binRun(5, map[int]uint64{4: 20}, nil))
+	tl := tallyBins(binRun(5, map[int]uint64{4: 20}, nil), BinSteal)
 	if tl.bins != 4 || tl.left != 1 || tl.kept != 3*BinLength {
 		t.Errorf("stolen last bin: %+v, want 3 of 4 kept", tl)
 	}
-	if tl := tallyBins(binRun(1, nil, nil)); tl.bins != 0 || tl.kept != 0 {
+	if tl := tallyBins(binRun(1, nil, nil), BinSteal); tl.bins != 0 || tl.kept != 0 {
 		t.Errorf("one bin: %+v, want nothing judged yet", tl)
 	}
 }
