@@ -18,29 +18,34 @@ func senderSegments(t *testing.T, tl *testLink) {
 	}
 }
 
-// TestGROTCP: TCP whose sender hands pacer single segments (TSO and GSO
-// off) through a 500 Mbit/s class, offloads and GRO on: the writes carry
+// TestGROTCP: two TCP flows whose sender hands pacer single segments (TSO
+// and GSO off) through a 400 Mbit/s class, offloads and GRO on: the writes carry
 // super-packets of several segments that the kernel takes (the class
 // sends its rate, and the receiving device got those bytes: its count plus
 // the headers each super-packet carried once), and the direction's GRO
 // counters say most packets went out merged.
+//
+// (One flow at 500 Mbit/s fell 2.2-2.3% short in two fresh-clone runs with
+// little steal, and once 1.4% at 400: single-segment TCP near what the two
+// CPUs carry, and one flow backing off after a drop leaves the class short.)
 func TestGROTCP(t *testing.T) {
 	skipShort(t) // more than 100 Mbit/s: alone
 	tuntest.RequireCommand(t, "ethtool", "apt-get install ethtool")
 	tl := newTestLink(t, true, `
 egress:
   classes:
-    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 500mbit, backlog: 50ms, queue: fifo}
+    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 400mbit, backlog: 50ms, queue: fifo}
 `)
 	senderSegments(t, tl)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	m := tl.watchDelivery(t, "bulk")
-	got := tl.classRatesBusy(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute), "bulk")[0] // stopped once measured
+	// Two flows keep the class full when one backs off after a drop.
+	got := tl.classRatesBusy(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute, "-P", "2"), "bulk")[0] // stopped once measured
 	supers, pkts := m.check(t, 52)                                                                      // IPv4 and TCP with timestamps
 	c := tl.Class(Egress, "bulk").Counters()
 	t.Logf("tcp: %d super-packets carried %d of %d packets sent (%.1f a write)",
 		supers, pkts, c.SentPackets, float64(pkts)/float64(max(supers, 1)))
-	tuntest.WithinRate(t, "500mbit class, GRO on writes (class bytes, as on the wire)", got, 62.5e6, 0.02)
+	tuntest.WithinRate(t, "400mbit class, GRO on writes (class bytes, as on the wire)", got, 50e6, 0.02)
 	if supers == 0 || float64(pkts) < 2*float64(supers) || float64(pkts) < 0.5*float64(c.SentPackets) {
 		t.Errorf("%d super-packets carried %d of %d packets sent: want most packets in super-packets of several", supers, pkts, c.SentPackets)
 	}
