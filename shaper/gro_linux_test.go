@@ -41,7 +41,7 @@ egress:
 	m := tl.watchDelivery(t, "bulk")
 	// Two flows keep the class full when one backs off after a drop.
 	got := tl.classRatesBusy(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute, "-P", "2"), "bulk")[0] // stopped once measured
-	supers, pkts := m.check(t, 52)                                                                      // IPv4 and TCP with timestamps
+	supers, pkts := m.check(t, 52)                                                                                 // IPv4 and TCP with timestamps
 	c := tl.Class(Egress, "bulk").Counters()
 	t.Logf("tcp: %d super-packets carried %d of %d packets sent (%.1f a write)",
 		supers, pkts, c.SentPackets, float64(pkts)/float64(max(supers, 1)))
