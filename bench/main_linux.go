@@ -122,6 +122,9 @@ type runner struct {
 	e     *env
 	res   results
 	start time.Time
+	// variants, if set, are the only variants scenarios 3 and 7 run (by
+	// key: bare, pacer-on, pacer-on-uring, ...), for development.
+	variants []string
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -141,11 +144,15 @@ func run() int {
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
+	variants := flag.String("variants", "", "comma-separated variants scenarios 3 and 7 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on), for development and profiling; default all")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	r := &runner{p: fullParams, start: time.Now()}
+	if *variants != "" {
+		r.variants = strings.Split(*variants, ",")
+	}
 	if *quick {
 		r.p = quickParams
 	}

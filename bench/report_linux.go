@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -335,7 +336,7 @@ func (r *rep) conformance(res *results) {
 	for _, w := range conformanceWindows {
 		head = append(head, "excess, w = "+shortDuration(w))
 	}
-	head = append(head, "largest burst seen", "packets per run")
+	head = append(head, "largest burst seen", "packets per run", "write lag p99", "batches over 250 µs")
 	t := newTable(head...)
 	var drops []string
 	worst := map[string]float64{}
@@ -355,6 +356,11 @@ func (r *rep) conformance(res *results) {
 			lb := summarize(s.LargestBurst)
 			row = append(row, fmt.Sprintf("%s B (%.0f%%)", fmtSummary(lb, 0), 100*lb.Median/float64(s.Burst)),
 				fmtNum(summarize(s.Captured).Median, 0))
+			if len(s.LagP99) > 0 {
+				row = append(row, fmtLag(slices.Max(s.LagP99)), fmt.Sprintf("%.2f%%", 100*slices.Max(s.LagOver)))
+			} else {
+				row = append(row, "", "")
+			}
 			burstUse[s.Shaper] = math.Max(burstUse[s.Shaper], lb.Median/float64(s.Burst))
 			t.add(row...)
 			if s.CaptureDrops > 0 {
@@ -363,6 +369,8 @@ func (r *rep) conformance(res *results) {
 		}
 	}
 	r.p("%s", t)
+	r.p("*Write lag* is pacer's own measure of the time from the clock reading a write batch's packets were decided at to the return of its write (`pacer_write_lag_seconds`, both directions, the whole run): the 99th percentile over the batches (the upper bound of its histogram bucket, the largest over repetitions), and the share of batches over 250 µs (the largest). A worker writes what it has decided once writing more would take over 100 µs, so a batch's own writes add at most about that; the rest is time the worker was off its CPU between deciding and writing.")
+	r.p("")
 	if len(drops) > 0 {
 		r.p("The capture lost packets (ring full) in: %s; those runs' figures are lower bounds.", strings.Join(drops, "; "))
 		r.p("")
@@ -381,6 +389,17 @@ func (r *rep) conformance(res *results) {
 	}
 	r.headline("Conformance (largest excess over burst + rate × w, w = 1 ms … 1 s, median): pacer %.0f%% of its burst at worst, tbf %.0f%%; largest burst seen: pacer %.0f%% of the burst, tbf %.0f%%.",
 		100*worst["pacer"], 100*worst["tbf"], 100*burstUse["pacer"], 100*burstUse["tbf"])
+}
+
+// fmtLag formats a write lag percentile: the bound of its bucket.
+func fmtLag(sec float64) string {
+	switch {
+	case math.IsNaN(sec):
+		return "n/a"
+	case math.IsInf(sec, 1):
+		return "> " + shortDuration(shaper.WriteLagBuckets[len(shaper.WriteLagBuckets)-1])
+	}
+	return "≤ " + shortDuration(time.Duration(sec*1e9))
 }
 
 func fmtExcess(x summary, burst float64) string {

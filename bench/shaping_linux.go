@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -41,6 +42,59 @@ type shapeResult struct {
 	LargestBurst []float64 // bytes, see largestBurst
 	CaptureDrops uint64
 	Captured     []float64 // packets captured per repetition
+	// pacer: per repetition, the 99th percentile of its write batches'
+	// decision-to-write lag (the upper bound of its histogram bucket,
+	// seconds) and the share of batches whose lag was over 250 µs.
+	LagP99  []float64
+	LagOver []float64
+}
+
+// writeLag returns the link's decision-to-write lag histogram, both
+// directions together (per-bucket counts, the last +Inf, and the bounds).
+func writeLag(l *shaper.Link) (counts []uint64, bounds []float64) {
+	for _, ds := range l.DirectionStats() {
+		if counts == nil {
+			counts, bounds = make([]uint64, len(ds.WriteLagCounts)), ds.WriteLagBounds
+		}
+		for i, n := range ds.WriteLagCounts {
+			counts[i] += n
+		}
+	}
+	return counts, bounds
+}
+
+// lagFigures are the 99th percentile (a bucket's upper bound, seconds;
+// +Inf past the last) and the share above over seconds of the write
+// batches counted in after but not in before.
+func lagFigures(before, after []uint64, bounds []float64, over float64) (p99, share float64) {
+	d := make([]uint64, len(after))
+	var total uint64
+	for i := range after {
+		d[i] = after[i]
+		if i < len(before) {
+			d[i] -= before[i]
+		}
+		total += d[i]
+	}
+	if total == 0 {
+		return math.NaN(), math.NaN()
+	}
+	var cum, above uint64
+	p99 = math.Inf(1)
+	found := false
+	for i, n := range d {
+		cum += n
+		if !found && float64(cum) >= 0.99*float64(total) {
+			if i < len(bounds) {
+				p99 = bounds[i]
+			}
+			found = true
+		}
+		if i >= len(bounds) || bounds[i] > over {
+			above += n
+		}
+	}
+	return p99, float64(above) / float64(total)
 }
 
 // shapedPolicy is a pacer policy whose default class shapes all of egress
@@ -163,7 +217,17 @@ func (r *runner) shapeOnce(ctx context.Context, res *shapeResult, rep int) error
 	if err != nil {
 		return err
 	}
+	var lag0 []uint64
+	if p.link != nil {
+		lag0, _ = writeLag(p.link)
+	}
 	c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
+	if p.link != nil {
+		lag1, bounds := writeLag(p.link)
+		p99, over := lagFigures(lag0, lag1, bounds, 250e-6)
+		res.LagP99 = append(res.LagP99, p99)
+		res.LagOver = append(res.LagOver, over)
+	}
 	pkts, drops, cerr := capt.stopCapture()
 	if err != nil {
 		return err

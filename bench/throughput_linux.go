@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // flowResult is what the repetitions of one variant measured.
@@ -72,6 +73,9 @@ func (r *runner) runFlows(ctx context.Context, what string, vs []variant, l load
 	out := map[string]*flowResult{}
 	for rep := range r.p.reps {
 		for _, v := range vs {
+			if r.variants != nil && !slices.Contains(r.variants, v.key) {
+				continue
+			}
 			p, err := v.build(ctx)
 			if err != nil {
 				return out, fmt.Errorf("%s: build %s: %w", what, v.key, err)

@@ -139,6 +139,15 @@ func TestGROWrites(t *testing.T) {
 		if ds.GROSuperPackets != wantSuper || ds.GROPackets != wantPkts {
 			t.Errorf("GRO %v: direction counts %d super-packets of %d packets, want %d of %d", on, ds.GROSuperPackets, ds.GROPackets, wantSuper, wantPkts)
 		}
+		// Every write batch counts its lag once: at least one batch, at
+		// most one per packet written.
+		var batches uint64
+		for _, n := range ds.WriteLagCounts {
+			batches += n
+		}
+		if batches < 1 || batches > uint64(len(got)) || len(ds.WriteLagCounts) != len(ds.WriteLagBounds)+1 {
+			t.Errorf("GRO %v: write lag histogram counts %d batches for %d packets written (%d buckets, %d bounds)", on, batches, len(got), len(ds.WriteLagCounts), len(ds.WriteLagBounds))
+		}
 	}
 }
 

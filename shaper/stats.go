@@ -130,12 +130,23 @@ func (l *Link) DirectionStats() []stats.DirectionStats {
 			ds.RateBytesPerSecond = d.link.Rate()
 			ds.BurstBytes = d.link.Limit()
 		}
+		ds.WriteLagBounds = make([]float64, len(WriteLagBuckets))
+		for i, b := range WriteLagBuckets {
+			ds.WriteLagBounds[i] = b.Seconds()
+		}
+		ds.WriteLagCounts = make([]uint64, len(WriteLagBuckets)+1)
+		var lagSum uint64
 		for _, w := range l.workers {
 			if w.dir == dp {
 				ds.GROSuperPackets += w.groSuper.Load()
 				ds.GROPackets += w.groPackets.Load()
+				for i := range ds.WriteLagCounts {
+					ds.WriteLagCounts[i] += w.lag[i].Load()
+				}
+				lagSum += w.lagSumNs.Load()
 			}
 		}
+		ds.WriteLagSumSeconds = float64(lagSum) / 1e9
 		out = append(out, ds)
 	}
 	return out

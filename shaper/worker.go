@@ -105,10 +105,13 @@ type worker struct {
 	ring      ringIO             // the worker's io_uring, also src and dst (nil: none)
 	lose      func(error)        // reports a device gone (Link.lose)
 	readErrs  int                // reads failed in a row (other than deadlines)
+
+	lagState // how many packets it writes at once, and its lag (worker_lag.go)
 }
 
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
 	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}}
+	w.flushAt = maxFlush
 	size := tun.Headroom + 2048
 	if offload {
 		size = tun.Headroom + tun.MaxPacketSize
@@ -181,6 +184,13 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		d := w.dir.Load()
 		for i := 0; i < n; i++ {
 			w.handle(d, i, now)
+			if w.writeBatchFull() && i+1 < n {
+				// Write what is decided before deciding more, at a new
+				// clock reading (worker_lag.go).
+				w.flush(w.clock())
+				now = w.clock()
+				w.now = now
+			}
 		}
 		w.serviceHeld(now)
 		w.flush(w.clock())
@@ -416,7 +426,7 @@ func (w *worker) serviceHeld(now int64) {
 	for i := 0; i < len(w.active); {
 		c := w.active[i]
 		sh := &c.shards[w.idx]
-		for sh.held.len() > 0 && len(w.outPkts) < 2*batchSize {
+		for sh.held.len() > 0 && !w.writeBatchFull() {
 			hp := sh.held.front()
 			if wait := w.advance(hp, now); wait > 0 {
 				hp.planned = now + int64(wait)
@@ -432,7 +442,7 @@ func (w *worker) serviceHeld(now int64) {
 			}
 			w.appendOut(h.buf, h.pkt, outMeta{class: c, st: h.st, link: h.link, arrival: h.arrival, slab: h.buf, key: h.key, keyPaid: h.key != nil, due: h.due, planned: h.planned})
 		}
-		if len(w.outPkts) >= 2*batchSize && sh.held.len() > 0 {
+		if w.writeBatchFull() && sh.held.len() > 0 {
 			w.wakeAt(now) // write batch full: come back at once
 		}
 		if sh.fq != nil {
@@ -522,6 +532,7 @@ func (w *worker) flush(now int64) {
 	}
 	bufs, pkts, merged := w.coalesce()
 	n, err := w.dst.Write(bufs, pkts, tun.Headroom)
+	w.noteWrite(w.now, now, w.clock(), len(w.outPkts))
 	if merged {
 		w.countGRO(len(pkts), n)
 	}

@@ -151,7 +151,7 @@ func (w *worker) delay(buf []byte, p tun.Packet, m outMeta) {
 // line to the write batch and sets the wake-up for the next one.
 func (w *worker) serviceLine(now int64) {
 	for len(w.line) > 0 && w.line[0].due <= now {
-		if len(w.outPkts) >= 2*batchSize {
+		if w.writeBatchFull() {
 			w.wakeAt(now)
 			return
 		}

@@ -194,7 +194,7 @@ func (w *worker) list(c *Class, sh *shard) {
 // picks the next, until the class must wait (it then sets the wake-up) or
 // is empty.
 func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
-	for len(w.outPkts) < 2*batchSize {
+	for !w.writeBatchFull() {
 		if sh.hasPending {
 			if wait := w.advance(&sh.pending, now); wait > 0 {
 				sh.pending.planned = now + int64(wait)

@@ -51,7 +51,12 @@
 //	pacer_direction_burst_bytes           gauge  its burst
 //
 // A direction with a global limit of its own has the pacer_global_*
-// metrics of a global class, with class="*".
+// metrics of a global class, with class="*". Every direction has
+//
+//	pacer_gro_super_packets_total  counter    super-packets userspace GRO built and wrote
+//	pacer_gro_packets_total        counter    the packets they carried
+//	pacer_write_lag_seconds        histogram  per write batch, from the clock reading its
+//	                                            packets were decided at to its write's return
 //
 // plus pacer_link_up (1 once the link runs), pacer_build_info{version,
 // revision,goversion} and, through NewRegistry, the Go and process
@@ -193,6 +198,14 @@ type DirectionStats struct {
 	// GROPackets counts the packets those carried.
 	GROSuperPackets uint64 `json:"gro_super_packets"`
 	GROPackets      uint64 `json:"gro_packets"`
+	// WriteLagCounts (per bucket, not cumulative, one more than
+	// WriteLagBounds: the last is +Inf) and WriteLagSumSeconds count the
+	// direction's write batches by the time from the clock reading their
+	// packets were decided at to the return of their write: how much later
+	// than decided the last packet of a batch left.
+	WriteLagBounds     []float64 `json:"write_lag_bounds_seconds,omitempty"`
+	WriteLagCounts     []uint64  `json:"write_lag_counts,omitempty"`
+	WriteLagSumSeconds float64   `json:"write_lag_sum_seconds"`
 }
 
 // Source is what the collector and the sampler read. Both methods are

@@ -49,7 +49,8 @@ var build = stats.BuildInfo{Version: "v1.2.3", Revision: "abc", GoVersion: "go1.
 func sampleSource() *fakeSource {
 	return &fakeSource{
 		dirs: []stats.DirectionStats{
-			{Direction: "egress", RateBytesPerSecond: 12_500_000, BurstBytes: 125_000},
+			{Direction: "egress", RateBytesPerSecond: 12_500_000, BurstBytes: 125_000,
+				WriteLagBounds: []float64{0.0001, 0.001}, WriteLagCounts: []uint64{3, 1, 0}, WriteLagSumSeconds: 0.0005},
 			{Direction: "ingress"},
 		},
 		classes: []stats.ClassStats{
@@ -181,6 +182,13 @@ pacer_late_seconds_bucket{class="bulk",direction="egress",le="0.01"} 4
 pacer_late_seconds_bucket{class="bulk",direction="egress",le="+Inf"} 5
 pacer_late_seconds_sum{class="bulk",direction="egress"} 0.02
 pacer_late_seconds_count{class="bulk",direction="egress"} 5
+# HELP pacer_write_lag_seconds Per write batch, the time from the clock reading its packets were decided at to the return of its write: how much later than decided its last packet left.
+# TYPE pacer_write_lag_seconds histogram
+pacer_write_lag_seconds_bucket{direction="egress",le="0.0001"} 3
+pacer_write_lag_seconds_bucket{direction="egress",le="0.001"} 4
+pacer_write_lag_seconds_bucket{direction="egress",le="+Inf"} 4
+pacer_write_lag_seconds_sum{direction="egress"} 0.0005
+pacer_write_lag_seconds_count{direction="egress"} 4
 `
 	names := []string{
 		"pacer_build_info", "pacer_link_up", "pacer_direction_rate_bytes_per_second",
@@ -193,6 +201,8 @@ pacer_late_seconds_count{class="bulk",direction="egress"} 5
 		// schedule has a scheduled rate.
 		"pacer_delayed_packets_total", "pacer_duplicated_packets_total", "pacer_corrupted_packets_total",
 		"pacer_scheduled_rate_bytes_per_second",
+		// A direction without a lag histogram (no workers) has none.
+		"pacer_write_lag_seconds",
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
