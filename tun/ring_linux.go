@@ -450,6 +450,12 @@ func (r *RingIO) Close() error {
 	r.dst.removeRing(r)
 	var errs []error
 	if r.ring != nil {
+		// The multishot read holds a reference to the source queue until
+		// it completes, and the ring's Close completes it later, in the
+		// kernel's time: cancel it now, so that closing the queues removes
+		// a device at once (pacerd may no longer have the privilege to
+		// delete it).
+		errs = append(errs, r.ring.CancelFD(r.srcFd, time.Second), r.ring.CancelFD(r.wakeFd, time.Second))
 		// Closing the ring unregisters its buffer ring too (which only the
 		// ring's own thread could do, and Close may run elsewhere).
 		errs = append(errs, r.ring.Close())

@@ -253,7 +253,16 @@ func TestGatewayShapesAndFailsOpen(t *testing.T) {
 		t.Errorf("ping through pacer: %d of 3 lost, %v", lost, err)
 	}
 	p.kill9(t)
-	checkLeftovers(t, r.State(t), "stale rules")
+	// The kernel removes the dead process's devices once their last
+	// reference is gone, and an io_uring's in-flight read gives its
+	// reference back only when the kernel has torn the ring down, after
+	// the process: give it a moment.
+	state := r.State(t)
+	for deadline := time.Now().Add(2 * time.Second); strings.Contains(state, "link gw") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		state = r.State(t)
+	}
+	checkLeftovers(t, state, "stale rules")
 	checkForwarding(t, r, srv, "after kill -9")
 
 	p = startDaemonIn(t, r.Router, bin, config)

@@ -197,8 +197,12 @@ func TestLeastPrivilege(t *testing.T) {
 		name string
 		uid  int
 		wrap func(t *testing.T, dir, bin, caps string) string
+		// ioUring: the workers use io_uring, whose reads hold the devices
+		// until cancelled: pacerd, without the privilege to delete them
+		// by then, must still see them go on SIGTERM.
+		ioUring bool
 	}{
-		{name: "root as the unit runs it", uid: 0, wrap: rootWrapper},
+		{name: "root as the unit runs it", uid: 0, wrap: rootWrapper, ioUring: true},
 		{name: "uid 65534 with ambient capabilities", uid: nobodyUID, wrap: nobodyWrapper},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,12 +217,13 @@ control: {socket: %s}
 link:
   queues: 2
   offload: false
+  io_uring: %v
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32], peer: 198.18.0.2}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32], peer: 198.18.0.1}
 egress:
   classes:
     - {name: bulk, match: {dst: [198.18.0.2/32], proto: udp}, rate: %s, backlog: 100ms}
-`, socket, inner, ns1, outer, ns2, rate)
+`, socket, tc.ioUring, inner, ns1, outer, ns2, rate)
 			}
 			writeFile(t, config, policy("20mbit"))
 			p := startDaemon(t, tc.wrap(t, dir, bin, testCaps), config)
@@ -229,6 +234,9 @@ egress:
 			if log := p.logText(); !strings.Contains(log, `msg="capabilities dropped" kept=none`) ||
 				!strings.Contains(log, "dropped=CAP_NET_ADMIN,CAP_SYS_ADMIN") {
 				t.Errorf("no log line that pacerd dropped CAP_NET_ADMIN and CAP_SYS_ADMIN and kept none:\n%s", log)
+			}
+			if log := p.logText(); tc.ioUring && !strings.Contains(log, "io_uring: every worker reads and writes through a ring of its own") {
+				t.Errorf("io_uring: true, but the workers do not use rings:\n%s", log)
 			}
 			// The bounding set stays as setpriv left it: without
 			// CAP_SETPCAP no process can shrink it, and with no_new_privs

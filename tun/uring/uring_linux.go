@@ -32,7 +32,11 @@ const (
 	cqeFMore    = 1 << 1
 	cqeBufShift = 16
 
-	registerPbufRing = 22
+	registerPbufRing   = 22
+	registerSyncCancel = 24
+
+	cancelAll = 1 << 0 // IORING_ASYNC_CANCEL_ALL
+	cancelFD  = 1 << 1 // IORING_ASYNC_CANCEL_FD
 
 	offSQRing = 0
 	offCQRing = 0x8000000
@@ -412,6 +416,35 @@ func (b *BufRing) Close() error {
 	unix.Munmap(b.mem)
 	if errno != 0 && errno != unix.EBADF {
 		return fmt.Errorf("unregister buffer ring: %w", errno)
+	}
+	return nil
+}
+
+// syncCancelReg is struct io_uring_sync_cancel_reg.
+type syncCancelReg struct {
+	addr    uint64
+	fd      int32
+	flags   uint32
+	timeout unix.Timespec
+	opcode  uint8
+	_       [7]uint8
+	_       [3]uint64
+}
+
+// CancelFD cancels every operation in flight on fd (a multishot read
+// included) and returns once they have completed, or after timeout
+// (IORING_REGISTER_SYNC_CANCEL, Linux 6.0). Their completions are posted
+// as usual, with -ECANCELED. Nothing in flight on fd is not an error.
+//
+// An operation holds a reference to its file until it completes, and a
+// ring's Close completes what is in flight later, in the kernel's own
+// time: cancel first where the file must be released when Close returns
+// (a TUN device goes away with the last reference to its queues).
+func (r *Ring) CancelFD(fd int, timeout time.Duration) error {
+	reg := syncCancelReg{fd: int32(fd), flags: cancelAll | cancelFD, timeout: unix.NsecToTimespec(int64(timeout))}
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerSyncCancel, uintptr(unsafe.Pointer(&reg)), 1, 0, 0)
+	if errno != 0 && errno != unix.ENOENT {
+		return fmt.Errorf("io_uring cancel operations on fd %d: %w", fd, errno)
 	}
 	return nil
 }

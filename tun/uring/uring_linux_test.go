@@ -170,3 +170,49 @@ func TestNop(t *testing.T) {
 		t.Errorf("%d completions of %d", len(got), r.Entries())
 	}
 }
+
+// TestCancelFD: a multishot read armed on a pipe is cancelled and has
+// completed (-ECANCELED, no more to come) when CancelFD returns, which
+// lets go of the pipe: with nothing else holding it, its writer sees the
+// reader gone. Cancelling again finds nothing, which is no error.
+func TestCancelFD(t *testing.T) {
+	r := newRing(t, false)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	rd, wr := p[0], p[1] // rd is closed below
+	defer unix.Close(wr)
+	br, err := r.NewBufRing(4, 5)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skipf("no buffer rings: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	for i := range 4 {
+		br.Add(make([]byte, 8), uint16(i))
+	}
+	br.Publish()
+	r.PrepReadMultishot(rd, 5, 7)
+	if err := r.Enter(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CancelFD(rd, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cs := reap(r)
+	if len(cs) != 1 || cs[0].UserData != 7 || cs[0].More() || cs[0].Res != -int32(unix.ECANCELED) {
+		t.Fatalf("after CancelFD: completions %+v, want the read's, cancelled, with no more to come", cs)
+	}
+	if err := r.CancelFD(rd, time.Second); err != nil {
+		t.Errorf("cancelling with nothing in flight: %v", err)
+	}
+	if err := unix.Close(rd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(wr, []byte("x")); !errors.Is(err, unix.EPIPE) {
+		t.Errorf("write to the pipe after its reader was closed: %v, want EPIPE (the ring still holds the reader)", err)
+	}
+}
