@@ -50,49 +50,41 @@ type shapeResult struct {
 }
 
 // writeLag returns the link's decision-to-write lag histogram, both
-// directions together (per-bucket counts, the last +Inf, and the bounds).
-func writeLag(l *shaper.Link) (counts []uint64, bounds []float64) {
+// directions together (per-bucket counts over shaper.WriteLagBuckets, the
+// last +Inf).
+func writeLag(l *shaper.Link) []uint64 {
+	counts := make([]uint64, len(shaper.WriteLagBuckets)+1)
 	for _, ds := range l.DirectionStats() {
-		if counts == nil {
-			counts, bounds = make([]uint64, len(ds.WriteLagCounts)), ds.WriteLagBounds
-		}
 		for i, n := range ds.WriteLagCounts {
 			counts[i] += n
 		}
 	}
-	return counts, bounds
+	return counts
 }
 
 // lagFigures are the 99th percentile (a bucket's upper bound, seconds;
-// +Inf past the last) and the share above over seconds of the write
+// +Inf past the last, NaN if none) and the share above over of the write
 // batches counted in after but not in before.
-func lagFigures(before, after []uint64, bounds []float64, over float64) (p99, share float64) {
+func lagFigures(before, after []uint64, bounds []time.Duration, over time.Duration) (p99, share float64) {
 	d := make([]uint64, len(after))
-	var total uint64
+	var total, above uint64
 	for i := range after {
 		d[i] = after[i]
 		if i < len(before) {
 			d[i] -= before[i]
 		}
 		total += d[i]
-	}
-	if total == 0 {
-		return math.NaN(), math.NaN()
-	}
-	var cum, above uint64
-	p99 = math.Inf(1)
-	found := false
-	for i, n := range d {
-		cum += n
-		if !found && float64(cum) >= 0.99*float64(total) {
-			if i < len(bounds) {
-				p99 = bounds[i]
-			}
-			found = true
-		}
 		if i >= len(bounds) || bounds[i] > over {
-			above += n
+			above += d[i]
 		}
+	}
+	switch q := delayPercentile(d, bounds, 99); {
+	case q < 0:
+		return math.NaN(), math.NaN()
+	case q == time.Duration(math.MaxInt64):
+		p99 = math.Inf(1)
+	default:
+		p99 = q.Seconds()
 	}
 	return p99, float64(above) / float64(total)
 }
@@ -219,12 +211,11 @@ func (r *runner) shapeOnce(ctx context.Context, res *shapeResult, rep int) error
 	}
 	var lag0 []uint64
 	if p.link != nil {
-		lag0, _ = writeLag(p.link)
+		lag0 = writeLag(p.link)
 	}
 	c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
 	if p.link != nil {
-		lag1, bounds := writeLag(p.link)
-		p99, over := lagFigures(lag0, lag1, bounds, 250e-6)
+		p99, over := lagFigures(lag0, writeLag(p.link), shaper.WriteLagBuckets[:], 250*time.Microsecond)
 		res.LagP99 = append(res.LagP99, p99)
 		res.LagOver = append(res.LagOver, over)
 	}

@@ -5,10 +5,11 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestLagFigures(t *testing.T) {
-	bounds := []float64{10e-6, 100e-6, 250e-6, 1e-3}
+	bounds := []time.Duration{10 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, time.Millisecond}
 	for _, tc := range []struct {
 		name          string
 		before, after []uint64
@@ -23,7 +24,7 @@ func TestLagFigures(t *testing.T) {
 		{"exactly 250 µs is not above it", nil, []uint64{0, 0, 4, 0, 0}, 250e-6, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p99, share := lagFigures(tc.before, tc.after, bounds, 250e-6)
+			p99, share := lagFigures(tc.before, tc.after, bounds, 250*time.Microsecond)
 			if !same(p99, tc.p99) || !same(share, tc.share) {
 				t.Errorf("lagFigures = p99 %v, share %v; want %v, %v", p99, share, tc.p99, tc.share)
 			}

@@ -90,12 +90,18 @@ type shard struct {
 	_     [64]byte
 }
 
-func (s *shard) observeDelay(ns int64) {
+// bucketOf is the histogram bucket of ns for upper bounds: the first bound
+// at or above it, or len(bounds) (+Inf).
+func bucketOf(bounds []time.Duration, ns int64) int {
 	i := 0
-	for i < len(DelayBuckets) && time.Duration(ns) > DelayBuckets[i] {
+	for i < len(bounds) && time.Duration(ns) > bounds[i] {
 		i++
 	}
-	s.delay[i].Add(1)
+	return i
+}
+
+func (s *shard) observeDelay(ns int64) {
+	s.delay[bucketOf(DelayBuckets[:], ns)].Add(1)
 	s.delaySumNs.Add(uint64(ns))
 }
 
@@ -111,11 +117,7 @@ func (s *shard) observeDecision(wait int64) {
 // than planned the worker let it go.
 func (s *shard) observeLate(late int64) {
 	late = max(late, 0)
-	i := 0
-	for i < len(DelayBuckets) && time.Duration(late) > DelayBuckets[i] {
-		i++
-	}
-	s.late[i].Add(1)
+	s.late[bucketOf(DelayBuckets[:], late)].Add(1)
 	s.lateSumNs.Add(uint64(late))
 }
 

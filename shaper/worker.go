@@ -187,8 +187,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 			if w.writeBatchFull() && i+1 < n {
 				// Write what is decided before deciding more, at a new
 				// clock reading (worker_lag.go).
-				w.flush(w.clock())
-				now = w.clock()
+				now = w.flush(w.clock())
 				w.now = now
 			}
 		}
@@ -525,14 +524,16 @@ func (w *worker) batch(buf []byte, p tun.Packet, m outMeta) {
 }
 
 // flush writes the batch to the other side, then releases capped tokens
-// (the write has returned: the packets have left) and counts.
-func (w *worker) flush(now int64) {
+// (the write has returned: the packets have left) and counts. It returns
+// the clock when the write returned (now if there was nothing to write).
+func (w *worker) flush(now int64) int64 {
 	if len(w.outPkts) == 0 {
-		return
+		return now
 	}
 	bufs, pkts, merged := w.coalesce()
 	n, err := w.dst.Write(bufs, pkts, tun.Headroom)
-	w.noteWrite(w.now, now, w.clock(), len(w.outPkts))
+	end := w.clock()
+	w.noteWrite(w.now, now, end, len(w.outPkts))
 	if merged {
 		w.countGRO(len(pkts), n)
 	}
@@ -598,6 +599,7 @@ func (w *worker) flush(now int64) {
 		w.outBufs[i] = nil
 	}
 	w.outBufs, w.outPkts, w.outMeta = w.outBufs[:0], w.outPkts[:0], w.outMeta[:0]
+	return end
 }
 
 // armDeadline bounds the next Read by the time the next held packet is due.

@@ -73,11 +73,7 @@ func (s *lagState) noteWrite(decided, start, end int64, packets int) {
 		s.flushAt = flushLimit(s.writeNs)
 	}
 	lag := max(end-decided, 0)
-	i := 0
-	for i < len(WriteLagBuckets) && time.Duration(lag) > WriteLagBuckets[i] {
-		i++
-	}
-	s.lag[i].Add(1)
+	s.lag[bucketOf(WriteLagBuckets[:], lag)].Add(1)
 	s.lagSumNs.Add(uint64(lag))
 }
 
