@@ -51,9 +51,9 @@ link:
   offload: %v
   gro: %v
   io_uring: %v
-  inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s]}
-  outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s]}
-`, offload, !lo.noGRO, lo.ioUring, inner, ns1, lo.innerAddrs, lo.innerRoutes, outer, ns2, lo.outerAddrs, lo.outerRoutes)
+  inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d}
+  outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d}
+`, offload, !lo.noGRO, lo.ioUring, inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
 	yml := linkYAML + policy
 	cfg, err := ParseConfig("test.yaml", []byte(yml))
 	if err != nil {
@@ -81,6 +81,13 @@ type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*Config) *global.Client
 	noGRO, ioUring                                   bool
+	txQueueLen                                       int
+}
+
+// withTxQueueLen sets both devices' transmit queues (txqueuelen, the
+// packets the kernel holds for pacer to read) to n.
+func withTxQueueLen(n int) linkOption {
+	return func(o *linkOptions) { o.txQueueLen = n }
 }
 
 // withIOUring moves the workers' packets through io_uring (link.io_uring).
