@@ -13,6 +13,7 @@ import (
 
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/tuntest"
+	"github.com/pacer-dev/pacer/tun/uring"
 	"golang.org/x/sys/unix"
 )
 
@@ -196,37 +197,74 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestReadDeadline: a Read blocked for want of packets ends when the read
+// deadline is moved into the past (how a shaper worker is woken), a future
+// deadline expires by itself, and a cleared one lets packets be read again;
+// for a queue's read(2) and for a RingIO, whose Shutdown also ends a
+// blocked Read.
 func TestReadDeadline(t *testing.T) {
 	tuntest.RequirePrivileges(t)
+	for _, ring := range []bool{false, true} {
+		name := "read(2)"
+		if ring {
+			name = "io_uring"
+		}
+		t.Run(name, func(t *testing.T) { readDeadline(t, ring) })
+	}
+}
+
+// deadlineReader is what a shaper worker reads from: a Queue or a RingIO.
+type deadlineReader interface {
+	Read(bufs [][]byte, pkts []tun.Packet, offset int) (int, error)
+	SetReadDeadline(time.Time) error
+}
+
+func readDeadline(t *testing.T, ring bool) {
 	d, ns, a4, b4, _, _ := singleDevice(t, tun.Options{Queues: 1})
-	q, ok := d.Queues()[0].(interface {
-		tun.Queue
-		SetReadDeadline(time.Time) error
-	})
+	q, ok := d.Queues()[0].(deadlineReader)
 	if !ok {
 		t.Fatal("Linux queues have no SetReadDeadline")
 	}
-	bufs, pkts := readerBuffers(4)
-
-	// A Read blocked on the netpoller wakes when the deadline is moved into
-	// the past (how a shaper worker is woken).
-	done := make(chan error, 1)
-	go func() {
-		_, err := q.Read(bufs, pkts, tun.Headroom)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	if err := q.SetReadDeadline(time.Unix(1, 0)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("blocked Read after a past deadline: %v, want os.ErrDeadlineExceeded", err)
+	var r *tun.RingIO
+	if ring {
+		if err := uring.Probe(); err != nil {
+			t.Fatalf("io_uring: %v", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("deadline did not wake a blocked Read")
+		var err error
+		// The queue is source and destination: only reads are tested.
+		if r, err = tun.NewRingIO(d.Queues()[0], d.Queues()[0], 16, tun.Headroom+tun.MaxPacketSize); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := r.Close(); err != nil {
+				t.Errorf("close ring: %v", err)
+			}
+		})
+		q = r
 	}
+	bufs, pkts := readerBuffers(4)
+	blocked := func(what string, end func() error, want error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Read(bufs, pkts, tun.Headroom)
+			done <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		if err := end(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, want) {
+				t.Fatalf("blocked Read after %s: %v, want %v", what, err, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not end a blocked Read", what)
+		}
+	}
+
+	blocked("a past deadline", func() error { return q.SetReadDeadline(time.Unix(1, 0)) }, os.ErrDeadlineExceeded)
 
 	// A future deadline expires by itself.
 	q.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
@@ -243,6 +281,13 @@ func TestReadDeadline(t *testing.T) {
 	}
 	if n, err := q.Read(bufs, pkts, tun.Headroom); n != 1 || err != nil {
 		t.Fatalf("Read after clearing the deadline = %d, %v", n, err)
+	}
+	if src, dst, ok := udpPorts(bufs[0][tun.Headroom : tun.Headroom+pkts[0].Size]); !ok || src != 40000 || dst != 9 {
+		t.Errorf("read %d bytes, not the datagram sent (ports %d → %d)", pkts[0].Size, src, dst)
+	}
+
+	if r != nil {
+		blocked("Shutdown", func() error { r.Shutdown(); return nil }, os.ErrClosed)
 	}
 }
 

@@ -144,13 +144,6 @@ func TestPacerctlSetMidFlow(t *testing.T) {
   classes:
     - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 10mbit, backlog: 200ms}
 `)
-	// ECN on for the senders: the class marks rather than drops, so the
-	// flows keep it full. With drops instead, the flows' loss recovery left
-	// the class empty 0.4-2.4% of the time at 5 Mbit/s in eight runs
-	// (-0.01 to +0.06% with ECN in six): TCP's recovery, not the rate set.
-	if err := exec.Command("ip", "netns", "exec", td.ns1, "sysctl", "-qw", "net.ipv4.tcp_ecn=1").Run(); err != nil {
-		t.Fatalf("tcp_ecn: %v", err)
-	}
 	srv := tuntest.StartIperf3Server(t, td.ns2, addr2)
 	// Four flows: the class is fair-queued with AQM (the default), so one
 	// cubic flow keeps a short queue and takes seconds to grow into a

@@ -325,7 +325,9 @@ func (h *shellHost) runShell(t *testing.T, timeout time.Duration, env []string, 
 // offloads on.) The shell's log is returned for further checks.
 func (h *shellHost) shellRate(t *testing.T, shellArgs []string, dir string, window time.Duration, iperf3Extra ...string) (float64, string) {
 	t.Helper()
-	cmd := append([]string{"iperf3", "-c", shellInternetAddr.String(), "-p", fmt.Sprint(tuntest.Iperf3Port), "-t", "180"}, iperf3Extra...)
+	// The shell's namespace has the host's default congestion control:
+	// name the tests' own (tuntest.TCPCongestion).
+	cmd := append([]string{"iperf3", "-c", shellInternetAddr.String(), "-p", fmt.Sprint(tuntest.Iperf3Port), "-t", "180", "-C", tuntest.TCPCongestion}, iperf3Extra...)
 	p := h.startShell(t, nil, append(append(append([]string{}, shellArgs...), "--"), cmd...)...)
 	p.waitRunning(t)
 	m := bannerControlRE.FindStringSubmatch(p.logText()) // the outermost shell's banner comes first

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,10 +127,27 @@ func (s *Iperf3Server) Client(ctx context.Context, clientNs string, duration tim
 	}
 }
 
+// TCPCongestion is the congestion control of the TCP flows RunIperf3
+// starts unless args name one (-C): Linux's default, cubic, not the
+// host's default, which a new namespace inherits (and may only change to
+// what the host allows: tcp_allowed_congestion_control). A host's BBR
+// (this project's machines have it) answers neither drops nor ECN marks
+// and every 10 s probes its path with a window of four packets: a class's
+// queue and rate then follow BBR's probing rather than pacer's shaping (a
+// 5 Mbit/s class with four BBR flows, ECN on, held 50-250 ms of queue and
+// delivered 94-100% of its rate per second). Pass it to TCP senders the
+// tests start otherwise.
+const TCPCongestion = "cubic"
+
 // RunIperf3 runs `ip netns exec ns iperf3 -J args...` and parses the
-// report. The context bounds the run: when it ends iperf3 is interrupted
-// (it tells the server the test is over), and killed 2 s later.
+// report. A TCP client gets -C TCPCongestion unless args name one (iperf3
+// applies it on both ends, so to -R runs too). The context bounds the run:
+// when it ends iperf3 is interrupted (it tells the server the test is
+// over), and killed 2 s later.
 func RunIperf3(ctx context.Context, ns string, args ...string) (Iperf3Result, error) {
+	if slices.Contains(args, "-c") && !slices.Contains(args, "-u") && !slices.Contains(args, "--udp") && !slices.Contains(args, "-C") && !slices.Contains(args, "--congestion") {
+		args = append([]string{"-C", TCPCongestion}, args...)
+	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "iperf3", "-J"}, args...)...)
 	// `ip netns exec` execs iperf3 in its place, so the interrupt reaches
 	// it: a client interrupted tells its server the test is over (a
