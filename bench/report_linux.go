@@ -298,11 +298,13 @@ func (r *rep) highShaping(res *results) {
 		return
 	}
 	pass := flow(res.Throughput, "pacer-on", ipRate) // Gbit/s of IP, unshaped
+	passCPU := flow(res.Throughput, "pacer-on", cpuPerGB)
 	r.p("### With offloads on: 2, 5 and 10 Gbit/s")
 	r.p("")
-	r.p("One iperf3 TCP stream (the sender's TSO on) through pacer with offloads and GRO on (`offload: true`, `gro: true`), one default class at each rate, the same burst rule and backlog. *Delivered* counts IP bytes as on the wire, one IP and TCP header per segment: the receiving device counts a GSO super-packet once, and its segments are counted back from its payload (full 1448-byte segments), as the class charges them. *Pass-through* is pacer with offloads and no class (scenario 3, median): where it is below a rate, the rate is out of this machine's reach and the row measures the machine.")
+	r.p("One iperf3 TCP stream (the sender's TSO on) through pacer with offloads and GRO on (`offload: true`, `gro: true`), one default class at each rate, the same burst rule and backlog. *Delivered* counts IP bytes as on the wire, one IP and TCP header per segment: the receiving device counts a GSO super-packet once, and its segments are counted back from its payload (full 1448-byte segments), as the class charges them. *Pass-through* is pacer with offloads and no class (scenario 3, median): where it is below a rate, the rate is out of this machine's reach and the row measures the machine. *CPU* is this process's (pacer's workers) per GB of TCP payload delivered, as in scenario 8, against pass-through's in the same run: what shaping costs beyond forwarding (lower is better).")
 	r.p("")
-	t := newTable("rate", "pacer delivered Gbit/s", "error", "within reach (pass-through "+fmtNum(pass.Median, 2)+" Gbit/s)")
+	t := newTable("rate", "pacer delivered Gbit/s", "error", "within reach (pass-through "+fmtNum(pass.Median, 2)+" Gbit/s)",
+		"CPU s per GB", "vs pass-through ("+fmtNum(passCPU.Median, 2)+")")
 	worst, reach := 0.0, ""
 	for _, s := range res.HighShaping {
 		if len(s.Delivered) == 0 {
@@ -317,7 +319,11 @@ func (r *rep) highShaping(res *results) {
 		} else {
 			worst = math.Max(worst, math.Abs(relErr(d, want)))
 		}
-		t.add(fmt.Sprintf("%d Gbit/s", s.RateBits/1e9), fmtSummary(d.scale(8/1e9), 3), fmtPct(relErr(d, want)), within)
+		cpu, vsPass := "—", "—"
+		if c := summarize(s.CPUPerGB); c.ok() {
+			cpu, vsPass = fmtSummary(c, 2), fmtRatio(ratio(c, passCPU))
+		}
+		t.add(fmt.Sprintf("%d Gbit/s", s.RateBits/1e9), fmtSummary(d.scale(8/1e9), 3), fmtPct(relErr(d, want)), within, cpu, vsPass)
 	}
 	r.p("%s", t)
 	r.headline("Shaping with offloads on (2–10 Gbit/s, IP bytes as on the wire): pacer within %s of the rate where pass-through reaches it.%s",

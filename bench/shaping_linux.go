@@ -47,6 +47,9 @@ type shapeResult struct {
 	// seconds) and the share of batches whose lag was over 250 µs.
 	LagP99  []float64
 	LagOver []float64
+	// The offload rows: this process's CPU seconds (pacer's workers) per
+	// GB of TCP payload delivered, per repetition (as scenario 3's).
+	CPUPerGB []float64
 }
 
 // writeLag returns the link's decision-to-write lag histogram, both
@@ -191,6 +194,9 @@ func (r *runner) runHighRateShaping(ctx context.Context) error {
 			d := c1.sub(c0)
 			wireBytes, segs := load{}.wire(d)
 			res.Delivered = append(res.Delivered, wireBytes/d.seconds)
+			if payload := wireBytes - tcpHeaders*segs; payload > 0 {
+				res.CPUPerGB = append(res.CPUPerGB, d.cpu/(payload/1e9))
+			}
 			r.progress("  rep %d %-28s at %5d Mbit/s: %9.1f Mbit/s as on the wire (%+.2f%%), %.0f segments in %.0f packets received",
 				rep+1, p.name, rate/1e6, wireBytes*8/d.seconds/1e6, wireBytes/d.seconds/(float64(rate)/8)*100-100, segs, d.packets)
 		}
