@@ -145,7 +145,9 @@ const TCPCongestion = "cubic"
 // when it ends iperf3 is interrupted (it tells the server the test is
 // over), and killed 2 s later.
 func RunIperf3(ctx context.Context, ns string, args ...string) (Iperf3Result, error) {
-	if slices.Contains(args, "-c") && !slices.Contains(args, "-u") && !slices.Contains(args, "--udp") && !slices.Contains(args, "-C") && !slices.Contains(args, "--congestion") {
+	if slices.Contains(args, "-c") && !slices.ContainsFunc(args, func(a string) bool {
+		return a == "-u" || a == "--udp" || a == "-C" || a == "--congestion"
+	}) {
 		args = append([]string{"-C", TCPCongestion}, args...)
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "iperf3", "-J"}, args...)...)

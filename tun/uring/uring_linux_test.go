@@ -37,6 +37,27 @@ func pipe(t *testing.T) (rd, wr int) {
 	return p[0], p[1]
 }
 
+// newBufRing registers a buffer ring of four 8-byte buffers as group,
+// with ids firstID to firstID+3, published; it returns the buffers.
+func newBufRing(t *testing.T, r *Ring, group, firstID uint16) [][]byte {
+	t.Helper()
+	br, err := r.NewBufRing(4, group)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skipf("no buffer rings: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { br.Close() })
+	bufs := make([][]byte, 4)
+	for i := range bufs {
+		bufs[i] = make([]byte, 8)
+		br.Add(bufs[i], firstID+uint16(i))
+	}
+	br.Publish()
+	return bufs
+}
+
 // reap takes every completion there is.
 func reap(r *Ring) []CQE {
 	var out []CQE
@@ -106,20 +127,7 @@ func TestReadWaitsAndTimeout(t *testing.T) {
 func TestReadMultishot(t *testing.T) {
 	r := newRing(t, true)
 	rd, wr := pipe(t)
-	br, err := r.NewBufRing(4, 3)
-	if errors.Is(err, unix.EINVAL) {
-		t.Skipf("no buffer rings: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer br.Close()
-	bufs := make([][]byte, 4)
-	for i := range bufs {
-		bufs[i] = make([]byte, 8)
-		br.Add(bufs[i], uint16(i+10))
-	}
-	br.Publish()
+	bufs := newBufRing(t, r, 3, 10)
 	r.PrepReadMultishot(rd, 3, 99)
 	var got []CQE
 	for i, msg := range []string{"one", "two", "three"} {
@@ -183,18 +191,7 @@ func TestCancelFD(t *testing.T) {
 	}
 	rd, wr := p[0], p[1] // rd is closed below
 	defer unix.Close(wr)
-	br, err := r.NewBufRing(4, 5)
-	if errors.Is(err, unix.EINVAL) {
-		t.Skipf("no buffer rings: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer br.Close()
-	for i := range 4 {
-		br.Add(make([]byte, 8), uint16(i))
-	}
-	br.Publish()
+	newBufRing(t, r, 5, 0)
 	r.PrepReadMultishot(rd, 5, 7)
 	if err := r.Enter(0, 0); err != nil {
 		t.Fatal(err)
