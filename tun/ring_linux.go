@@ -484,6 +484,7 @@ func (q *linuxQueue) addRing(r *RingIO) {
 	q.dev.ringMu.Lock()
 	defer q.dev.ringMu.Unlock()
 	q.rings = append(q.rings, r)
+	q.dev.hadRings = true
 }
 
 func (q *linuxQueue) removeRing(r *RingIO) {

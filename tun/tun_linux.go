@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -62,7 +63,8 @@ type LinuxDevice struct {
 	queueList    []Queue
 	closed       atomic.Bool
 	log          *slog.Logger
-	ringMu       sync.Mutex // guards the queues' rings
+	ringMu       sync.Mutex // guards the queues' rings and hadRings
+	hadRings     bool       // a RingIO used a queue (Close waits for the kernel)
 
 	mu sync.Mutex // guards the fields below and serializes Configure/Close
 	// nl is a netlink handle in the namespace the interface is in now.
@@ -324,6 +326,20 @@ func (d *LinuxDevice) Close() error {
 	// Closing the last queue of a non-persistent device removes it; delete
 	// it explicitly if something (TUNSETPERSIST by another program) kept it.
 	if d.created {
+		d.ringMu.Lock()
+		hadRings := d.hadRings
+		d.ringMu.Unlock()
+		if hadRings {
+			// An io_uring that read a queue may hold a reference to it
+			// after its Close: the kernel tears a ring down later, on a
+			// worker of its own. Give that a moment before deleting the
+			// device ourselves (pacerd may no longer be allowed to).
+			for deadline := time.Now().Add(ringTeardown); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if _, err := d.nl.LinkByName(d.name); isNotFound(err) {
+					break
+				}
+			}
+		}
 		link, err := d.nl.LinkByName(d.name)
 		if err == nil && (d.ifindex == 0 || link.Attrs().Index == d.ifindex || d.netns != "") {
 			if err := d.nl.LinkDel(link); err != nil && !isNotFound(err) {
@@ -341,6 +357,10 @@ func (d *LinuxDevice) Close() error {
 	d.log.Debug("tun device closed", "name", d.name, "removed", d.created)
 	return errors.Join(errs...)
 }
+
+// ringTeardown is how long Close waits for the kernel to remove a device
+// whose queues an io_uring used, before deleting it itself.
+const ringTeardown = time.Second
 
 // linuxQueue is one queue: one non-blocking TUN descriptor on the netpoller.
 // The syscall closures are built once (readFn, writeFn) and take their
