@@ -48,8 +48,12 @@ type shapeResult struct {
 	LagP99  []float64
 	LagOver []float64
 	// The offload rows: this process's CPU seconds (pacer's workers) per
-	// GB of TCP payload delivered, per repetition (as scenario 3's).
-	CPUPerGB []float64
+	// GB of TCP payload delivered, per repetition (as scenario 3's), with
+	// the default wake slack and with wake_slack 0 (each held packet's
+	// wake-up at its time), and what was delivered with wake_slack 0.
+	CPUPerGB         []float64
+	CPUPerGBNoSlack  []float64
+	DeliveredNoSlack []float64
 }
 
 // writeLag returns the link's decision-to-write lag histogram, both
@@ -179,26 +183,37 @@ func (r *runner) runHighRateShaping(ctx context.Context) error {
 				byRate[rate] = res
 				r.res.HighShaping = append(r.res.HighShaping, res)
 			}
-			p, err := r.e.pacerPath(true, 0, shapedPolicy(rate, res.Burst, shapeBacklog))
-			if err != nil {
-				return fmt.Errorf("shaping with offloads at %d bit/s: %w", rate, err)
+			for _, slack := range []string{"", "  wake_slack: 0\n"} { // the second continues the link section
+				p, err := r.e.pacerPath(true, 0, slack+shapedPolicy(rate, res.Burst, shapeBacklog))
+				if err != nil {
+					return fmt.Errorf("shaping with offloads at %d bit/s: %w", rate, err)
+				}
+				name := p.name
+				if slack != "" {
+					name += ", wake_slack 0"
+				} else {
+					res.Name = p.name
+				}
+				c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
+				if cerr := p.close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return fmt.Errorf("shaping with offloads at %d bit/s: %w", rate, err)
+				}
+				d := c1.sub(c0)
+				wireBytes, segs := load{}.wire(d)
+				delivered, cpu := &res.Delivered, &res.CPUPerGB
+				if slack != "" {
+					delivered, cpu = &res.DeliveredNoSlack, &res.CPUPerGBNoSlack
+				}
+				*delivered = append(*delivered, wireBytes/d.seconds)
+				if payload := wireBytes - tcpHeaders*segs; payload > 0 {
+					*cpu = append(*cpu, d.cpu/(payload/1e9))
+				}
+				r.progress("  rep %d %-40s at %5d Mbit/s: %9.1f Mbit/s as on the wire (%+.2f%%), %.0f segments in %.0f packets received",
+					rep+1, name, rate/1e6, wireBytes*8/d.seconds/1e6, wireBytes/d.seconds/(float64(rate)/8)*100-100, segs, d.packets)
 			}
-			res.Name = p.name
-			c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
-			if cerr := p.close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("shaping with offloads at %d bit/s: %w", rate, err)
-			}
-			d := c1.sub(c0)
-			wireBytes, segs := load{}.wire(d)
-			res.Delivered = append(res.Delivered, wireBytes/d.seconds)
-			if payload := wireBytes - tcpHeaders*segs; payload > 0 {
-				res.CPUPerGB = append(res.CPUPerGB, d.cpu/(payload/1e9))
-			}
-			r.progress("  rep %d %-28s at %5d Mbit/s: %9.1f Mbit/s as on the wire (%+.2f%%), %.0f segments in %.0f packets received",
-				rep+1, p.name, rate/1e6, wireBytes*8/d.seconds/1e6, wireBytes/d.seconds/(float64(rate)/8)*100-100, segs, d.packets)
 		}
 	}
 	return nil

@@ -79,9 +79,23 @@ type LinkPairConfig struct {
 	// IOUring moves each worker's packets through an io_uring (WithIOUring)
 	// instead of a read(2) and a write(2) per packet. Off by default.
 	IOUring bool
-	Inner   LinkConfig
-	Outer   LinkConfig
+	// WakeSlack is how late a worker may wake for a held packet's tokens,
+	// so that one wake-up sends several packets (WithWakeSlack): 0 to
+	// MaxWakeSlack. ParseConfig defaults it to DefaultWakeSlack; the zero
+	// Config has 0, a wake-up per packet at its time.
+	WakeSlack time.Duration
+	Inner     LinkConfig
+	Outer     LinkConfig
 }
+
+// DefaultWakeSlack is the wake slack of a parsed config and of NewLink
+// without WithWakeSlack. At 2 Gbit/s through one class it cut pacerd's
+// CPU by about a third (one TCP stream of 64 KiB super-packets, due
+// every 262 us), and it adds at most 250 us to a held packet's wait.
+const DefaultWakeSlack = 250 * time.Microsecond
+
+// MaxWakeSlack bounds the wake slack.
+const MaxWakeSlack = 10 * time.Millisecond
 
 // LinkConfig is one TUN endpoint.
 type LinkConfig struct {
@@ -371,7 +385,7 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: errors.New("more than one YAML document")}
 	}
-	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true}, src: src}
+	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, WakeSlack: DefaultWakeSlack}, src: src}
 	d := &decoder{src: src}
 	if len(doc.Content) == 1 {
 		src.lines[""] = doc.Content[0].Line
@@ -696,6 +710,25 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
+// durationUpTo decodes a duration from 0 to limit ("0" is allowed).
+func (d *decoder) durationUpTo(dst *time.Duration, limit time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a duration such as 250us")
+		if !ok {
+			return
+		}
+		v, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			d.failf(n, path, "invalid duration %q (use a number and a unit: 250us, 1ms; or 0)", s)
+		case v < 0 || v > limit:
+			d.failf(n, path, "must be from 0 to %v, not %s", limit, s)
+		default:
+			*dst = v
+		}
+	}
+}
+
 // prefixes decodes a prefix or a list of them. A bare address stands for
 // its host prefix (/32 or /128).
 func (d *decoder) prefixes(dst *[]netip.Prefix) func(*yaml.Node, string) {
@@ -770,6 +803,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"offload", d.boolean(&l.Offload)},
 				{"gro", d.boolean(&l.GRO)},
 				{"io_uring", d.boolean(&l.IOUring)},
+				{"wake_slack", d.durationUpTo(&l.WakeSlack, MaxWakeSlack)},
 				{"inner", d.endpoint(&l.Inner)},
 				{"outer", d.endpoint(&l.Outer)},
 			})
@@ -1087,6 +1121,9 @@ func (v *validator) link(c *Config) {
 	l := &c.Link
 	if l.Queues < 0 || l.Queues > MaxQueues {
 		v.errorf("link.queues", "%d is out of range [0, %d] (0: one per CPU)", l.Queues, MaxQueues)
+	}
+	if l.WakeSlack < 0 || l.WakeSlack > MaxWakeSlack {
+		v.errorf("link.wake_slack", "%v is out of range [0, %v]", l.WakeSlack, MaxWakeSlack)
 	}
 	v.endpoint("link.inner", &l.Inner)
 	v.endpoint("link.outer", &l.Outer)

@@ -218,9 +218,10 @@ func TestLoadConfigFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	link := shaper.LinkPairConfig{
-		Queues:  0,
-		Offload: true,
-		GRO:     true,
+		Queues:    0,
+		Offload:   true,
+		GRO:       true,
+		WakeSlack: time.Millisecond,
 		Inner: shaper.LinkConfig{Name: "pace-in", MTU: 1500, TxQueueLen: 1000,
 			Addresses: pfx("198.18.0.1/32"), Peer: netip.MustParseAddr("198.18.0.2"), Routes: []netip.Prefix{}},
 		Outer: shaper.LinkConfig{Name: "pace-out", Netns: "peer", MTU: 1500,
@@ -299,7 +300,7 @@ func TestLoadConfigMinimalDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.LinkPairConfig{Offload: true, GRO: true,
+	want := shaper.LinkPairConfig{Offload: true, GRO: true, WakeSlack: shaper.DefaultWakeSlack,
 		Inner: shaper.LinkConfig{Name: "pace-in", MTU: shaper.DefaultMTU},
 		Outer: shaper.LinkConfig{Name: "pace-out", MTU: shaper.DefaultMTU}}
 	if !reflect.DeepEqual(c.Link, want) {
@@ -391,6 +392,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "queues too many", yaml: base + "  queues: 257\n", line: 4, want: "out of range"},
 		{name: "offload yes", yaml: base + "  offload: yes\n", line: 4, want: `link.offload: must be true or false, not "yes"`},
 		{name: "gro on", yaml: base + "  gro: on\n", line: 4, want: `link.gro: must be true or false, not "on"`},
+		{name: "wake slack too long", yaml: base + "  wake_slack: 20ms\n", line: 4, want: "link.wake_slack: must be from 0 to 10ms, not 20ms"},
+		{name: "wake slack negative", yaml: base + "  wake_slack: -1us\n", line: 4, want: "link.wake_slack: must be from 0 to 10ms, not -1us"},
+		{name: "wake slack no unit", yaml: base + "  wake_slack: 250\n", line: 4, want: `link.wake_slack: invalid duration "250"`},
 		{name: "mtu small", yaml: "link:\n  inner: {name: a}\n  outer: {name: b, mtu: 67}\n", line: 3, want: "link.outer.mtu: 67 is out of range [68, 65535]"},
 		{name: "mtu float", yaml: "link:\n  inner: {name: a, mtu: 1500.5}\n  outer: {name: b}\n", line: 2, want: `link.inner.mtu: must be an integer, not "1500.5"`},
 		{name: "mtu list", yaml: "link:\n  inner: {name: a, mtu: [1]}\n  outer: {name: b}\n", line: 2, want: "link.inner.mtu: must be an integer, not a list"},
@@ -528,6 +532,11 @@ func TestValidateGoConfig(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
+	c.Link.WakeSlack = 11 * time.Millisecond
+	if err := c.Validate(); err == nil || err.Error() != "link.wake_slack: 11ms is out of range [0, 10ms]" {
+		t.Errorf("wake slack 11ms: err = %v", err)
+	}
+	c.Link.WakeSlack = 0
 	if b := c.Egress.Classes[0].Burst; b != 3000 {
 		t.Errorf("default burst = %d, want 2 × MTU", b)
 	}

@@ -72,6 +72,12 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 	for _, o := range opts {
 		o(&lo)
 	}
+	if !lo.slackSet {
+		lo.wakeSlack = DefaultWakeSlack
+	}
+	if lo.wakeSlack < 0 || lo.wakeSlack > MaxWakeSlack {
+		return nil, fmt.Errorf("link %s-%s: wake slack %v: want 0 to %v", inner.Name(), outer.Name(), lo.wakeSlack, MaxWakeSlack)
+	}
 	qi, qo := inner.Queues(), outer.Queues()
 	if len(qi) != len(qo) || len(qi) == 0 {
 		return nil, fmt.Errorf("link %s-%s: queue counts differ (%d and %d)", inner.Name(), outer.Name(), len(qi), len(qo))
@@ -97,6 +103,7 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 			}
 			w := newWorker(i, side.dir, src, side.dst, inner.Offload() || outer.Offload())
 			w.clock, w.start, w.stopping = l.now, l.start, &l.stopping
+			w.slack = lo.wakeSlack
 			w.lose = l.lose
 			w.hasher = hasher
 			w.log = log.With("direction", side.name)
@@ -131,8 +138,27 @@ func (l *Link) IOCounts() tun.IOCounts {
 type LinkOption func(*linkSettings)
 
 type linkSettings struct {
-	noGRO   bool
-	ioUring bool
+	noGRO     bool
+	ioUring   bool
+	wakeSlack time.Duration
+	slackSet  bool
+}
+
+// WithWakeSlack lets a worker that holds packets wake up to d after the
+// first of them is due, so that one wake-up sends all that are due by then
+// instead of one wake-up per packet (the idea of the kernel's timer slack,
+// and of sch_fq's timer_slack). A wake-up of a Go worker costs tens of
+// microseconds of CPU, and below a few Gbit/s a shaped class would
+// otherwise spend most of a core on them. Packets still leave only once
+// their tokens are there; they leave up to d later and in bursts of up to
+// d of the rate. Per packet the slack is at most a quarter of the time its
+// buckets' bursts take to fill, so no bucket loses tokens to its limit
+// while the worker sleeps. It applies to waits for tokens, not to link
+// emulation's delays. The default is DefaultWakeSlack; 0 wakes for each
+// packet at its time. d must be from 0 to MaxWakeSlack. The config's
+// link.wake_slack sets it.
+func WithWakeSlack(d time.Duration) LinkOption {
+	return func(o *linkSettings) { o.wakeSlack, o.slackSet = d, true }
 }
 
 // WithIOUring moves each worker's packets through an io_uring of its own
@@ -212,20 +238,6 @@ func (l *Link) Start() {
 		l.watchDevices(l.sweepStop)
 	}()
 	for _, w := range l.workers {
-		if w.ring != nil {
-			// The ring's wait ends at the deadline itself, to the
-			// nanosecond: no timer needed.
-		} else if t, err := newWakeTimer(l.start); err != nil {
-			l.log.Warn("no precise wake-ups: read deadlines only (up to 1ms late)", "err", err)
-		} else {
-			w.timer = t
-			src := w.src
-			go t.run(func() {
-				if err := src.SetReadDeadline(time.Unix(1, 0)); err != nil && !errors.Is(err, os.ErrClosed) {
-					l.log.Debug("wake worker", "err", err)
-				}
-			})
-		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -251,9 +263,6 @@ func (l *Link) Stop(drain time.Duration) {
 		l.wg.Wait()
 		l.stopGlobal()
 		for _, w := range l.workers {
-			if w.timer != nil {
-				w.timer.close()
-			}
 			if w.ring != nil {
 				if err := w.ring.Close(); err != nil {
 					l.log.Warn("stop: close io_uring", "err", err)

@@ -3,6 +3,7 @@
 package shaper
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -51,9 +52,10 @@ link:
   offload: %v
   gro: %v
   io_uring: %v
+  wake_slack: %s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d}
-`, offload, !lo.noGRO, lo.ioUring, inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
+`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, DefaultWakeSlack.String()), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
 	yml := linkYAML + policy
 	cfg, err := ParseConfig("test.yaml", []byte(yml))
 	if err != nil {
@@ -82,6 +84,12 @@ type linkOptions struct {
 	global                                           func(*Config) *global.Client
 	noGRO, ioUring                                   bool
 	txQueueLen                                       int
+	wakeSlack                                        string
+}
+
+// withWakeSlack sets link.wake_slack (a duration in YAML).
+func withWakeSlack(d string) linkOption {
+	return func(o *linkOptions) { o.wakeSlack = d }
 }
 
 // withTxQueueLen sets both devices' transmit queues (txqueuelen, the
@@ -352,6 +360,30 @@ egress:
 			tuntest.WithinRate(t, "class fast (30mbit)", rates[1], 3.75e6, 0.02)
 		})
 	}
+}
+
+// TestWakeSlack: with a long wake slack (5ms), a class whose burst fills in
+// 10 ms and one whose burst (two packets) fills in 600 us both keep their
+// rate within 2% under TCP. The slack is bounded per packet by a quarter of
+// its bucket's burst time: a worker that slept the whole 5 ms past a packet's
+// due time would find at most the burst in a bucket whose limit is two
+// packets, and the tight class would fall far short of its rate.
+func TestWakeSlack(t *testing.T) {
+	rateTest(t)
+	tl := newTwoAddrLink(t, false, `
+egress:
+  classes:
+    - {name: roomy, match: {dst: [198.18.0.2/32], proto: tcp}, rate: 40mbit, backlog: 200ms}
+    - {name: tight, match: {dst: [198.18.0.3/32], proto: tcp}, rate: 40mbit, burst: 3000b, backlog: 200ms}
+`, withWakeSlack("5ms"))
+	s1 := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	s2 := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	rates := tl.classRates(t, 3*time.Second, 5*time.Second, func(ctx context.Context) {
+		defer background(tl.iperf(t, s2, 3*time.Minute))()
+		tl.iperf(t, s1, 3*time.Minute)(ctx)
+	}, "roomy", "tight")
+	tuntest.WithinRate(t, "class roomy (40mbit, 10ms burst)", rates[0], 5e6, 0.02)
+	tuntest.WithinRate(t, "class tight (40mbit, 3000 byte burst)", rates[1], 5e6, 0.02)
 }
 
 // TestPoliceDrops: a police class drops what does not conform instead of

@@ -52,7 +52,7 @@ func Open(cfg *Config, log *slog.Logger, opts ...OpenOption) (*Link, error) {
 		log.Info("tun device ready", "device", d.Name(), "created", d.Created(), "netns", where,
 			"queues", len(d.Queues()), "offload", d.Offload(), "uso", d.USO(), "gro", cfg.Link.GRO && d.Offload(), "io_uring", cfg.Link.IOUring, "mtu", lc.MTU, "addresses", lc.Addresses)
 	}
-	l, err := NewLink(devs[0], devs[1], cfg.Egress, cfg.Ingress, log, WithGRO(cfg.Link.GRO), WithIOUring(cfg.Link.IOUring))
+	l, err := NewLink(devs[0], devs[1], cfg.Egress, cfg.Ingress, log, WithGRO(cfg.Link.GRO), WithIOUring(cfg.Link.IOUring), WithWakeSlack(cfg.Link.WakeSlack))
 	if err != nil {
 		closeAll()
 		return nil, err

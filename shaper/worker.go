@@ -84,8 +84,9 @@ type worker struct {
 	slabs     slabs
 	active    []*Class // classes this worker holds packets for
 	heldBytes int
-	deadline  int64 // when the next held packet is due, in clock ns; 0: none
-	armed     int64 // the read deadline set on src (clock ns; 0: none)
+	deadline  int64         // when the worker must wake next, in clock ns; 0: none
+	slack     time.Duration // how late a wake for tokens may be (WithWakeSlack)
+	armed     int64         // the read deadline set on src (clock ns; 0: none)
 	headers   Headers
 
 	gro      *gro.Coalescer // userspace GRO on writes (nil: off; see worker_gro.go)
@@ -101,7 +102,6 @@ type worker struct {
 	lineSeq   uint64             // packets ever put in line
 	dirImp    emulate.Impairment // the direction's emulation state
 	seeds     emulate.Rand       // seeds the impairments' random sources
-	timer     *wakeTimer         // precise wake-ups (nil: the read deadline only)
 	ring      ringIO             // the worker's io_uring, also src and dst (nil: none)
 	lose      func(error)        // reports a device gone (Link.lose)
 	readErrs  int                // reads failed in a row (other than deadlines)
@@ -329,7 +329,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		w.list(c, sh)
 		if wait := w.advance(&hp, now); wait > 0 {
 			hp.planned = now + int64(wait)
-			w.wakeAt(hp.planned)
+			w.wakeFor(&hp)
 		}
 	}
 	sh.held.push(hp)
@@ -429,7 +429,7 @@ func (w *worker) serviceHeld(now int64) {
 			hp := sh.held.front()
 			if wait := w.advance(hp, now); wait > 0 {
 				hp.planned = now + int64(wait)
-				w.wakeAt(hp.planned)
+				w.wakeFor(hp)
 				break
 			}
 			h := sh.held.pop()
@@ -464,6 +464,31 @@ func (w *worker) wakeAt(due int64) {
 	if w.deadline == 0 || due < w.deadline {
 		w.deadline = due
 	}
+}
+
+// wakeFor makes the next Read return by the time a held packet's tokens
+// are due (hp.planned), plus the wake slack its buckets allow.
+func (w *worker) wakeFor(hp *heldPacket) {
+	slack := w.slack
+	if slack > 0 {
+		slack = min(slack, burstSlack(hp.st.rate), burstSlack(hp.st.peak), burstSlack(hp.keyRate),
+			burstSlack(hp.keyPeak), burstSlack(hp.link))
+	}
+	w.wakeAt(hp.planned + int64(slack))
+}
+
+// burstSlack is the longest a worker may sleep past a packet's due time
+// without the bucket b losing tokens to its limit: a quarter of the time
+// its burst takes to fill (nil: no bound).
+func burstSlack(b *bucket.Bucket) time.Duration {
+	if b == nil {
+		return MaxWakeSlack
+	}
+	r := b.Rate()
+	if r == 0 {
+		return 0
+	}
+	return time.Duration(float64(b.Limit()) / float64(r) * float64(time.Second) / 4)
 }
 
 // advance moves a held packet through its stages and returns 0 once it may
@@ -608,11 +633,6 @@ func (w *worker) armDeadline() {
 		return
 	}
 	w.armed = w.deadline
-	if w.timer != nil {
-		if err := w.timer.set(w.deadline); err != nil {
-			w.log.Warn("set wake timer", "queue", w.idx, "err", err)
-		}
-	}
 	var t time.Time
 	if w.deadline != 0 {
 		t = w.start.Add(time.Duration(w.deadline))

@@ -198,7 +198,7 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 		if sh.hasPending {
 			if wait := w.advance(&sh.pending, now); wait > 0 {
 				sh.pending.planned = now + int64(wait)
-				w.wakeAt(sh.pending.planned)
+				w.wakeFor(&sh.pending)
 				return
 			}
 			hp := sh.pending
@@ -231,7 +231,7 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 			st = &classState{cfg: st.cfg, rate: st.rate, peak: st.peak, backlog: max(st.backlog, DefaultBacklog), fqParams: sh.fq.Params()}
 		}
 		if wait := w.fairWait(c, sh, st, now); wait > 0 {
-			w.wakeAt(now + int64(wait))
+			w.wakeAt(now + int64(wait) + int64(min(w.slack, burstSlack(st.rate))))
 			return
 		}
 		link := w.dir.Load().link

@@ -181,11 +181,17 @@ func (d *LinuxDevice) openQueue(i int, flags uint16) (*linuxQueue, error) {
 		f.Close()
 		return nil, fmt.Errorf("tun %s: queue %d: %w", d.name, i, err)
 	}
-	q := &linuxQueue{index: i, dev: d, file: f, rc: rc}
+	ws, err := newWaitSet(fd)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("tun %s: queue %d: read deadline: %w", d.name, i, err)
+	}
+	q := &linuxQueue{index: i, dev: d, file: f, rc: rc, wait: ws}
 	if d.offload {
 		q.vnetLen = VirtioNetHdrLen
 	}
-	q.readFn = q.readBatch
+	q.readFn = q.readReady
+	q.readCtl = q.readOn
 	q.writeFn = q.writeBatch
 	return q, nil
 }
@@ -261,6 +267,9 @@ func (d *LinuxDevice) closeQueues() []error {
 	for _, q := range d.queues {
 		if err := q.file.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("tun %s: queue %d: close: %w", d.name, q.index, err))
+		}
+		if err := q.wait.close(); err != nil {
+			errs = append(errs, fmt.Errorf("tun %s: queue %d: close wait set: %w", d.name, q.index, err))
 		}
 	}
 	return errs
@@ -370,16 +379,19 @@ type linuxQueue struct {
 	dev     *LinuxDevice
 	file    *os.File
 	rc      syscall.RawConn
+	wait    *waitSet  // where Read parks: the descriptor and the read deadline
 	vnetLen int       // VirtioNetHdrLen with offloads, else 0
 	rings   []*RingIO // RingIOs reading or writing the queue (dev.ringMu)
 
 	// Read state, used by one Read at a time.
-	readFn func(fd uintptr) bool
-	rBufs  [][]byte
-	rPkts  []Packet
-	rOff   int
-	rN     int
-	rErr   error
+	readFn  func(fd uintptr) bool // on the wait set: readReady
+	readCtl func(fd uintptr)      // on the queue's descriptor: readOn
+	rDone   bool
+	rBufs   [][]byte
+	rPkts   []Packet
+	rOff    int
+	rN      int
+	rErr    error
 
 	// Write state, used by one Write at a time.
 	writeFn   func(fd uintptr) bool
@@ -433,7 +445,7 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 	}
 	q.rBufs, q.rPkts, q.rOff, q.rN, q.rErr = bufs[:count], pkts, offset, 0, nil
 	q.rCalls, q.rEmpty, q.rWaits = 0, 0, 0
-	err := q.rc.Read(q.readFn)
+	err := q.wait.epRC.Read(q.readFn)
 	q.io.reads.Add(q.rCalls)
 	q.io.emptyReads.Add(q.rEmpty)
 	q.io.pollWaits.Add(q.rWaits)
@@ -448,9 +460,27 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 	return n, nil
 }
 
-// readBatch is the RawConn.Read callback: it reads packets until the batch
-// is full or the queue is empty. It returns false (wait for readability)
-// only while no packet has been read.
+// readReady is the wait set's RawConn.Read callback: it reads a batch from
+// the queue's descriptor, and returns false (park until the queue is
+// readable or the deadline fires) only while no packet has been read and
+// the deadline has not passed.
+func (q *linuxQueue) readReady(uintptr) bool {
+	if err := q.rc.Control(q.readCtl); err != nil {
+		q.rErr = err
+		return true
+	}
+	if !q.rDone && q.wait.expired() {
+		q.rErr = os.ErrDeadlineExceeded
+		return true
+	}
+	return q.rDone
+}
+
+// readOn runs readBatch on the queue's descriptor (held open meanwhile).
+func (q *linuxQueue) readOn(fd uintptr) { q.rDone = q.readBatch(fd) }
+
+// readBatch reads packets until the batch is full or the queue is empty. It
+// returns false (wait for readability) only while no packet has been read.
 func (q *linuxQueue) readBatch(fd uintptr) bool {
 	for q.rN < len(q.rBufs) {
 		buf := q.rBufs[q.rN]

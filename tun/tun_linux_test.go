@@ -273,6 +273,22 @@ func readDeadline(t *testing.T, ring bool) {
 		t.Fatalf("Read with a 30ms deadline: %v after %v", err, time.Since(start))
 	}
 
+	// A passed deadline holds for later Reads too, until it is changed.
+	if _, err := q.Read(bufs, pkts, tun.Headroom); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read after the deadline passed: %v, want %v", err, os.ErrDeadlineExceeded)
+	}
+
+	// Sub-millisecond deadlines (a worker's wait for tokens) never end a
+	// Read before they are due.
+	for i := range 100 {
+		due := time.Now().Add(time.Duration(i) * 5 * time.Microsecond)
+		q.SetReadDeadline(due)
+		_, err := q.Read(bufs, pkts, tun.Headroom)
+		if now := time.Now(); !errors.Is(err, os.ErrDeadlineExceeded) || now.Before(due) {
+			t.Fatalf("Read with a deadline %v ahead: %v, %v before it", time.Duration(i)*5*time.Microsecond, err, due.Sub(now))
+		}
+	}
+
 	// Cleared, the queue reads packets again.
 	q.SetReadDeadline(time.Time{})
 	tx := udpIn(t, ns, netip.AddrPortFrom(a4, 40000), netip.AddrPortFrom(b4, 9))
