@@ -27,6 +27,9 @@ type waitSet struct {
 	base  time.Time       // Go's clock at mono0
 	mono0 int64           // CLOCK_MONOTONIC at base, in ns
 	due   atomic.Int64    // the deadline as set: ns since base, plus 1 (0: none)
+	// reading is set while a Read is under way: a deadline already past
+	// needs the timer only to wake a Read that may be parked.
+	reading atomic.Bool
 }
 
 // newWaitSet returns the wait set of the queue descriptor fd.
@@ -81,11 +84,17 @@ func newWaitSet(fd int) (*waitSet, error) {
 func (w *waitSet) set(t time.Time) error {
 	var spec unix.ItimerSpec
 	if !t.IsZero() {
-		// A deadline already past fires at once: the smallest absolute
-		// time the timer takes.
 		d := max(t.Sub(w.base), 0)
-		spec.Value = unix.NsecToTimespec(max(w.mono0+int64(d), 1))
 		w.due.Store(int64(d) + 1)
+		if time.Since(w.base) >= d && !w.reading.Load() {
+			// Past, and no Read to wake: the next Read sees it by the
+			// clock (expired), and the timer's old setting is harmless
+			// (expired ignores a firing before due). A worker that must
+			// come back at once sets this after every full batch.
+			return nil
+		}
+		// A deadline already past fires at once.
+		spec.Value = unix.NsecToTimespec(max(w.mono0+int64(d), 1))
 	} else {
 		w.due.Store(0)
 	}
@@ -102,9 +111,14 @@ func (w *waitSet) expired() bool {
 	if due == 0 {
 		return false
 	}
+	if int64(time.Since(w.base))+1 >= due {
+		return true
+	}
+	// Not by the clock: a firing (read to rearm the wait) must be for an
+	// earlier setting, or the clock read too early by a hair.
 	var b [8]byte
 	n, _ := unix.Read(w.timer, b[:])
-	return n == 8 || int64(time.Since(w.base))+1 >= due
+	return n == 8 && int64(time.Since(w.base))+1 >= due
 }
 
 // close closes the set and the timer, waking a parked reader.

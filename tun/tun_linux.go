@@ -445,7 +445,9 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 	}
 	q.rBufs, q.rPkts, q.rOff, q.rN, q.rErr = bufs[:count], pkts, offset, 0, nil
 	q.rCalls, q.rEmpty, q.rWaits = 0, 0, 0
+	q.wait.reading.Store(true)
 	err := q.wait.epRC.Read(q.readFn)
+	q.wait.reading.Store(false)
 	q.io.reads.Add(q.rCalls)
 	q.io.emptyReads.Add(q.rEmpty)
 	q.io.pollWaits.Add(q.rWaits)
