@@ -384,6 +384,14 @@ egress:
 	}, "roomy", "tight")
 	tuntest.WithinRate(t, "class roomy (40mbit, 10ms burst)", rates[0], 5e6, 0.02)
 	tuntest.WithinRate(t, "class tight (40mbit, 3000 byte burst)", rates[1], 5e6, 0.02)
+	// Held packets made the egress workers wake at their due times, and
+	// the metrics count those wake-ups apart from the ones for packets.
+	for _, ds := range tl.DirectionStats() {
+		t.Logf("%s wake-ups: %d for packets, %d at a deadline", ds.Direction, ds.WakeupsPackets, ds.WakeupsDeadline)
+		if ds.Direction == Egress && (ds.WakeupsDeadline == 0 || ds.WakeupsPackets == 0) {
+			t.Errorf("egress wake-ups: %d for packets, %d at a deadline; want both counted", ds.WakeupsPackets, ds.WakeupsDeadline)
+		}
+	}
 }
 
 // TestPoliceDrops: a police class drops what does not conform instead of

@@ -140,6 +140,8 @@ func (l *Link) DirectionStats() []stats.DirectionStats {
 			if w.dir == dp {
 				ds.GROSuperPackets += w.groSuper.Load()
 				ds.GROPackets += w.groPackets.Load()
+				ds.WakeupsPackets += w.wakePackets.Load()
+				ds.WakeupsDeadline += w.wakeDeadline.Load()
 				for i := range ds.WriteLagCounts {
 					ds.WriteLagCounts[i] += w.lag[i].Load()
 				}

@@ -106,6 +106,9 @@ type worker struct {
 	lose      func(error)        // reports a device gone (Link.lose)
 	readErrs  int                // reads failed in a row (other than deadlines)
 
+	// Returns of Read with packets and at the deadline (DirectionStats).
+	wakePackets, wakeDeadline atomic.Uint64
+
 	lagState // how many packets it writes at once, and its lag (worker_lag.go)
 }
 
@@ -153,9 +156,9 @@ func (w *worker) run(drainBy *atomic.Int64) {
 			if err != nil {
 				switch {
 				case errors.Is(err, os.ErrDeadlineExceeded):
-					// The deadline fired, or the wake timer ended the wait
-					// with a past deadline: arm it anew.
+					// The deadline passed: arm it anew.
 					w.armed = -1
+					w.wakeDeadline.Add(1)
 				case errors.Is(err, io.ErrShortBuffer):
 					w.log.Debug("oversized packet dropped", "queue", w.idx, "err", err)
 				case errors.Is(err, os.ErrClosed):
@@ -177,6 +180,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 				}
 			} else {
 				w.readErrs = 0
+				w.wakePackets.Add(1)
 			}
 		}
 		now := w.clock()

@@ -58,6 +58,7 @@ type Collector struct {
 	dirRate, dirBurst              *prometheus.Desc
 	groSuper, groPackets           *prometheus.Desc
 	writeLag                       *prometheus.Desc
+	wakeups                        *prometheus.Desc
 	linkUp                         *prometheus.Desc
 	buildInfo                      *prometheus.Desc
 	global                         globalDescs
@@ -100,6 +101,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		dirBurst:        d("pacer_direction_burst_bytes", "The direction's configured total burst (directions with a rate only).", "direction"),
 		groSuper:        d("pacer_gro_super_packets_total", "GSO super-packets built from consecutive packets of a flow in a write batch (userspace GRO) and written: one write each.", "direction"),
 		groPackets:      d("pacer_gro_packets_total", "Packets carried in the GRO super-packets written.", "direction"),
+		wakeups:         d("pacer_worker_wakeups_total", "Returns of the direction's workers' waits for work, by cause: packets read, or a held packet's due time (deadline). link.wake_slack makes deadline wake-ups fewer, each sending more.", "direction", "cause"),
 		writeLag:        d("pacer_write_lag_seconds", "Per write batch, the time from the clock reading its packets were decided at to the return of its write: how much later than decided its last packet left.", "direction"),
 		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
 		buildInfo:       d("pacer_build_info", "pacer's version; always 1.", "version", "revision", "goversion"),
@@ -114,7 +116,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.backlogBytes, c.backlogPackets, c.delay, c.late, c.activeFlows, c.marked,
 		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
 		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo,
-		c.dirRate, c.dirBurst, c.groSuper, c.groPackets, c.writeLag, c.linkUp, c.buildInfo,
+		c.dirRate, c.dirBurst, c.groSuper, c.groPackets, c.writeLag, c.wakeups, c.linkUp, c.buildInfo,
 	} {
 		ch <- d
 	}
@@ -146,6 +148,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(c.groSuper, ds.GROSuperPackets, ds.Direction)
 		counter(c.groPackets, ds.GROPackets, ds.Direction)
+		counter(c.wakeups, ds.WakeupsPackets, ds.Direction, "packets")
+		counter(c.wakeups, ds.WakeupsDeadline, ds.Direction, "deadline")
 		histogram(ch, c.writeLag, ds.WriteLagBounds, ds.WriteLagCounts, ds.WriteLagSumSeconds, []string{ds.Direction})
 	}
 	for _, cs := range c.src.ClassStats() {

@@ -198,6 +198,12 @@ type DirectionStats struct {
 	// GROPackets counts the packets those carried.
 	GROSuperPackets uint64 `json:"gro_super_packets"`
 	GROPackets      uint64 `json:"gro_packets"`
+	// WakeupsPackets and WakeupsDeadline count the returns of the
+	// direction's workers' waits for work: with packets read, and at the
+	// time a held packet was due (link.wake_slack makes these fewer, each
+	// sending more).
+	WakeupsPackets  uint64 `json:"wakeups_packets"`
+	WakeupsDeadline uint64 `json:"wakeups_deadline"`
 	// WriteLagCounts (per bucket, not cumulative, one more than
 	// WriteLagBounds: the last is +Inf) and WriteLagSumSeconds count the
 	// direction's write batches by the time from the clock reading their

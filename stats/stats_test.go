@@ -50,7 +50,8 @@ func sampleSource() *fakeSource {
 	return &fakeSource{
 		dirs: []stats.DirectionStats{
 			{Direction: "egress", RateBytesPerSecond: 12_500_000, BurstBytes: 125_000,
-				WriteLagBounds: []float64{0.0001, 0.001}, WriteLagCounts: []uint64{3, 1, 0}, WriteLagSumSeconds: 0.0005},
+				WriteLagBounds: []float64{0.0001, 0.001}, WriteLagCounts: []uint64{3, 1, 0}, WriteLagSumSeconds: 0.0005,
+				WakeupsPackets: 40, WakeupsDeadline: 7},
 			{Direction: "ingress"},
 		},
 		classes: []stats.ClassStats{
@@ -189,6 +190,12 @@ pacer_write_lag_seconds_bucket{direction="egress",le="0.001"} 4
 pacer_write_lag_seconds_bucket{direction="egress",le="+Inf"} 4
 pacer_write_lag_seconds_sum{direction="egress"} 0.0005
 pacer_write_lag_seconds_count{direction="egress"} 4
+# HELP pacer_worker_wakeups_total Returns of the direction's workers' waits for work, by cause: packets read, or a held packet's due time (deadline). link.wake_slack makes deadline wake-ups fewer, each sending more.
+# TYPE pacer_worker_wakeups_total counter
+pacer_worker_wakeups_total{cause="deadline",direction="egress"} 7
+pacer_worker_wakeups_total{cause="deadline",direction="ingress"} 0
+pacer_worker_wakeups_total{cause="packets",direction="egress"} 40
+pacer_worker_wakeups_total{cause="packets",direction="ingress"} 0
 `
 	names := []string{
 		"pacer_build_info", "pacer_link_up", "pacer_direction_rate_bytes_per_second",
@@ -202,7 +209,7 @@ pacer_write_lag_seconds_count{direction="egress"} 4
 		"pacer_delayed_packets_total", "pacer_duplicated_packets_total", "pacer_corrupted_packets_total",
 		"pacer_scheduled_rate_bytes_per_second",
 		// A direction without a lag histogram (no workers) has none.
-		"pacer_write_lag_seconds",
+		"pacer_write_lag_seconds", "pacer_worker_wakeups_total",
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
