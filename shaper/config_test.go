@@ -314,12 +314,18 @@ func TestLoadConfigMinimalDefaults(t *testing.T) {
 	}
 }
 
-// TestLoadConfigTestdata loads every example config, which must be valid.
+// TestLoadConfigTestdata loads every test and example config (testdata
+// and configs/), which must be valid.
 func TestLoadConfigTestdata(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata: %v", err)
 	}
+	examples, err := filepath.Glob("../configs/*.yaml")
+	if err != nil || len(examples) < 2 {
+		t.Fatalf("no example configs in configs/: %v", err)
+	}
+	files = append(files, examples...)
 	for _, f := range files {
 		c, err := shaper.LoadConfig(f)
 		if err != nil {
