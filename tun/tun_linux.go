@@ -473,6 +473,7 @@ func (q *linuxQueue) readReady(uintptr) bool {
 	}
 	if !q.rDone && q.wait.expired() {
 		q.rErr = os.ErrDeadlineExceeded
+		q.rWaits-- // readBatch counted a wait that does not happen
 		return true
 	}
 	return q.rDone
