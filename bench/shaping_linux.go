@@ -183,39 +183,50 @@ func (r *runner) runHighRateShaping(ctx context.Context) error {
 				byRate[rate] = res
 				r.res.HighShaping = append(r.res.HighShaping, res)
 			}
-			for _, slack := range []string{"", "  wake_slack: 0\n"} { // the second continues the link section
-				p, err := r.e.pacerPath(true, 0, slack+shapedPolicy(rate, res.Burst, shapeBacklog))
-				if err != nil {
+			for _, noSlack := range []bool{false, true} {
+				if err := r.highShapeOnce(ctx, rep, res, noSlack); err != nil {
 					return fmt.Errorf("shaping with offloads at %d bit/s: %w", rate, err)
 				}
-				name := p.name
-				if slack != "" {
-					name += ", wake_slack 0"
-				} else {
-					res.Name = p.name
-				}
-				c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
-				if cerr := p.close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return fmt.Errorf("shaping with offloads at %d bit/s: %w", rate, err)
-				}
-				d := c1.sub(c0)
-				wireBytes, segs := load{}.wire(d)
-				delivered, cpu := &res.Delivered, &res.CPUPerGB
-				if slack != "" {
-					delivered, cpu = &res.DeliveredNoSlack, &res.CPUPerGBNoSlack
-				}
-				*delivered = append(*delivered, wireBytes/d.seconds)
-				if payload := wireBytes - tcpHeaders*segs; payload > 0 {
-					*cpu = append(*cpu, d.cpu/(payload/1e9))
-				}
-				r.progress("  rep %d %-40s at %5d Mbit/s: %9.1f Mbit/s as on the wire (%+.2f%%), %.0f segments in %.0f packets received",
-					rep+1, name, rate/1e6, wireBytes*8/d.seconds/1e6, wireBytes/d.seconds/(float64(rate)/8)*100-100, segs, d.packets)
 			}
 		}
 	}
+	return nil
+}
+
+// highShapeOnce is one repetition of one offload row: pacer with the
+// default wake slack, or with wake_slack 0 (noSlack).
+func (r *runner) highShapeOnce(ctx context.Context, rep int, res *shapeResult, noSlack bool) error {
+	link := ""
+	if noSlack {
+		link = "  wake_slack: 0\n" // continues the link section
+	}
+	p, err := r.e.pacerPath(true, 0, link+shapedPolicy(res.RateBits, res.Burst, shapeBacklog))
+	if err != nil {
+		return err
+	}
+	name := p.name
+	delivered, cpu := &res.Delivered, &res.CPUPerGB
+	if noSlack {
+		name += ", wake_slack 0"
+		delivered, cpu = &res.DeliveredNoSlack, &res.CPUPerGBNoSlack
+	} else {
+		res.Name = p.name
+	}
+	c0, c1, err := r.e.measureWindow(ctx, p, load{}, r.p.shapeWarm, r.p.shapeWindow)
+	if cerr := p.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	d := c1.sub(c0)
+	wireBytes, segs := load{}.wire(d)
+	*delivered = append(*delivered, wireBytes/d.seconds)
+	if payload := wireBytes - tcpHeaders*segs; payload > 0 {
+		*cpu = append(*cpu, d.cpu/(payload/1e9))
+	}
+	r.progress("  rep %d %-40s at %5d Mbit/s: %9.1f Mbit/s as on the wire (%+.2f%%), %.0f segments in %.0f packets received",
+		rep+1, name, res.RateBits/1e6, wireBytes*8/d.seconds/1e6, wireBytes/d.seconds/(float64(res.RateBits)/8)*100-100, segs, d.packets)
 	return nil
 }
 

@@ -693,40 +693,44 @@ func (d *decoder) size(dst *uint64) func(*yaml.Node, string) {
 
 func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a duration such as 100ms")
-		if !ok {
-			return
+		v, text, ok := d.parseDuration(n, path, "100ms", "1.5s")
+		switch {
+		case !ok:
+		case v <= 0:
+			d.failf(n, path, "must be above 0, not %s", text)
+		default:
+			*dst = v
 		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			d.failf(n, path, "invalid duration %q (use a number and a unit: 100ms, 1.5s)", s)
-			return
-		}
-		if v <= 0 {
-			d.failf(n, path, "must be above 0, not %s", s)
-			return
-		}
-		*dst = v
 	}
 }
 
 // durationUpTo decodes a duration from 0 to limit ("0" is allowed).
 func (d *decoder) durationUpTo(dst *time.Duration, limit time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a duration such as 250us")
-		if !ok {
-			return
-		}
-		v, err := time.ParseDuration(s)
+		v, text, ok := d.parseDuration(n, path, "250us", "1ms")
 		switch {
-		case err != nil:
-			d.failf(n, path, "invalid duration %q (use a number and a unit: 250us, 1ms; or 0)", s)
+		case !ok:
 		case v < 0 || v > limit:
-			d.failf(n, path, "must be from 0 to %v, not %s", limit, s)
+			d.failf(n, path, "must be from 0 to %v, not %s", limit, text)
 		default:
 			*dst = v
 		}
 	}
+}
+
+// parseDuration decodes a scalar duration and returns it with its text;
+// ex1 and ex2 are examples for the error message.
+func (d *decoder) parseDuration(n *yaml.Node, path, ex1, ex2 string) (time.Duration, string, bool) {
+	s, ok := d.scalar(n, path, "a duration such as "+ex1)
+	if !ok {
+		return 0, "", false
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.failf(n, path, "invalid duration %q (use a number and a unit: %s, %s)", s, ex1, ex2)
+		return 0, "", false
+	}
+	return v, s, true
 }
 
 // prefixes decodes a prefix or a list of them. A bare address stands for

@@ -68,12 +68,9 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var lo linkSettings
+	lo := linkSettings{wakeSlack: DefaultWakeSlack}
 	for _, o := range opts {
 		o(&lo)
-	}
-	if !lo.slackSet {
-		lo.wakeSlack = DefaultWakeSlack
 	}
 	if lo.wakeSlack < 0 || lo.wakeSlack > MaxWakeSlack {
 		return nil, fmt.Errorf("link %s-%s: wake slack %v: want 0 to %v", inner.Name(), outer.Name(), lo.wakeSlack, MaxWakeSlack)
@@ -141,7 +138,6 @@ type linkSettings struct {
 	noGRO     bool
 	ioUring   bool
 	wakeSlack time.Duration
-	slackSet  bool
 }
 
 // WithWakeSlack lets a worker that holds packets wake up to d after the
@@ -158,7 +154,7 @@ type linkSettings struct {
 // packet at its time. d must be from 0 to MaxWakeSlack. The config's
 // link.wake_slack sets it.
 func WithWakeSlack(d time.Duration) LinkOption {
-	return func(o *linkSettings) { o.wakeSlack, o.slackSet = d, true }
+	return func(o *linkSettings) { o.wakeSlack = d }
 }
 
 // WithIOUring moves each worker's packets through an io_uring of its own

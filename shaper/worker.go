@@ -473,21 +473,29 @@ func (w *worker) wakeAt(due int64) {
 // wakeFor makes the next Read return by the time a held packet's tokens
 // are due (hp.planned), plus the wake slack its buckets allow.
 func (w *worker) wakeFor(hp *heldPacket) {
+	w.wakeAt(hp.planned + int64(w.slackOf(hp.st.rate, hp.st.peak, hp.keyRate, hp.keyPeak, hp.link)))
+}
+
+// slackOf is the wake slack for a packet that waits for the buckets bs
+// (nil ones do not count): the link's, bounded by each bucket's
+// burstSlack.
+func (w *worker) slackOf(bs ...*bucket.Bucket) time.Duration {
 	slack := w.slack
-	if slack > 0 {
-		slack = min(slack, burstSlack(hp.st.rate), burstSlack(hp.st.peak), burstSlack(hp.keyRate),
-			burstSlack(hp.keyPeak), burstSlack(hp.link))
+	for _, b := range bs {
+		if slack == 0 {
+			break
+		}
+		if b != nil {
+			slack = min(slack, burstSlack(b))
+		}
 	}
-	w.wakeAt(hp.planned + int64(slack))
+	return slack
 }
 
 // burstSlack is the longest a worker may sleep past a packet's due time
 // without the bucket b losing tokens to its limit: a quarter of the time
-// its burst takes to fill (nil: no bound).
+// its burst takes to fill.
 func burstSlack(b *bucket.Bucket) time.Duration {
-	if b == nil {
-		return MaxWakeSlack
-	}
 	r := b.Rate()
 	if r == 0 {
 		return 0

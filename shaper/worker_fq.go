@@ -230,11 +230,11 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
 			st = &classState{cfg: st.cfg, rate: st.rate, peak: st.peak, backlog: max(st.backlog, DefaultBacklog), fqParams: sh.fq.Params()}
 		}
+		link := w.dir.Load().link
 		if wait := w.fairWait(c, sh, st, now); wait > 0 {
-			w.wakeAt(now + int64(wait) + int64(min(w.slack, burstSlack(st.rate))))
+			w.wakeAt(now + int64(wait) + int64(w.slackOf(st.rate, st.peak, link)))
 			return
 		}
-		link := w.dir.Load().link
 		// A packet that could not leave within its backlog is dropped
 		// (fq.ReasonTooOld): the wait ahead of it is at least what the
 		// buckets owe now.

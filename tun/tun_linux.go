@@ -371,7 +371,8 @@ func (d *LinuxDevice) Close() error {
 // whose queues an io_uring used, before deleting it itself.
 const ringTeardown = time.Second
 
-// linuxQueue is one queue: one non-blocking TUN descriptor on the netpoller.
+// linuxQueue is one queue: one non-blocking TUN descriptor, read through its
+// wait set (the descriptor and the read deadline's timer, on the netpoller).
 // The syscall closures are built once (readFn, writeFn) and take their
 // arguments from the r*/w* fields, so Read and Write do not allocate.
 type linuxQueue struct {
