@@ -35,6 +35,16 @@ type ringIO interface {
 // batchSize is how many packets a worker reads (and writes) per syscall batch.
 const batchSize = 64
 
+// yieldEvery is how long a worker that finds full batches waiting keeps
+// the CPU before it yields it to other goroutines. A yield is dear where
+// another processor is idle: a thread there takes the worker over and
+// this one sleeps. Yielding after every full batch (64 packets), pacer
+// forwarded 64-byte UDP at 0.88-0.97x the bare loop's rate; at most every
+// 500 us, 0.82-1.03x (median 1.01x over four alternating runs). A
+// goroutine made ready on the same processor waits at most this long plus
+// a batch, where the runtime would preempt only after 10 ms.
+const yieldEvery = 500 * time.Microsecond
+
 // maxHeldBytes bounds the bytes one worker holds for all classes together,
 // on top of every class's backlog limit.
 const maxHeldBytes = 64 << 20
@@ -105,6 +115,7 @@ type worker struct {
 	ring      ringIO             // the worker's io_uring, also src and dst (nil: none)
 	lose      func(error)        // reports a device gone (Link.lose)
 	readErrs  int                // reads failed in a row (other than deadlines)
+	yielded   int64              // clock when the worker last yielded the CPU (yieldEvery)
 
 	// Returns of Read with packets and at the deadline (DirectionStats).
 	wakePackets, wakeDeadline atomic.Uint64
@@ -198,11 +209,12 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		w.serviceHeld(now)
 		w.flush(w.clock())
 		w.armDeadline()
-		if n == len(w.bufs) {
+		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) {
 			// A full batch: more are waiting and the next Read will not
 			// park. Let the other goroutines (a worker whose packet is
-			// due, the wake timers) have the CPU between batches, not only
-			// at the runtime's 10 ms preemption.
+			// due) have the CPU, not only at the runtime's 10 ms
+			// preemption.
+			w.yielded = now
 			runtime.Gosched()
 		}
 	}

@@ -51,6 +51,7 @@ const (
 
 	setupClamp        = 1 << 4
 	setupCQSize       = 1 << 3
+	setupCoopTaskrun  = 1 << 8
 	setupSingleIssuer = 1 << 12
 	setupDeferTaskrun = 1 << 13
 )
@@ -156,12 +157,27 @@ var ErrUnsupported = errors.New("io_uring unsupported")
 // interrupting it (IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN, Linux
 // 6.1); where the kernel refuses that, New returns an error wrapping
 // unix.EINVAL.
+//
+// Without singleIssuer, the work of an operation that completes in the
+// background (a multishot read's copy of a packet) is done by the thread
+// that submitted it the next time that thread enters the kernel, instead
+// of interrupting it with an inter-processor interrupt
+// (IORING_SETUP_COOP_TASKRUN, Linux 5.19; older kernels interrupt). A
+// thread that waits in Enter, or sleeps anywhere, is woken for it; one
+// that runs user code enters the kernel at the latest at its next
+// scheduler tick.
 func New(entries uint32, singleIssuer bool) (*Ring, error) {
 	p := params{flags: setupClamp | setupCQSize, cqEntries: 2 * entries}
 	if singleIssuer {
 		p.flags |= setupSingleIssuer | setupDeferTaskrun
+	} else {
+		p.flags |= setupCoopTaskrun
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno == unix.EINVAL && p.flags&setupCoopTaskrun != 0 { // before Linux 5.19
+		p = params{flags: setupClamp | setupCQSize, cqEntries: 2 * entries}
+		fd, _, errno = unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	}
 	if errno != 0 {
 		if errno == unix.ENOSYS || errno == unix.EPERM {
 			return nil, fmt.Errorf("io_uring_setup: %w: %w", ErrUnsupported, errno)
