@@ -14,10 +14,9 @@ import (
 // TestIOUring: with link.io_uring, offloads on and off, the workers read and
 // write through their rings (the devices count ring enters and no read(2)
 // or write(2)), a fq class shapes TCP (two flows, so that one backing off
-// after an AQM drop does not leave the class short) to its rate within 1%
-// and a fifo
-// class holds UDP offered at 4x to its rate within 2%, and the link stops
-// cleanly.
+// after an AQM drop does not leave the class short) to its rate within 1%,
+// a fifo class holds UDP offered at 4x to its rate within 2%, and the link
+// stops cleanly.
 func TestIOUring(t *testing.T) {
 	rateTest(t)
 	if err := uring.Probe(); err != nil {

@@ -132,9 +132,10 @@ func (w *waitSet) close() error {
 // packet waiting returns an error wrapping os.ErrDeadlineExceeded, at once
 // (a Read blocked on the queue wakes); packets already waiting are read
 // first, so a reader that is woken to send held packets does not leave
-// arrived ones for a later round. The zero time removes the deadline. It may be called
-// from any goroutine, also while a Read is blocked, which is how a reader
-// that holds packets sleeps until the next one is due, or is woken to stop.
+// arrived ones for a later round. The zero time removes the deadline. It
+// may be called from any goroutine, also while a Read is blocked, which is
+// how a reader that holds packets sleeps until the next one is due, or is
+// woken to stop.
 // The deadline is a kernel timer: a blocked Read wakes within microseconds
 // of it, not the Go runtime's millisecond.
 func (q *linuxQueue) SetReadDeadline(t time.Time) error {

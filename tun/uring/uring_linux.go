@@ -167,16 +167,18 @@ var ErrUnsupported = errors.New("io_uring unsupported")
 // that runs user code enters the kernel at the latest at its next
 // scheduler tick.
 func New(entries uint32, singleIssuer bool) (*Ring, error) {
-	p := params{flags: setupClamp | setupCQSize, cqEntries: 2 * entries}
-	if singleIssuer {
-		p.flags |= setupSingleIssuer | setupDeferTaskrun
-	} else {
-		p.flags |= setupCoopTaskrun
+	var p params
+	setup := func(flags uint32) (uintptr, unix.Errno) {
+		p = params{flags: setupClamp | setupCQSize | flags, cqEntries: 2 * entries}
+		fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+		return fd, errno
 	}
-	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
-	if errno == unix.EINVAL && p.flags&setupCoopTaskrun != 0 { // before Linux 5.19
-		p = params{flags: setupClamp | setupCQSize, cqEntries: 2 * entries}
-		fd, _, errno = unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	var fd uintptr
+	var errno unix.Errno
+	if singleIssuer {
+		fd, errno = setup(setupSingleIssuer | setupDeferTaskrun)
+	} else if fd, errno = setup(setupCoopTaskrun); errno == unix.EINVAL { // before Linux 5.19
+		fd, errno = setup(0)
 	}
 	if errno != 0 {
 		if errno == unix.ENOSYS || errno == unix.EPERM {
