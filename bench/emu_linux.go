@@ -86,9 +86,13 @@ type emuFlowResult struct {
 	Goodput []float64
 	// Wire is the IP bytes pacer wrote for the class per second, headers
 	// of every segment included (class counters, Packet.Cost), in bit/s.
-	Wire     []float64
-	CPUPerGB []float64 // this process's CPU s per GB of payload (pacer)
-	Cores    []float64 // this process's CPU s per second of the window (pacer)
+	Wire []float64
+	// WireSteady is Wire over a second window from emuSteadyAt on
+	// (rate-limited variants): TCP at the delay line's RTT needs seconds
+	// to recover from what its start cost it.
+	WireSteady []float64
+	CPUPerGB   []float64 // this process's CPU s per GB of payload (pacer)
+	Cores      []float64 // this process's CPU s per second of the window (pacer)
 	// Delayed, Dropped and Sent are pacer's class counters, whole runs.
 	Delayed, Dropped, Sent uint64
 	// Unavailable is why a kernel variant could not be built; Skipped a
@@ -327,7 +331,8 @@ func classCounters(p *path, dir, class string) shaper.Counters {
 }
 
 // emuFlowOnce is one throughput run: TCP (cubic) with fr.Flows flows for
-// emuWarm, then the window.
+// emuWarm, then the window; a rate-limited variant goes on to a second
+// window from emuSteadyAt.
 func (r *runner) emuFlowOnce(ctx context.Context, v emuVariant, fr *emuFlowResult, rep int) error {
 	p, err := r.buildEmu(ctx, v)
 	if err != nil {
@@ -338,7 +343,12 @@ func (r *runner) emuFlowOnce(ctx context.Context, v emuVariant, fr *emuFlowResul
 	if fr.Flows > 1 {
 		args = []string{"-P", strconv.Itoa(fr.Flows)}
 	}
-	stop, err := r.e.startLoad(ctx, load{args: args}, r.p.emuWarm+r.p.emuWindow)
+	steady := fr.RateBits > 0 && p.link != nil
+	runFor := r.p.emuWarm + r.p.emuWindow
+	if steady {
+		runFor = r.p.emuSteadyAt + r.p.emuWindow
+	}
+	stop, err := r.e.startLoad(ctx, load{args: args}, runFor)
 	if err != nil {
 		return err
 	}
@@ -359,6 +369,20 @@ func (r *runner) emuFlowOnce(ctx context.Context, v emuVariant, fr *emuFlowResul
 		return err
 	}
 	k1 := classCounters(p, shaper.Egress, shaper.DefaultClass)
+	steadyRate := ""
+	if steady {
+		if err := sleep(ctx, r.p.emuSteadyAt-r.p.emuWarm-r.p.emuWindow); err != nil {
+			return err
+		}
+		t2, k2 := time.Now(), classCounters(p, shaper.Egress, shaper.DefaultClass)
+		if err := sleep(ctx, r.p.emuWindow); err != nil {
+			return err
+		}
+		k3 := classCounters(p, shaper.Egress, shaper.DefaultClass)
+		w := float64(k3.SentBytes-k2.SentBytes) * 8 / time.Since(t2).Seconds()
+		fr.WireSteady = append(fr.WireSteady, w)
+		steadyRate = fmt.Sprintf("; from %v: %.3f Gbit/s (%+.2f%%)", r.p.emuSteadyAt, w/1e9, 100*(w/float64(fr.RateBits)-1))
+	}
 	stop()
 	d := c1.sub(c0)
 	payload := tcpPayload(d.ipBytes, d.packets)
@@ -379,7 +403,7 @@ func (r *runner) emuFlowOnce(ctx context.Context, v emuVariant, fr *emuFlowResul
 		if fr.RateBits > 0 {
 			wire += fmt.Sprintf(" (%+.2f%% of %d Mbit/s)", 100*(w/float64(fr.RateBits)-1), fr.RateBits/1_000_000)
 		}
-		wire += fmt.Sprintf(", delayed %d, dropped %d packets", k.Delayed, k.DroppedTotal())
+		wire += fmt.Sprintf(", delayed %d, dropped %d packets%s", k.Delayed, k.DroppedTotal(), steadyRate)
 	}
 	r.progress("  rep %d %-44s %d flow(s): TCP goodput %7.3f Gbit/s%s, CPU %.2fs over %.1fs",
 		rep+1, p.name, fr.Flows, payload*8/d.seconds/1e9, wire, d.cpu, d.seconds)

@@ -70,6 +70,7 @@ type params struct {
 	emuReps        int           // scenario 11
 	emuWarm        time.Duration // scenario 11, throughput: before the window
 	emuWindow      time.Duration
+	emuSteadyAt    time.Duration // scenario 11, rate-limited: the start of the second window
 	emuIdle        time.Duration // scenario 11, probe: each idle phase
 	emuLoadWarm    time.Duration // from the bulk flows' start to the first loaded phase
 	emuProbeWindow time.Duration // each loaded phase
@@ -83,7 +84,7 @@ var fullParams = params{
 	loadedWarm: 1500 * time.Millisecond,
 	changeAt:   3 * time.Second, changeTotal: 6 * time.Second,
 	lulTime: 7 * time.Second, lulSkip: 2 * time.Second, lulReps: 3,
-	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second,
+	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second, emuSteadyAt: 10 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
 }
 
@@ -95,7 +96,7 @@ var quickParams = params{
 	loadedWarm: 500 * time.Millisecond,
 	changeAt:   1500 * time.Millisecond, changeTotal: 3 * time.Second,
 	lulTime: 6 * time.Second, lulSkip: 2 * time.Second, lulReps: 1,
-	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second,
+	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second, emuSteadyAt: 3 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 }
 
