@@ -746,8 +746,8 @@ func (r *rep) method(p params) {
 				p.warm, p.window, p.shapeWarm, p.shapeWindow, p.pings, p.pingInterval, p.loadedPings, p.loadedInterval, p.loadedWarm, p.changeTotal, p.changeAt),
 		fmt.Sprintf("Scenario 10 runs `iperf3 -c -t %d -P %d -C cubic -i 0.5 --json --get-server-output` against a one-test `iperf3 -s --json` per run (the server's per-stream intervals give the flows' received rates) and a UDP probe from this process every %v (a sent probe without an echo within %v of the window's end counts as lost); the window is %v to %v after the client starts; %s.",
 			int(p.lulTime/time.Second), lulFlows, lulProbeInterval, 2*shapeBacklog, p.lulSkip, p.lulTime-500*time.Millisecond, plural(p.lulReps, "repetition")),
-		fmt.Sprintf("Scenario 11 raises `net.ipv4.tcp_rmem` and `tcp_wmem`'s maximum to %d MiB in both namespaces (so that a window covers 10 Gbit/s × 20 ms); its throughput runs are `iperf3 -c -t %d [-P 4] -C cubic` with a window of %v after %v, and its probe phases last %v idle and %v under load (after %v of load), %s.",
-			emuTCPBufMax>>20, int((p.emuWarm+p.emuWindow)/time.Second)+2, p.emuWindow, p.emuWarm, p.emuIdle, p.emuProbeWindow, p.emuLoadWarm, plural(p.emuReps, "repetition")),
+		fmt.Sprintf("Scenario 11 raises `net.ipv4.tcp_rmem` and `tcp_wmem`'s maximum to %d MiB in both namespaces (so that a window covers 10 Gbit/s × 20 ms); its throughput runs are `iperf3 -c -t %d [-P 4] -C cubic` with a window of %v after %v (the rate-limited ones `-t %d`, with a second window from %v), and its probe phases last %v idle and %v under load (after %v of load), %s.",
+			emuTCPBufMax>>20, int((p.emuWarm+p.emuWindow)/time.Second)+2, p.emuWindow, p.emuWarm, int((p.emuSteadyAt+p.emuWindow)/time.Second)+2, p.emuSteadyAt, p.emuIdle, p.emuProbeWindow, p.emuLoadWarm, plural(p.emuReps, "repetition")),
 		fmt.Sprintf("Scenarios 1 and 2 run `go test -bench` as a subprocess, %d times each (`-count %d -benchtime %s`); the benchmarks stay in their `_test.go` files.", p.benchCount, p.benchCount, p.benchTime),
 		"The run measures on whatever else the machine is doing: the header gives the load average and the other CPU time during the run.",
 	}
