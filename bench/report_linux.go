@@ -859,15 +859,11 @@ func (r *rep) emulation(res *results, p params) {
 			}
 			rate := float64(fq.RateBits)
 			if e := relErr(summarize(fq.Wire), rate); e < -0.01 && math.Abs(relErr(summarize(nd.Wire), rate)) <= 0.01 && math.Abs(relErr(summarize(fifo.Wire), rate)) <= 0.01 {
-				later := ""
-				if len(fq.WireSteady) > 0 {
-					later = fmt.Sprintf(", %s from %v", fmtPct(relErr(summarize(fq.WireSteady), rate)), p.emuSteadyAt)
-				}
-				short = append(short, fmt.Sprintf("%s: %s%s", plural(n, "flow"), fmtPct(e), later))
+				short = append(short, fmt.Sprintf("%s: %s%s", plural(n, "flow"), fmtPct(e), steadyErr(fq, p)))
 			}
 		}
 		if len(short) > 0 {
-			r.p("The fq class with the delay line fell short of its rate (%s) where the same class without delay and the fifo class with the same delay both delivered it within 1%%: the delay line alone is exact at this rate; the shortfall is the AQM's drops (the *dropped* column: COBALT, no ECN) and the time TCP at a 20 ms RTT takes to regrow its window after each, where the fifo drops nothing and holds a standing queue of hundreds of ms instead.", strings.Join(short, "; "))
+			r.p("The fq class with the delay line fell short of its rate (%s) where the same class without delay and the fifo class with the same delay both delivered it within 1%%: the delay line alone is exact at this rate; the shortfall is the AQM's drops (the *dropped* column: COBALT, no ECN) and the time TCP at a %v RTT takes to regrow its window after each, where the fifo drops nothing and holds a standing queue of hundreds of ms instead.", strings.Join(short, "; "), emuDelay)
 			r.p("")
 		}
 	}
@@ -945,11 +941,7 @@ func (r *rep) emulation(res *results, p params) {
 			var errs []string
 			for _, fr := range e.Limited {
 				if fr.Delay > 0 && fr.Queue == q && len(fr.Wire) > 0 {
-					steady := ""
-					if len(fr.WireSteady) > 0 {
-						steady = fmt.Sprintf(", %s from %v", fmtPct(relErr(summarize(fr.WireSteady), float64(fr.RateBits))), p.emuSteadyAt)
-					}
-					errs = append(errs, fmt.Sprintf("%s (%s%s)", fmtPct(relErr(summarize(fr.Wire), float64(fr.RateBits))), plural(fr.Flows, "flow"), steady))
+					errs = append(errs, fmt.Sprintf("%s (%s%s)", fmtPct(relErr(summarize(fr.Wire), float64(fr.RateBits))), plural(fr.Flows, "flow"), steadyErr(fr, p)))
 				}
 			}
 			if len(errs) > 0 {
@@ -967,4 +959,13 @@ func (r *rep) emulation(res *results, p params) {
 		}
 		r.headline("%s.", h)
 	}
+}
+
+// steadyErr is ", <error> from <emuSteadyAt>" for a rate-limited result
+// with a second window, else "".
+func steadyErr(fr *emuFlowResult, p params) string {
+	if len(fr.WireSteady) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %s from %v", fmtPct(relErr(summarize(fr.WireSteady), float64(fr.RateBits))), p.emuSteadyAt)
 }
