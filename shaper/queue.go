@@ -6,6 +6,77 @@ import (
 	"github.com/pacer-dev/pacer/tun"
 )
 
+// The queue stage: how a class's packets wait for its gate on one worker.
+// Which queue a class has is chosen once, when its state is built
+// (Class.apply), from its mode and queue settings: a policed class has
+// none (policer), a shaped one a FIFO (fifoQueue) or a fair queue
+// (fairQueue), the counters of unclassified packets none unless the
+// direction has a rate (unthrottled).
+
+// queue takes a class's packets into the worker.
+type queue interface {
+	// enqueue takes a packet that passed parse, classify and the
+	// arrival's impairments: it sends it on at once (appendOut), holds it
+	// until its gate lets it go (the worker's serviceHeld then sends it),
+	// or drops it and counts why.
+	enqueue(w *worker, a *arrival)
+}
+
+// arrival is a packet of the read batch on its way into its class's
+// queue: what the stages before the queue found out about it. A worker
+// has one, which it fills anew for each packet (worker.arr).
+type arrival struct {
+	d   *direction
+	c   *Class
+	sh  *shard // the class's counters and queues on this worker
+	st  *classState
+	buf []byte // the read buffer (packet at tun.Headroom)
+	pkt *tun.Packet
+	now int64 // the batch's clock
+	// due is when link emulation lets it leave at the earliest (0: no delay).
+	due int64
+	// key is its per-key entry (nil: no per-key limit); paid says the
+	// key's buckets are charged already (per.mode police).
+	key  *keyed.Entry
+	paid bool
+}
+
+// out returns the write path's bookkeeping for an arrival that leaves
+// without waiting.
+func (a *arrival) out() outMeta {
+	return outMeta{class: a.c, st: a.st, arrival: a.now, key: a.key, keyPaid: a.key != nil, due: a.due}
+}
+
+// unthrottled is the queue of the counters of unclassified packets: they
+// pass at once unless the direction has a rate, which they then wait for
+// in a FIFO.
+type unthrottled struct{}
+
+func (unthrottled) enqueue(w *worker, a *arrival) {
+	if a.d.link == nil {
+		w.appendOut(a.buf, *a.pkt, outMeta{class: a.c, st: a.st, arrival: a.now, due: a.due})
+		return
+	}
+	fifoQueue{}.enqueue(w, a)
+}
+
+// policer is the queue of a class in mode police: none. A packet passes
+// its gate at once (its key's buckets too) or is dropped.
+type policer struct{}
+
+func (policer) enqueue(w *worker, a *arrival) {
+	if !a.st.tryGrab(a.d.link, a.key, uint64(a.pkt.Cost), a.now) {
+		a.sh.drops[DropPolice].Add(1)
+		if a.key != nil {
+			a.key.Dropped()
+		}
+		return
+	}
+	m := a.out()
+	m.link = a.d.link
+	w.appendOut(a.buf, *a.pkt, m)
+}
+
 // heldPacket is a packet a worker holds until its tokens have arrived. Its
 // bytes were copied out of the read batch into buf (at tun.Headroom), so
 // that the read buffers stay free for the next batch.
@@ -32,37 +103,6 @@ type heldPacket struct {
 	key                      *keyed.Entry
 	keyRate, keyPeak         *bucket.Bucket
 	keyTicket, keyPeakTicket uint64
-}
-
-// fifo is a growable ring of held packets. It allocates only to grow.
-type fifo struct {
-	ring       []heldPacket
-	head, size int
-}
-
-func (q *fifo) len() int { return q.size }
-
-func (q *fifo) push(h heldPacket) {
-	if q.size == len(q.ring) {
-		n := max(16, 2*len(q.ring))
-		ring := make([]heldPacket, n)
-		for i := 0; i < q.size; i++ {
-			ring[i] = q.ring[(q.head+i)%len(q.ring)]
-		}
-		q.ring, q.head = ring, 0
-	}
-	q.ring[(q.head+q.size)%len(q.ring)] = h
-	q.size++
-}
-
-func (q *fifo) front() *heldPacket { return &q.ring[q.head] }
-
-func (q *fifo) pop() heldPacket {
-	h := q.ring[q.head]
-	q.ring[q.head] = heldPacket{}
-	q.head = (q.head + 1) % len(q.ring)
-	q.size--
-	return h
 }
 
 // slabs recycles the buffers of held packets in a few size classes, so that
@@ -108,3 +148,10 @@ func (s *slabs) put(b []byte) {
 }
 
 const maxFreeSlabs = 1024
+
+// out returns the write path's bookkeeping for a held packet of class c
+// that the gate let go.
+func (hp *heldPacket) out(c *Class) outMeta {
+	return outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf,
+		key: hp.key, keyPaid: hp.key != nil, due: hp.due, planned: hp.planned}
+}

@@ -8,69 +8,28 @@ import (
 	"github.com/pacer-dev/pacer/tun"
 )
 
-// Link emulation in a worker. At arrival a packet may be lost (on purpose)
-// and is given the earliest time it may leave: arrival + delay + jitter
-// (kept in order per flow unless reordering is allowed). Shaping then runs
-// as usual; a packet that shaping lets go before its due time waits in the
-// worker's delay line, so it leaves at max(its shaping time, its due
-// time). On the way out a packet may be duplicated or corrupted.
+// Link emulation's impairments (package emulate), in two stages of a
+// packet's path. On arrival, before its class's queue, a packet may be
+// lost (on purpose) and is given the earliest time it may leave: arrival
+// + delay + jitter (kept in order per flow unless reordering is allowed).
+// Shaping then runs as usual, and the delay line (delay.go) holds a packet
+// the gate lets go before its due time. On departure, as it joins the
+// write batch, a packet may be duplicated or corrupted. The direction's
+// impairments and the class's add up.
 
-// maxLineBytes bounds what one worker's delay line holds (a 20 ms line at
-// 10 Gbit/s holds 25 MB).
-const maxLineBytes = 256 << 20
-
-// delayed is a packet in the delay line.
-type delayed struct {
-	due  int64
-	seq  uint64 // arrival order into the line: equal due times leave in it
-	buf  []byte
-	pkt  tun.Packet
-	meta outMeta
-}
-
-// delayLine is a min-heap of delayed packets by due time, then seq.
-type delayLine []delayed
-
-func (l delayLine) less(i, j int) bool {
-	return l[i].due < l[j].due || l[i].due == l[j].due && l[i].seq < l[j].seq
-}
-
-func (l *delayLine) push(d delayed) {
-	*l = append(*l, d)
-	h := *l
-	for i := len(h) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !h.less(i, up) {
-			break
-		}
-		h[up], h[i] = h[i], h[up]
-		i = up
+// impairArrival applies the direction's and the class's loss to an
+// arrival and sets its due time; it reports false if the packet was lost
+// (counted).
+func (w *worker) impairArrival(a *arrival) bool {
+	if a.d.emu == nil && a.st.emu == nil {
+		return true
 	}
-}
-
-func (l *delayLine) pop() delayed {
-	h := *l
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h[last] = delayed{}
-	h = h[:last]
-	for i := 0; ; {
-		a, b, m := 2*i+1, 2*i+2, i
-		if a < len(h) && h.less(a, m) {
-			m = a
-		}
-		if b < len(h) && h.less(b, m) {
-			m = b
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
+	if w.lost(a.d, a.sh, a.st) {
+		a.sh.drops[DropLoss].Add(1)
+		return false
 	}
-	*l = h
-	return top
+	a.due = w.dueTime(a.d, a.sh, a.st, a.now)
+	return true
 }
 
 // shardImp returns the class's emulation state on this worker, seeded on
@@ -119,54 +78,8 @@ func (w *worker) dueTime(d *direction, sh *shard, st *classState, now int64) int
 	return max(due, 1)
 }
 
-// delay puts a packet that shaping let go into the delay line until its
-// due time. Its capped tokens go back now: as far as the class's bucket is
-// concerned it has left.
-func (w *worker) delay(buf []byte, p tun.Packet, m outMeta) {
-	sh := &m.class.shards[w.idx]
-	if w.lineBytes+p.Size > maxLineBytes {
-		sh.drops[DropOverlimit].Add(1)
-		if m.slab != nil {
-			w.slabs.put(m.slab)
-		}
-		return
-	}
-	if m.slab == nil { // a read buffer: copy it out of the batch
-		m.slab = w.slabs.get(tun.Headroom + p.Size)
-		copy(m.slab[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
-		buf = m.slab
-	}
-	if m.st.rate != nil && m.st.rate.Capped() {
-		m.st.rate.Release(uint64(p.Cost))
-		m.released = true
-	}
-	w.lineSeq++
-	w.line.push(delayed{due: m.due, seq: w.lineSeq, buf: buf, pkt: p, meta: m})
-	w.lineBytes += p.Size
-	sh.delayed.Add(1)
-	w.wakeAt(m.due)
-}
-
-// serviceLine moves the packets whose due time has come from the delay
-// line to the write batch and sets the wake-up for the next one.
-func (w *worker) serviceLine(now int64) {
-	for len(w.line) > 0 && w.line[0].due <= now {
-		if w.writeBatchFull() {
-			w.wakeAt(now)
-			return
-		}
-		d := w.line.pop()
-		w.lineBytes -= d.pkt.Size
-		d.meta.class.shards[w.idx].observeLate(now - d.due)
-		w.emit(d.buf, d.pkt, d.meta)
-	}
-	if len(w.line) > 0 {
-		w.wakeAt(w.line[0].due)
-	}
-}
-
 // emit adds a packet to the write batch, corrupting or duplicating it as
-// the class's and the direction's emulation say.
+// the class's and the direction's emulation say (impair on departure).
 func (w *worker) emit(buf []byte, p tun.Packet, m outMeta) {
 	dirEmu := w.dir.Load().emu
 	if m.st.emu == nil && dirEmu == nil {
@@ -218,16 +131,4 @@ func corrupt(r *emulate.Rand, pkt []byte, p *tun.Packet) {
 	if hl < len(pkt) {
 		r.CorruptBit(pkt[hl:])
 	}
-}
-
-// dropLine drops what the delay line holds (the drain deadline passed).
-func (w *worker) dropLine() {
-	for len(w.line) > 0 {
-		d := w.line.pop()
-		d.meta.class.shards[w.idx].drops[DropShutdown].Add(1)
-		if d.meta.slab != nil {
-			w.slabs.put(d.meta.slab)
-		}
-	}
-	w.lineBytes = 0
 }

@@ -3,7 +3,6 @@ package shaper
 import (
 	"time"
 
-	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
@@ -33,15 +32,17 @@ const fairSlack = 2 * 1514
 // Link.Flows while a class is busy.
 const flowPublishEvery = 250 * time.Millisecond
 
-// enqueueFQ queues packet i of the read batch in its class's scheduler
-// (split into segments first if it is a GSO super-packet and the class is
-// slow), or sends it at once when the class is idle on this worker and its
-// tokens are there.
-//
-// key is the packet's per-key entry (nil: none); paid says its buckets are
-// charged already (per.mode police), else the packet waits for them in its
-// flow queue (the key is the packet's fq.Gate).
-func (w *worker) enqueueFQ(d *direction, c *Class, sh *shard, st *classState, buf []byte, p *tun.Packet, key *keyed.Entry, paid bool, due, now int64) {
+// fairQueue is the queue of a class with queue fq: a scheduler per worker
+// (package fq) that the class's packets wait in, flow by flow.
+type fairQueue struct{}
+
+// enqueue queues the packet in its class's scheduler (split into segments
+// first if it is a GSO super-packet and the class is slow). Its key (nil:
+// none) is charged already if a.paid (per.mode police), else the packet
+// waits for the key's buckets in its flow queue (the key is the packet's
+// fq.Gate).
+func (fairQueue) enqueue(w *worker, a *arrival) {
+	c, sh, st, buf, p, key, due, now := a.c, a.sh, a.st, a.buf, a.pkt, a.key, a.due, a.now
 	id := fq.FlowID{Src: w.headers.Src, Dst: w.headers.Dst, Sport: w.headers.Sport, Dport: w.headers.Dport, Proto: w.headers.Proto}
 	fkey := w.hasher.Key(&id, st.fqParams.Isolate)
 	if sh.fq == nil {
@@ -57,7 +58,7 @@ func (w *worker) enqueueFQ(d *direction, c *Class, sh *shard, st *classState, bu
 	}
 	var gate fq.Gate
 	switch {
-	case key != nil && paid:
+	case key != nil && a.paid:
 		gate = paidKey{key}
 	case key != nil:
 		gate = key
@@ -196,7 +197,7 @@ func (w *worker) list(c *Class, sh *shard) {
 func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 	for !w.writeBatchFull() {
 		if sh.hasPending {
-			if wait := w.advance(&sh.pending, now); wait > 0 {
+			if wait := sh.pending.advance(now); wait > 0 {
 				sh.pending.planned = now + int64(wait)
 				w.wakeFor(&sh.pending)
 				return
@@ -209,8 +210,7 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 			if hp.key != nil {
 				hp.key.Queued(-int64(hp.pkt.Cost))
 			}
-			w.appendOut(hp.buf, hp.pkt, outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf,
-				key: hp.key, keyPaid: hp.key != nil, due: hp.due, planned: hp.planned})
+			w.appendOut(hp.buf, hp.pkt, hp.out(c))
 			continue
 		}
 		if sh.fq == nil || sh.fq.Len() == 0 {
@@ -228,17 +228,17 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 		}
 		st := c.state.Load()
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
-			st = &classState{cfg: st.cfg, rate: st.rate, peak: st.peak, backlog: max(st.backlog, DefaultBacklog), fqParams: sh.fq.Params()}
+			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, DefaultBacklog), fqParams: sh.fq.Params()}
 		}
 		link := w.dir.Load().link
 		if wait := w.fairWait(c, sh, st, now); wait > 0 {
-			w.wakeAt(now + int64(wait) + int64(w.slackOf(st.rate, st.peak, link)))
+			w.wakeAt(now + int64(wait) + int64(slackOf(w.slack, st.rate, st.peak, link)))
 			return
 		}
 		// A packet that could not leave within its backlog is dropped
 		// (fq.ReasonTooOld): the wait ahead of it is at least what the
 		// buckets owe now.
-		ahead := w.debt(st, link, 1, now)
+		ahead := st.wait(link, 1, now)
 		p, ok := sh.fq.Dequeue(now, now+int64(ahead)-int64(st.backlog))
 		if !ok {
 			sh.weight.Store(0)
@@ -248,50 +248,22 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 			return
 		}
 		cost := uint64(p.Pkt.Cost)
-		planned := now + int64(w.debt(st, link, cost, now))
+		planned := now + int64(st.wait(link, cost, now))
 		if p.Arrival+int64(st.backlog) < planned {
 			w.dropHeld(sh, &p, DropBacklog)
 			continue
 		}
 		sh.observeDecision(planned - p.Arrival)
 		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, link: link, planned: planned}
-		if key, paid := keyOf(p.Gate); key != nil {
-			hp.key = key
-			if !paid {
-				hp.grabKey(cost)
-			}
-		}
-		if st.rate != nil {
-			hp.rateTicket = st.rate.Grab(cost)
-		}
-		if st.peak != nil {
-			hp.peakTicket = st.peak.Grab(cost)
-		}
+		key, paid := keyOf(p.Gate)
+		hp.key = key
+		hp.grab(cost, paid) // the packet waits as the class's picked one
 		if wt := sh.weight.Load(); wt > 0 {
 			sh.vt.Add(cost << 16 / wt)
 		}
 		sh.pending, sh.hasPending = hp, true
 	}
 	w.wakeAt(now) // write batch full: come back at once
-}
-
-// debt is how long a grab of n bytes now would wait in the class's rate
-// and peak buckets and the direction's bucket.
-func (w *worker) debt(st *classState, link *bucket.Bucket, n uint64, now int64) time.Duration {
-	var wait time.Duration
-	if link != nil {
-		link.Replenish(now)
-		wait = waitAfter(link, n)
-	}
-	if st.rate != nil {
-		st.rate.Replenish(now)
-		wait = max(wait, waitAfter(st.rate, n))
-	}
-	if st.peak != nil {
-		st.peak.Replenish(now)
-		wait = max(wait, waitAfter(st.peak, n))
-	}
-	return wait
 }
 
 // fairWait shares the class's rate between its workers by the weight of

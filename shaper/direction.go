@@ -1,0 +1,128 @@
+package shaper
+
+import (
+	"fmt"
+
+	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/emulate"
+)
+
+// direction is one direction's compiled policy: immutable, swapped whole on
+// reload. Classes are shared with the previous policy by name.
+type direction struct {
+	name       string
+	classifier *Classifier
+	classes    []*Class // in config order; classifier indexes into it
+	def        *Class   // nil: no default class
+	unclass    *Class   // counters for unclassified and malformed packets
+	link       *bucket.Bucket
+	emu        *emulate.Settings // the direction's link emulation (nil: none)
+	global     *GlobalConfig     // the direction's global limit (a copy; nil: none)
+}
+
+// newDirection compiles cfg, reusing classes (and the link bucket) of old
+// by name. It fails only on a classifier error; cfg is validated already.
+func newDirection(name string, cfg DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
+	d := &direction{name: name, emu: emuSettings(cfg.Emulate)}
+	if cfg.Global != nil {
+		g := *cfg.Global
+		d.global = &g
+	}
+	byName := map[string]*Class{}
+	if old != nil {
+		for _, c := range old.classes {
+			byName[c.name] = c
+		}
+		if old.def != nil {
+			byName[DefaultClass] = old.def
+		}
+		d.unclass = old.unclass
+	}
+	if d.unclass == nil {
+		d.unclass = newClass(Unclassified, workers)
+		d.unclass.state.Store(&classState{cfg: ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: DefaultBacklog})
+	}
+	get := func(cc ClassConfig, sched *bucket.Schedule) *Class {
+		c := byName[cc.Name]
+		if c == nil {
+			c = newClass(cc.Name, workers)
+		} else if sched.Equal(c.sched) {
+			sched = c.sched // unchanged: keep its phase
+		}
+		c.nextSched = sched
+		c.apply(cc, now)
+		return c
+	}
+	// Rate schedules first: a trace that cannot be read fails the whole
+	// policy before any class changes.
+	scheds := make([]*bucket.Schedule, len(cfg.Classes))
+	for i := range cfg.Classes {
+		s, err := cfg.Classes[i].Emulate.schedule()
+		if err != nil {
+			return nil, fmt.Errorf("%s: class %s: %w", name, cfg.Classes[i].Name, err)
+		}
+		scheds[i] = s
+	}
+	var defSched *bucket.Schedule
+	if cfg.Default != nil {
+		s, err := cfg.Default.Emulate.schedule()
+		if err != nil {
+			return nil, fmt.Errorf("%s: class default: %w", name, err)
+		}
+		defSched = s
+	}
+	linkSched, err := cfg.Emulate.schedule()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for i, cc := range cfg.Classes {
+		d.classes = append(d.classes, get(cc, scheds[i]))
+	}
+	if cfg.Default != nil {
+		dc := *cfg.Default
+		dc.Name = DefaultClass
+		d.def = get(dc, defSched)
+	}
+	cl, err := NewClassifier(cfg.Classes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	d.classifier = cl
+	if cfg.Rate > 0 {
+		if old != nil && old.link != nil {
+			d.link = old.link
+			d.link.SetRate(cfg.Rate)
+			d.link.SetLimit(cfg.Burst)
+			if linkSched.Equal(d.link.Schedule()) {
+				linkSched = d.link.Schedule() // unchanged: keep its phase
+			}
+			d.link.SetSchedule(linkSched)
+		} else if linkSched != nil {
+			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now), bucket.WithSchedule(linkSched))
+		} else {
+			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now))
+		}
+	}
+	return d, nil
+}
+
+// classOf returns the class for a parsed packet: the first matching class,
+// else the default class, else the unclassified counters.
+func (d *direction) classOf(f *Flow) *Class {
+	if i := d.classifier.Classify(f); i >= 0 {
+		return d.classes[i]
+	}
+	if d.def != nil {
+		return d.def
+	}
+	return d.unclass
+}
+
+// all returns every class of the direction, unclassified last.
+func (d *direction) all() []*Class {
+	out := append([]*Class(nil), d.classes...)
+	if d.def != nil {
+		out = append(out, d.def)
+	}
+	return append(out, d.unclass)
+}
