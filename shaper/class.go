@@ -45,8 +45,8 @@ type Class struct {
 // live change installs a new one; packets in flight keep the one they
 // grabbed from.
 type classState struct {
-	cfg ClassConfig
-	gate    // the class's rate and peak buckets (nil rate: unthrottled)
+	cfg     ClassConfig
+	gate          // the class's rate and peak buckets (nil rate: unthrottled)
 	queue   queue // how its packets wait for the gate, chosen by apply
 	police  bool
 	backlog time.Duration

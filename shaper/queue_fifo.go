@@ -115,4 +115,3 @@ func (q *fifo) pop() heldPacket {
 	q.size--
 	return h
 }
-
