@@ -9,6 +9,7 @@
 //	<!-- fragment: egress -->   the body of a direction; it is put under `egress:`
 //	<!-- fragment: class -->    one class (a mapping, or a list of classes); put under egress.classes
 //	<!-- invalid -->            a deliberately bad config: it must FAIL to parse
+//	<!-- invalid: TEXT -->      the same, and the error must contain TEXT
 //
 // A block that does not parse, and carries no marker that makes it parse,
 // fails the test with its file and line.
@@ -174,10 +175,19 @@ func TestYAMLExamples(t *testing.T) {
 			// The name's directory is where relative traces are found.
 			name := filepath.Join("testdata", strings.NewReplacer("/", "_", ".", "_").Replace(b.file)+fmt.Sprintf("_%d.yaml", b.line))
 			switch {
-			case b.marker == "invalid":
+			case b.marker == "invalid" || strings.HasPrefix(b.marker, "invalid:"):
+				// Parsed under the name pacer.yaml, so that an error
+				// shown in the docs can be quoted as pacerd prints it.
+				name = filepath.Join("testdata", "pacer.yaml")
 				invalid++
-				if err := parseConfig(name, []byte(b.text)); err == nil {
-					t.Errorf("%s: yaml block marked <!-- invalid --> parses", where)
+				want := strings.TrimSpace(strings.TrimPrefix(b.marker, "invalid"))
+				want = strings.TrimSpace(strings.TrimPrefix(want, ":"))
+				err := parseConfig(name, []byte(b.text))
+				switch {
+				case err == nil:
+					t.Errorf("%s: yaml block marked <!-- %s --> parses", where, b.marker)
+				case !strings.Contains(err.Error(), want):
+					t.Errorf("%s: yaml block marked <!-- %s --> fails, but not with %q: %v", where, b.marker, want, err)
 				}
 			case strings.HasPrefix(b.marker, "fragment:"):
 				fragments++
