@@ -111,7 +111,7 @@ clean:
 web-assets:
 	./stats/web/fetch-uplot.sh
 
-# dashboard-png remakes the README's screenshot of the dashboard,
+# dashboard-png remakes docs/metrics.md's screenshot of the dashboard,
 # docs/dashboard.png, with the browser test: pacerd shaping iperf3 traffic
 # between two namespaces, seen by headless Chromium (root: sudo make
 # dashboard-png).

@@ -29,7 +29,7 @@ import (
 
 // Environment variables of TestDashboardBrowser.
 const (
-	// envDashboardPNG names the file that gets the README's screenshot,
+	// envDashboardPNG names the file that gets docs/metrics.md's screenshot,
 	// the whole page at 1280 px wide (make dashboard-png sets it to
 	// docs/dashboard.png).
 	envDashboardPNG = "PACER_DASHBOARD_PNG"
@@ -323,7 +323,7 @@ func colourKey(img image.Image, x, y int) uint32 {
 	return r>>8<<16 | g>>8<<8 | b>>8
 }
 
-// recompress re-encodes a PNG at the best compression, for the README.
+// recompress re-encodes a PNG at the best compression, for docs/metrics.md.
 func recompress(t *testing.T, shot []byte) []byte {
 	t.Helper()
 	img, err := png.Decode(bytes.NewReader(shot))

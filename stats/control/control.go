@@ -92,9 +92,9 @@ type Class struct {
 	Achieved stats.Rate `json:"achieved"`
 }
 
-// ClassConfig is a class as in the config file (see its reference in the
-// README): strings in the file's units; empty fields are omitted, and in a
-// request take their defaults.
+// ClassConfig is a class as in the config file (see its reference in
+// docs/configuration.md): strings in the file's units; empty fields are
+// omitted, and in a request take their defaults.
 //
 // The daemon writes Queue for every shaped class, and AQM, Target,
 // Interval, Flows and Isolate for every fq class; ECN only when it is
@@ -131,8 +131,8 @@ type ClassConfig struct {
 	Emulation
 }
 
-// Emulation is link emulation as in the config file (see the README's
-// "Link emulation"): Delay and Jitter are durations ("40ms"; the daemon
+// Emulation is link emulation as in the config file (see
+// docs/link-emulation.md): Delay and Jitter are durations ("40ms"; the daemon
 // writes them when not 0), Distribution "normal", "pareto" or
 // "paretonormal" ("uniform", the default, is left out), Loss a percentage
 // or a Gilbert-Elliott model, Duplicate and Corrupt percentages ("0.1%"),
@@ -306,10 +306,11 @@ func (m *Match) IsZero() bool {
 
 // SetRequest changes a running class (PATCH). Fields left empty keep
 // their value, except that a burst left at its default (10 ms of the rate,
-// see the README) follows a new rate. Peak "none" (or "0") removes the peak
-// rate. The queue settings are ClassConfig's: a change of Queue to "fifo"
-// clears the fq settings, and one to "fq" starts from their defaults;
-// Quantum "auto" (or "0") makes the quantum follow the rate again.
+// see docs/configuration.md) follows a new rate. Peak "none" (or "0")
+// removes the peak rate. The queue settings are ClassConfig's: a change of
+// Queue to "fifo" clears the fq settings, and one to "fq" starts from their
+// defaults; Quantum "auto" (or "0") makes the quantum follow the rate
+// again.
 //
 // The Per fields change a class's per-key limit (a class without one
 // refuses them; add it with the class) without losing its keys: PerRate,
