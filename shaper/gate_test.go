@@ -1,0 +1,158 @@
+package shaper
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+)
+
+// TestGateTryGrabAllOrNothing: a policed packet takes its cost from every
+// bucket of its gate or from none: a bucket without the tokens leaves the
+// others as they were.
+func TestGateTryGrabAllOrNothing(t *testing.T) {
+	const cost = 1000
+	for _, tc := range []struct {
+		name             string
+		rate, peak, link uint64 // tokens each bucket holds (its limit; 0: no such bucket)
+		want             bool
+	}{
+		{"all have it", 4000, 4000, 4000, true},
+		{"no peak, no link", 4000, 0, 0, true},
+		{"rate short", 500, 4000, 4000, false},
+		{"peak short", 4000, 500, 4000, false},
+		{"link short", 4000, 4000, 500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mk := func(limit uint64) *bucket.Bucket {
+				if limit == 0 {
+					return nil
+				}
+				return bucket.New(1000, limit, bucket.WithStart(0))
+			}
+			g := gate{rate: mk(tc.rate), peak: mk(tc.peak)}
+			link := mk(tc.link)
+			// A bucket starts full: let the clock run so that it is.
+			now := int64(10 * time.Second)
+			before := avail(g.rate, g.peak, link, now)
+			if got := g.tryGrab(link, nil, cost, now); got != tc.want {
+				t.Fatalf("tryGrab = %v, want %v", got, tc.want)
+			}
+			after := avail(g.rate, g.peak, link, now)
+			for i := range before {
+				want := before[i]
+				if tc.want && before[i] >= 0 {
+					want -= cost
+				}
+				if after[i] != want {
+					t.Errorf("bucket %d: %d available after, want %d (before: %d)", i, after[i], want, before[i])
+				}
+			}
+		})
+	}
+}
+
+// avail returns what each bucket holds now (-1 for a missing one).
+func avail(bs ...any) []int64 {
+	now := bs[len(bs)-1].(int64)
+	var out []int64
+	for _, b := range bs[:len(bs)-1] {
+		bb := b.(*bucket.Bucket)
+		if bb == nil {
+			out = append(out, -1)
+			continue
+		}
+		bb.Replenish(now)
+		out = append(out, bb.Available())
+	}
+	return out
+}
+
+// TestGateTwoStages: a held packet waits for its class's buckets before
+// it claims the direction's, so that it never holds direction tokens
+// another class could use while its own class makes it wait; refund gives
+// back what it claimed.
+func TestGateTwoStages(t *testing.T) {
+	now := int64(10 * time.Second)
+	st := &classState{gate: gate{rate: bucket.New(1000, 1000, bucket.WithStart(0))}}
+	link := bucket.New(1_000_000, 100_000, bucket.WithStart(0))
+	st.rate.Replenish(now)
+	link.Replenish(now)
+	linkBefore := link.Available()
+
+	hp := heldPacket{st: st, link: link}
+	hp.pkt.Cost = 1500 // 500 bytes more than the class holds: 0.5 s at its rate
+	if hp.grab(1500, false) {
+		t.Fatal("grab of 1500 from a bucket of 1000 is clear")
+	}
+	wait := hp.advance(now)
+	if wait < 400*time.Millisecond || wait > 600*time.Millisecond {
+		t.Fatalf("advance waits %v, want about 500ms", wait)
+	}
+	if hp.atLink || link.Available() != linkBefore {
+		t.Fatalf("a packet waiting for its class claimed the direction's tokens (atLink %v, %d of %d left)", hp.atLink, link.Available(), linkBefore)
+	}
+	if wait := hp.advance(now + int64(time.Second)); wait != 0 {
+		t.Fatalf("advance a second later waits %v, want 0", wait)
+	}
+	if !hp.atLink || link.Available() != linkBefore-1500 {
+		t.Fatalf("the packet let go by its class did not claim the direction's tokens (atLink %v, %d left)", hp.atLink, link.Available())
+	}
+	st.refund(link, nil, false, 1500)
+	if link.Available() != linkBefore {
+		t.Fatalf("refund left the direction's bucket at %d, want %d", link.Available(), linkBefore)
+	}
+}
+
+// TestQueueChosenOnce: a class's queue follows its settings, chosen when
+// its state is built; a live change to another queue or mode swaps it.
+func TestQueueChosenOnce(t *testing.T) {
+	parse := func(class string) DirectionConfig {
+		cfg, err := ParseConfig("q.yaml", []byte("link:\n  inner: {name: a}\n  outer: {name: b}\negress:\n  classes:\n    - "+class+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Egress
+	}
+	var d *direction
+	for _, tc := range []struct {
+		class string
+		want  queue
+	}{
+		{"{name: c, rate: 10mbit, queue: fifo}", fifoQueue{}},
+		{"{name: c, rate: 10mbit}", fairQueue{}}, // the default
+		{"{name: c, rate: 10mbit, mode: police}", policer{}},
+		{"{name: c, rate: 10mbit, queue: fq}", fairQueue{}},
+		{"{name: c, rate: 10mbit, queue: fifo}", fifoQueue{}},
+	} {
+		var err error
+		d, err = newDirection(Egress, parse(tc.class), d, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.classes[0].state.Load().queue; got != tc.want {
+			t.Errorf("%s: queue %T, want %T", tc.class, got, tc.want)
+		}
+		if got := d.unclass.state.Load().queue; got != (unthrottled{}) {
+			t.Errorf("unclassified: queue %T, want unthrottled", got)
+		}
+	}
+}
+
+// TestDelayLineOrder: the delay line gives packets back by due time, and
+// packets due at the same time in the order they went in.
+func TestDelayLineOrder(t *testing.T) {
+	var l delayLine
+	dues := []int64{50, 10, 30, 10, 40, 30, 10, 20}
+	for i, due := range dues {
+		l.push(delayed{due: due, seq: uint64(i)})
+	}
+	prev := delayed{due: -1}
+	for n := 0; len(l) > 0; n++ {
+		d := l.pop()
+		if d.due < prev.due || d.due == prev.due && d.seq < prev.seq {
+			t.Fatalf("pop %d: due %d seq %d after due %d seq %d", n, d.due, d.seq, prev.due, prev.seq)
+		}
+		prev = d
+	}
+}
