@@ -23,7 +23,8 @@ const DefaultClass = "default"
 type Class struct {
 	name   string
 	state  atomic.Pointer[classState]
-	shards []shard // one per worker (queue) of the direction
+	shards []shard // its counters, one per worker (queue) of the direction
+	lanes  []lane  // its queues, one per worker
 	// hosts counts active flows per host across the class's workers, for
 	// host isolation; made by the first apply that asks for it, then kept.
 	hosts *fq.Hosts
@@ -85,7 +86,15 @@ func (c *Class) Counters() Counters {
 }
 
 func newClass(name string, workers int) *Class {
-	return &Class{name: name, shards: make([]shard, workers)}
+	return &Class{name: name, shards: make([]shard, workers), lanes: make([]lane, workers)}
+}
+
+// newUnclassified returns the class that counts the packets no class
+// takes. They pass unthrottled but for the direction's rate.
+func newUnclassified(workers int) *Class {
+	c := newClass(Unclassified, workers)
+	c.state.Store(&classState{cfg: ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: DefaultBacklog})
+	return c
 }
 
 // apply installs cfg, reusing the class's buckets where it can so that the
@@ -99,13 +108,8 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 	st := &classState{cfg: cfg, police: cfg.Mode == ModePolice, backlog: cfg.Backlog}
 	c.applyPer(st, cfg, now)
 	st.emu = emuSettings(cfg.Emulate)
-	st.queue = fifoQueue{}
-	if st.police {
-		st.queue = policer{}
-	}
 	if !st.police && cfg.Rate > 0 && cfg.Queue == QueueFQ {
 		st.fq = true
-		st.queue = fairQueue{}
 		st.fqParams = fqParams(cfg)
 		st.splitGSO = cfg.Rate < SplitGSOBelow
 		if cfg.FQ.Isolate != fq.IsolateFlows {
@@ -115,6 +119,7 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 			st.hosts = c.hosts
 		}
 	}
+	st.queue = queueOf(st)
 	rate := c.rateOf(cfg)
 	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
 		st.rate = old.rate

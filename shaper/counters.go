@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 )
 
@@ -44,7 +43,8 @@ var DelayBuckets = [...]time.Duration{
 
 // shard holds one worker's counters for one class. Only that worker writes
 // them (atomically, so that readers may sum them at any time); padding keeps
-// two workers' shards off one cache line.
+// two workers' shards off one cache line. The class's queues on the worker
+// are its lane (queue.go).
 type shard struct {
 	rxPackets, rxBytes atomic.Uint64
 	txPackets, txBytes atomic.Uint64
@@ -63,31 +63,7 @@ type shard struct {
 	// Link emulation: packets that went through a delay line, were sent
 	// twice, or had a bit flipped.
 	delayed, duplicated, corrupted atomic.Uint64
-	// The worker's random state and per-flow order for the class's
-	// emulation (worker-owned).
-	imp       emulate.Impairment
-	impSeeded bool
-	order     *emulate.Order
-
-	held fifo // packets this worker holds for the class (worker-owned, not shared)
-
-	// Fair queueing (worker-owned but for the atomics): the scheduler, the
-	// packet it picked whose tokens are being waited for, and whether the
-	// class is on the worker's active list.
-	fq         *fq.Sched
-	pending    heldPacket
-	hasPending bool
-	listed     bool
-	// vt is the bytes this worker sent for the class per unit of its
-	// scheduler's weight (its flow count); weight is that weight (1/65536
-	// units), 0 while its scheduler is empty. Workers read each other's to
-	// share the class's rate between them by flows (see worker.fairWait).
-	vt, weight atomic.Uint64
-	flowsAt    int64 // when flows was last published (clock ns)
-	// flows is the worker's last published view of its fair queue's flows
-	// for the class (for Link.Flows); the worker replaces it whole.
-	flows atomic.Pointer[[]fq.FlowInfo]
-	_     [64]byte
+	_                              [64]byte
 }
 
 // bucketOf is the histogram bucket of ns for upper bounds: the first bound

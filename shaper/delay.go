@@ -1,12 +1,17 @@
 package shaper
 
 import (
+	"sync/atomic"
+
+	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/tun"
 )
 
-// The delay line: link emulation's delay. A packet that the gate lets go
-// before its due time (impair.go) waits in the worker's delay line, so it
-// leaves at max(its shaping time, its due time).
+// The departure: what a packet goes through once its gate let it go.
+// Link emulation's delay line first: a packet let go before its due time
+// (set on arrival, impair.go) waits there, so it leaves at max(its shaping
+// time, its due time). Then the departure's impairments (duplicate,
+// corrupt), and the write batch (write.go).
 
 // maxLineBytes bounds what one worker's delay line holds (a 20 ms line at
 // 10 Gbit/s holds 25 MB).
@@ -66,58 +71,121 @@ func (l *delayLine) pop() delayed {
 	return top
 }
 
+// departure is a worker's way on for the packets its queues let go.
+type departure struct {
+	*holder
+	idx int
+	// now is the clock the packets sent now were decided at (the
+	// worker's batch clock).
+	now int64
+	dir *atomic.Pointer[direction] // the direction's current policy
+	imp *impairer                  // the worker's random state for emulation
+	out *writer                    // the write batch
+
+	line      delayLine // packets waiting for their due time
+	lineBytes int       // bytes in line
+	lineSeq   uint64    // packets ever put in line
+}
+
+// send takes a packet that may leave as far as shaping is concerned: to
+// the delay line if link emulation holds it longer, else to the write
+// batch (emit).
+func (d *departure) send(buf []byte, p tun.Packet, m outMeta) {
+	if m.planned > 0 {
+		m.class.shards[d.idx].observeLate(d.now - m.planned)
+	}
+	if m.due > d.now {
+		d.delay(buf, p, m)
+		return
+	}
+	d.emit(buf, p, m)
+}
+
+// full reports whether the write batch holds as many packets as the
+// worker writes at once: the queues stop sending until it is written.
+func (d *departure) full() bool { return d.out.full() }
+
 // delay puts a packet that shaping let go into the delay line until its
 // due time. Its capped tokens go back now: as far as the class's bucket is
 // concerned it has left.
-func (w *worker) delay(buf []byte, p tun.Packet, m outMeta) {
-	sh := &m.class.shards[w.idx]
-	if w.lineBytes+p.Size > maxLineBytes {
+func (d *departure) delay(buf []byte, p tun.Packet, m outMeta) {
+	sh := &m.class.shards[d.idx]
+	if d.lineBytes+p.Size > maxLineBytes {
 		sh.drops[DropOverlimit].Add(1)
 		if m.slab != nil {
-			w.slabs.put(m.slab)
+			d.slabs.put(m.slab)
 		}
 		return
 	}
 	if m.slab == nil { // a read buffer: copy it out of the batch
-		m.slab = w.slabs.get(tun.Headroom + p.Size)
-		copy(m.slab[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
+		m.slab = d.copyOut(buf, &p)
 		buf = m.slab
 	}
 	m.st.release(uint64(p.Cost))
 	m.released = true
-	w.lineSeq++
-	w.line.push(delayed{due: m.due, seq: w.lineSeq, buf: buf, pkt: p, meta: m})
-	w.lineBytes += p.Size
+	d.lineSeq++
+	d.line.push(delayed{due: m.due, seq: d.lineSeq, buf: buf, pkt: p, meta: m})
+	d.lineBytes += p.Size
 	sh.delayed.Add(1)
-	w.wakeAt(m.due)
+	d.wakeAt(m.due)
 }
 
-// serviceLine moves the packets whose due time has come from the delay
-// line to the write batch and sets the wake-up for the next one.
-func (w *worker) serviceLine(now int64) {
-	for len(w.line) > 0 && w.line[0].due <= now {
-		if w.writeBatchFull() {
-			w.wakeAt(now)
+// service moves the packets whose due time has come from the delay line
+// to the write batch and sets the wake-up for the next one.
+func (d *departure) service(now int64) {
+	for len(d.line) > 0 && d.line[0].due <= now {
+		if d.out.full() {
+			d.wakeAt(now)
 			return
 		}
-		d := w.line.pop()
-		w.lineBytes -= d.pkt.Size
-		d.meta.class.shards[w.idx].observeLate(now - d.due)
-		w.emit(d.buf, d.pkt, d.meta)
+		dl := d.line.pop()
+		d.lineBytes -= dl.pkt.Size
+		dl.meta.class.shards[d.idx].observeLate(now - dl.due)
+		d.emit(dl.buf, dl.pkt, dl.meta)
 	}
-	if len(w.line) > 0 {
-		w.wakeAt(w.line[0].due)
+	if len(d.line) > 0 {
+		d.wakeAt(d.line[0].due)
 	}
 }
 
-// dropLine drops what the delay line holds (the drain deadline passed).
-func (w *worker) dropLine() {
-	for len(w.line) > 0 {
-		d := w.line.pop()
-		d.meta.class.shards[w.idx].drops[DropShutdown].Add(1)
-		if d.meta.slab != nil {
-			w.slabs.put(d.meta.slab)
+// emit adds a packet to the write batch, corrupting or duplicating it as
+// the class's and the direction's emulation say (impair on departure).
+func (d *departure) emit(buf []byte, p tun.Packet, m outMeta) {
+	dirEmu := d.dir.Load().emu
+	if m.st.emu == nil && dirEmu == nil {
+		d.out.add(buf, p, m)
+		return
+	}
+	sh := &m.class.shards[d.idx]
+	for i, s := range [2]*emulate.Settings{m.st.emu, dirEmu} {
+		if s == nil || s.Corrupt == 0 && s.Duplicate == 0 {
+			continue
+		}
+		imp := &d.imp.dirImp
+		if i == 0 {
+			imp = d.imp.of(&m.class.lanes[d.idx])
+		}
+		if s.Corrupt > 0 && imp.Float64() < s.Corrupt {
+			corrupt(&imp.Rand, buf[tun.Headroom:tun.Headroom+p.Size], &p)
+			sh.corrupted.Add(1)
+		}
+		if s.Duplicate > 0 && imp.Float64() < s.Duplicate {
+			cp := d.copyOut(buf, &p)
+			d.out.add(cp, p, outMeta{class: m.class, st: m.st, slab: cp, dup: true})
+			sh.duplicated.Add(1)
 		}
 	}
-	w.lineBytes = 0
+	d.out.add(buf, p, m)
+}
+
+// drop drops what the delay line holds (the drain deadline passed).
+func (d *departure) drop() {
+	for len(d.line) > 0 {
+		dl := d.line.pop()
+		dl.meta.class.shards[d.idx].drops[DropShutdown].Add(1)
+		if dl.meta.slab != nil {
+			d.slabs.put(dl.meta.slab)
+		}
+	}
+	d.lineBytes = 0
 }

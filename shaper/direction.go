@@ -39,8 +39,7 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 		d.unclass = old.unclass
 	}
 	if d.unclass == nil {
-		d.unclass = newClass(Unclassified, workers)
-		d.unclass.state.Store(&classState{cfg: ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: DefaultBacklog})
+		d.unclass = newUnclassified(workers)
 	}
 	get := func(cc ClassConfig, sched *bucket.Schedule) *Class {
 		c := byName[cc.Name]

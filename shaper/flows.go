@@ -24,8 +24,8 @@ func (l *Link) Flows(dir, class string) ([]FlowStats, error) {
 		return nil, fmt.Errorf("%s has no class %q", dir, class)
 	}
 	var out []FlowStats
-	for i := range c.shards {
-		if p := c.shards[i].flows.Load(); p != nil {
+	for i := range c.lanes {
+		if p := c.lanes[i].flows.Load(); p != nil {
 			for _, f := range *p {
 				out = append(out, FlowStats{FlowInfo: f, Queue: i})
 			}

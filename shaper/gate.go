@@ -133,84 +133,107 @@ func refundKey(key *keyed.Entry, cost uint64) {
 	}
 }
 
-// grab claims a held packet's cost from the first stage's buckets (the
-// gate's, and its key's unless keyPaid) and reports whether the claims
-// are clear now.
-func (hp *heldPacket) grab(cost uint64, keyPaid bool) bool {
+// passage is one packet's way through a gate: the buckets it must pass
+// and the tickets it holds in them. The first stage is its class's gate
+// and its key's buckets; the second, once those are clear, the
+// direction's bucket.
+type passage struct {
+	g    *gate          // its class's buckets
+	link *bucket.Bucket // the direction's (nil: none)
+	// Tickets: the class (and peak) stage first, then the link stage.
+	rateTicket, peakTicket, linkTicket uint64
+	atLink                             bool
+	// The packet's key (per-key limit) and, once it claimed them, the
+	// key's buckets and tickets (claimed with the class's, in the first
+	// stage).
+	key                      *keyed.Entry
+	keyRate, keyPeak         *bucket.Bucket
+	keyTicket, keyPeakTicket uint64
+}
+
+// grab claims cost from the first stage's buckets (the gate's, and its
+// key's unless keyPaid) and reports whether the claims are clear now.
+func (ps *passage) grab(cost uint64, keyPaid bool) bool {
 	clear := true
-	if hp.key != nil && !keyPaid {
-		clear = hp.grabKey(cost)
+	if ps.key != nil && !keyPaid {
+		clear = ps.grabKey(cost)
 	}
-	g := &hp.st.gate
+	g := ps.g
 	if g.rate != nil {
-		hp.rateTicket = g.rate.Grab(cost)
-		clear = g.rate.Deficiency(hp.rateTicket) == 0
+		ps.rateTicket = g.rate.Grab(cost)
+		clear = g.rate.Deficiency(ps.rateTicket) == 0
 	}
 	if g.peak != nil {
-		hp.peakTicket = g.peak.Grab(cost)
-		clear = clear && g.peak.Deficiency(hp.peakTicket) == 0
+		ps.peakTicket = g.peak.Grab(cost)
+		clear = clear && g.peak.Deficiency(ps.peakTicket) == 0
 	}
 	return clear
 }
 
 // grabKey claims cost from the packet's key's buckets and reports whether
 // the claims are clear now.
-func (hp *heldPacket) grabKey(cost uint64) bool {
-	hp.keyRate, hp.keyPeak = hp.key.Buckets()
-	hp.keyTicket = hp.keyRate.Grab(cost)
-	clear := hp.keyRate.Deficiency(hp.keyTicket) == 0
-	if hp.keyPeak != nil {
-		hp.keyPeakTicket = hp.keyPeak.Grab(cost)
-		clear = clear && hp.keyPeak.Deficiency(hp.keyPeakTicket) == 0
+func (ps *passage) grabKey(cost uint64) bool {
+	ps.keyRate, ps.keyPeak = ps.key.Buckets()
+	ps.keyTicket = ps.keyRate.Grab(cost)
+	clear := ps.keyRate.Deficiency(ps.keyTicket) == 0
+	if ps.keyPeak != nil {
+		ps.keyPeakTicket = ps.keyPeak.Grab(cost)
+		clear = clear && ps.keyPeak.Deficiency(ps.keyPeakTicket) == 0
 	}
 	return clear
 }
 
-// advance moves a held packet through the gate's stages and returns 0
-// once it may go, else how long to sleep before looking again.
-func (hp *heldPacket) advance(now int64) time.Duration {
-	if !hp.atLink {
-		g := &hp.st.gate
+// advance moves the packet (of cost bytes) through the gate's stages and
+// returns 0 once it may go, else how long to sleep before looking again.
+func (ps *passage) advance(cost uint64, now int64) time.Duration {
+	if !ps.atLink {
+		g := ps.g
 		var wait time.Duration
 		if g.rate != nil {
 			g.rate.Replenish(now)
-			wait = g.rate.Wait(hp.rateTicket)
+			wait = g.rate.Wait(ps.rateTicket)
 		}
 		if g.peak != nil {
 			g.peak.Replenish(now)
-			wait = max(wait, g.peak.Wait(hp.peakTicket))
+			wait = max(wait, g.peak.Wait(ps.peakTicket))
 		}
-		if hp.keyRate != nil {
-			hp.keyRate.Replenish(now)
-			wait = max(wait, hp.keyRate.Wait(hp.keyTicket))
-			if hp.keyPeak != nil {
-				hp.keyPeak.Replenish(now)
-				wait = max(wait, hp.keyPeak.Wait(hp.keyPeakTicket))
+		if ps.keyRate != nil {
+			ps.keyRate.Replenish(now)
+			wait = max(wait, ps.keyRate.Wait(ps.keyTicket))
+			if ps.keyPeak != nil {
+				ps.keyPeak.Replenish(now)
+				wait = max(wait, ps.keyPeak.Wait(ps.keyPeakTicket))
 			}
 		}
 		if wait > 0 {
 			return wait
 		}
-		if hp.link == nil {
+		if ps.link == nil {
 			return 0
 		}
-		hp.link.Replenish(now)
-		hp.linkTicket, hp.atLink = hp.link.Grab(uint64(hp.pkt.Cost)), true
+		ps.link.Replenish(now)
+		ps.linkTicket, ps.atLink = ps.link.Grab(cost), true
 	} else {
-		hp.link.Replenish(now)
+		ps.link.Replenish(now)
 	}
-	return hp.link.Wait(hp.linkTicket)
+	return ps.link.Wait(ps.linkTicket)
 }
 
-// toLink moves a held packet whose first stage is clear to the
-// direction's bucket and reports whether that is clear too (no
-// direction rate: it is).
-func (hp *heldPacket) toLink() bool {
-	if hp.link == nil {
+// toLink moves a packet whose first stage is clear to the direction's
+// bucket and reports whether that is clear too (no direction rate: it
+// is).
+func (ps *passage) toLink(cost uint64) bool {
+	if ps.link == nil {
 		return true
 	}
-	hp.linkTicket, hp.atLink = hp.link.Grab(uint64(hp.pkt.Cost)), true
-	return hp.link.Deficiency(hp.linkTicket) == 0
+	ps.linkTicket, ps.atLink = ps.link.Grab(cost), true
+	return ps.link.Deficiency(ps.linkTicket) == 0
+}
+
+// slack is how late a worker may wake for the packet's tokens: at most
+// limit, bounded by the burstSlack of each bucket it waits for.
+func (ps *passage) slack(limit time.Duration) time.Duration {
+	return slackOf(limit, ps.g.rate, ps.g.peak, ps.keyRate, ps.keyPeak, ps.link)
 }
 
 // slackOf is the wake slack for a packet that waits for the buckets bs

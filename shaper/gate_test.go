@@ -80,23 +80,23 @@ func TestGateTwoStages(t *testing.T) {
 	link.Replenish(now)
 	linkBefore := link.Available()
 
-	hp := heldPacket{st: st, link: link}
-	hp.pkt.Cost = 1500 // 500 bytes more than the class holds: 0.5 s at its rate
-	if hp.grab(1500, false) {
+	// 500 bytes more than the class holds: 0.5 s at its rate.
+	ps := passage{g: &st.gate, link: link}
+	if ps.grab(1500, false) {
 		t.Fatal("grab of 1500 from a bucket of 1000 is clear")
 	}
-	wait := hp.advance(now)
+	wait := ps.advance(1500, now)
 	if wait < 400*time.Millisecond || wait > 600*time.Millisecond {
 		t.Fatalf("advance waits %v, want about 500ms", wait)
 	}
-	if hp.atLink || link.Available() != linkBefore {
-		t.Fatalf("a packet waiting for its class claimed the direction's tokens (atLink %v, %d of %d left)", hp.atLink, link.Available(), linkBefore)
+	if ps.atLink || link.Available() != linkBefore {
+		t.Fatalf("a packet waiting for its class claimed the direction's tokens (atLink %v, %d of %d left)", ps.atLink, link.Available(), linkBefore)
 	}
-	if wait := hp.advance(now + int64(time.Second)); wait != 0 {
+	if wait := ps.advance(1500, now+int64(time.Second)); wait != 0 {
 		t.Fatalf("advance a second later waits %v, want 0", wait)
 	}
-	if !hp.atLink || link.Available() != linkBefore-1500 {
-		t.Fatalf("the packet let go by its class did not claim the direction's tokens (atLink %v, %d left)", hp.atLink, link.Available())
+	if !ps.atLink || link.Available() != linkBefore-1500 {
+		t.Fatalf("the packet let go by its class did not claim the direction's tokens (atLink %v, %d left)", ps.atLink, link.Available())
 	}
 	st.refund(link, nil, false, 1500)
 	if link.Available() != linkBefore {

@@ -115,7 +115,7 @@ func (m deliveryWatch) check(t *testing.T, hdr uint64) (supers, pkts uint64) {
 // took USO).
 func (tl *testLink) uso() bool {
 	for _, w := range tl.workers {
-		if w.dir == &tl.egress && w.gro != nil && w.gro.UDP {
+		if w.dir == &tl.egress && w.out.gro != nil && w.out.gro.UDP {
 			return true
 		}
 	}

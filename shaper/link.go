@@ -106,7 +106,7 @@ func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog
 			w.log = log.With("direction", side.name)
 			if !lo.noGRO && side.dstDev.Offload() {
 				uso, _ := side.dstDev.(interface{ USO() bool })
-				w.useGRO(uso != nil && uso.USO())
+				w.out.useGRO(uso != nil && uso.USO())
 			}
 			l.workers = append(l.workers, w)
 		}

@@ -1,7 +1,10 @@
 package shaper
 
 import (
-	"github.com/pacer-dev/pacer/bucket"
+	"sync/atomic"
+
+	"github.com/pacer-dev/pacer/shaper/emulate"
+	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
 )
@@ -11,15 +14,40 @@ import (
 // (Class.apply), from its mode and queue settings: a policed class has
 // none (policer), a shaped one a FIFO (fifoQueue) or a fair queue
 // (fairQueue), the counters of unclassified packets none unless the
-// direction has a rate (unthrottled).
+// direction has a rate (unthrottled). A queue sees of its worker only
+// what queues holds: what the worker holds, and the way on (departure).
 
 // queue takes a class's packets into the worker.
+//
+// The queues: fifoQueue (queue_fifo.go) for a shaped class with queue
+// fifo, fairQueue (queue_fq.go) for one with queue fq, unthrottled
+// (queue_fifo.go) for the counters of unclassified packets, policer for a
+// class in mode police.
 type queue interface {
 	// enqueue takes a packet that passed parse, classify and the
-	// arrival's impairments: it sends it on at once (appendOut), holds it
-	// until its gate lets it go (the worker's serviceHeld then sends it),
-	// or drops it and counts why.
-	enqueue(w *worker, a *arrival)
+	// arrival's impairments: it sends it on at once (departure.send),
+	// holds it until its gate lets it go (the worker's serviceHeld then
+	// sends it), or drops it and counts why.
+	enqueue(q *queues, a *arrival)
+}
+
+type (
+	fifoQueue   struct{} // the class's packets leave in arrival order
+	fairQueue   struct{} // a scheduler per worker (package fq), flow by flow
+	unthrottled struct{} // no class rate: only the direction's, in a FIFO
+	policer     struct{} // no queue: a packet passes its gate at once or is dropped
+)
+
+// queueOf returns the queue for a class's state: chosen here, once, when
+// the state is built.
+func queueOf(st *classState) queue {
+	switch {
+	case st.police:
+		return policer{}
+	case st.fq:
+		return fairQueue{}
+	}
+	return fifoQueue{}
 }
 
 // arrival is a packet of the read batch on its way into its class's
@@ -28,7 +56,8 @@ type queue interface {
 type arrival struct {
 	d   *direction
 	c   *Class
-	sh  *shard // the class's counters and queues on this worker
+	sh  *shard // the class's counters on this worker
+	ln  *lane  // the class's queues on this worker
 	st  *classState
 	buf []byte // the read buffer (packet at tun.Headroom)
 	pkt *tun.Packet
@@ -47,34 +76,67 @@ func (a *arrival) out() outMeta {
 	return outMeta{class: a.c, st: a.st, arrival: a.now, key: a.key, keyPaid: a.key != nil, due: a.due}
 }
 
-// unthrottled is the queue of the counters of unclassified packets: they
-// pass at once unless the direction has a rate, which they then wait for
-// in a FIFO.
-type unthrottled struct{}
-
-func (unthrottled) enqueue(w *worker, a *arrival) {
-	if a.d.link == nil {
-		w.appendOut(a.buf, *a.pkt, outMeta{class: a.c, st: a.st, arrival: a.now, due: a.due})
-		return
-	}
-	fifoQueue{}.enqueue(w, a)
+// queues is what a class's queue may use of its worker: what the worker
+// holds (buffers, wake-up), the classes that hold packets on it, and the
+// way on; the fair queues' flow hash and scratch space too.
+type queues struct {
+	*holder
+	idx       int                        // the worker's index: its lane of each class
+	dir       *atomic.Pointer[direction] // the direction's current policy
+	out       *departure                 // where packets the gate let go go on
+	heldBytes int                        // bytes held, for all classes together
+	active    []*Class                   // classes holding packets on this worker
+	headers   *Headers                   // the packet enqueue takes (parse)
+	hasher    *fq.Hasher                 // the link's flow hash
+	segBufs   [][]byte                   // buffers for the segments of a split GSO packet
+	segSizes  []int
 }
 
-// policer is the queue of a class in mode police: none. A packet passes
-// its gate at once (its key's buckets too) or is dropped.
-type policer struct{}
+// maxHeldBytes bounds the bytes one worker holds for all classes together,
+// on top of every class's backlog limit.
+const maxHeldBytes = 64 << 20
 
-func (policer) enqueue(w *worker, a *arrival) {
-	if !a.st.tryGrab(a.d.link, a.key, uint64(a.pkt.Cost), a.now) {
-		a.sh.drops[DropPolice].Add(1)
-		if a.key != nil {
-			a.key.Dropped()
-		}
-		return
+// list puts c on the worker's list of classes holding packets.
+func (q *queues) list(c *Class, ln *lane) {
+	if !ln.listed {
+		ln.listed = true
+		q.active = append(q.active, c)
 	}
-	m := a.out()
-	m.link = a.d.link
-	w.appendOut(a.buf, *a.pkt, m)
+}
+
+// lane is a class's state on one worker: the packets it holds there and
+// its link emulation's random state. Only that worker touches it, but for
+// the atomics, which other workers (vt, weight) and Link.Flows (flows)
+// read; padding keeps two workers' lanes off one cache line.
+type lane struct {
+	held fifo // packets held in a FIFO
+	// Fair queueing: the scheduler, the packet it picked whose tokens are
+	// being waited for, and whether the class is on the worker's active
+	// list.
+	fq         *fq.Sched
+	pending    heldPacket
+	hasPending bool
+	listed     bool
+	// vt is the bytes this worker sent for the class per unit of its
+	// scheduler's weight (its flow count); weight is that weight (1/65536
+	// units), 0 while its scheduler is empty. Workers read each other's to
+	// share the class's rate between them by flows (see queues.fairWait).
+	vt, weight atomic.Uint64
+	flowsAt    int64 // when flows was last published (clock ns)
+	// flows is the worker's last published view of its fair queue's flows
+	// for the class (for Link.Flows); the worker replaces it whole.
+	flows atomic.Pointer[[]fq.FlowInfo]
+	// The worker's random state and per-flow order for the class's
+	// emulation.
+	imp       emulate.Impairment
+	impSeeded bool
+	order     *emulate.Order
+	_         [64]byte
+}
+
+// empty reports whether the lane holds no packet.
+func (ln *lane) empty() bool {
+	return ln.held.len() == 0 && !ln.hasPending && (ln.fq == nil || ln.fq.Len() == 0)
 }
 
 // heldPacket is a packet a worker holds until its tokens have arrived. Its
@@ -91,67 +153,69 @@ type heldPacket struct {
 	// the machine's scheduler, counted apart (Counters.LateCounts).
 	planned int64
 	st      *classState // settings and buckets it grabbed from
-	link    *bucket.Bucket
-	// Tickets: the class (and peak) stage first, then the link stage, so
-	// that a packet waiting for its class never holds link tokens that
-	// another class could use.
-	rateTicket, peakTicket, linkTicket uint64
-	atLink                             bool
-	// The packet's key (per-key limit) and, once it claimed them, the
-	// key's buckets and tickets (claimed with the class's, in the first
-	// stage).
-	key                      *keyed.Entry
-	keyRate, keyPeak         *bucket.Bucket
-	keyTicket, keyPeakTicket uint64
+	passage             // its way through the gate
 }
-
-// slabs recycles the buffers of held packets in a few size classes, so that
-// holding packets does not allocate in steady state and a small packet
-// does not pin a 64 KiB buffer.
-type slabs struct {
-	free [len(slabSizes)][][]byte
-}
-
-var slabSizes = [...]int{256, 2048, 16384, tun.Headroom + tun.MaxPacketSize}
-
-func slabClass(n int) int {
-	for i, s := range slabSizes {
-		if n <= s {
-			return i
-		}
-	}
-	return -1
-}
-
-// get returns a buffer of at least n bytes.
-func (s *slabs) get(n int) []byte {
-	c := slabClass(n)
-	if c < 0 {
-		return make([]byte, n)
-	}
-	if l := len(s.free[c]); l > 0 {
-		b := s.free[c][l-1]
-		s.free[c] = s.free[c][:l-1]
-		return b
-	}
-	return make([]byte, slabSizes[c])
-}
-
-// put recycles b, keeping at most a bounded number of free buffers per
-// class so that memory goes back after a burst.
-func (s *slabs) put(b []byte) {
-	c := slabClass(cap(b))
-	if c < 0 || cap(b) != slabSizes[c] || len(s.free[c]) >= maxFreeSlabs {
-		return
-	}
-	s.free[c] = append(s.free[c], b[:cap(b)])
-}
-
-const maxFreeSlabs = 1024
 
 // out returns the write path's bookkeeping for a held packet of class c
 // that the gate let go.
 func (hp *heldPacket) out(c *Class) outMeta {
 	return outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf,
 		key: hp.key, keyPaid: hp.key != nil, due: hp.due, planned: hp.planned}
+}
+
+// unhold takes a held packet of class c off the worker's and the class's
+// backlog.
+func (q *queues) unhold(sh *shard, hp *heldPacket) {
+	q.heldBytes -= hp.pkt.Size
+	sh.backlogBytes.Add(-int64(hp.pkt.Cost))
+	sh.backlogPackets.Add(-1)
+	if hp.key != nil {
+		hp.key.Queued(-int64(hp.pkt.Cost))
+	}
+}
+
+// enqueue lets a packet of a policed class pass its gate at once (its
+// key's buckets too) or drops it.
+func (policer) enqueue(q *queues, a *arrival) {
+	if !a.st.tryGrab(a.d.link, a.key, uint64(a.pkt.Cost), a.now) {
+		a.sh.drops[DropPolice].Add(1)
+		if a.key != nil {
+			a.key.Dropped()
+		}
+		return
+	}
+	m := a.out()
+	m.link = a.d.link
+	q.out.send(a.buf, *a.pkt, m)
+}
+
+// fifo is a growable ring of held packets. It allocates only to grow.
+type fifo struct {
+	ring       []heldPacket
+	head, size int
+}
+
+func (q *fifo) len() int { return q.size }
+
+func (q *fifo) push(h heldPacket) {
+	if q.size == len(q.ring) {
+		n := max(16, 2*len(q.ring))
+		ring := make([]heldPacket, n)
+		for i := 0; i < q.size; i++ {
+			ring[i] = q.ring[(q.head+i)%len(q.ring)]
+		}
+		q.ring, q.head = ring, 0
+	}
+	q.ring[(q.head+q.size)%len(q.ring)] = h
+	q.size++
+}
+
+func (q *fifo) front() *heldPacket { return &q.ring[q.head] }
+
+func (q *fifo) pop() heldPacket {
+	h := q.ring[q.head]
+	q.ring[q.head] = heldPacket{}
+	q.head = (q.head + 1) % len(q.ring)
+	q.size--
+	return h
 }

@@ -32,23 +32,20 @@ const fairSlack = 2 * 1514
 // Link.Flows while a class is busy.
 const flowPublishEvery = 250 * time.Millisecond
 
-// fairQueue is the queue of a class with queue fq: a scheduler per worker
-// (package fq) that the class's packets wait in, flow by flow.
-type fairQueue struct{}
-
 // enqueue queues the packet in its class's scheduler (split into segments
 // first if it is a GSO super-packet and the class is slow). Its key (nil:
 // none) is charged already if a.paid (per.mode police), else the packet
 // waits for the key's buckets in its flow queue (the key is the packet's
 // fq.Gate).
-func (fairQueue) enqueue(w *worker, a *arrival) {
-	c, sh, st, buf, p, key, due, now := a.c, a.sh, a.st, a.buf, a.pkt, a.key, a.due, a.now
-	id := fq.FlowID{Src: w.headers.Src, Dst: w.headers.Dst, Sport: w.headers.Sport, Dport: w.headers.Dport, Proto: w.headers.Proto}
-	fkey := w.hasher.Key(&id, st.fqParams.Isolate)
-	if sh.fq == nil {
-		sh.fq = fq.New(st.fqParams, st.hosts, w.fqDropper(sh), &sh.fqc)
-	} else if sh.fq.Requested() != st.fqParams {
-		sh.fq.Reconfigure(st.fqParams, st.hosts)
+func (fairQueue) enqueue(q *queues, a *arrival) {
+	c, sh, ln, st, buf, p, key, due, now := a.c, a.sh, a.ln, a.st, a.buf, a.pkt, a.key, a.due, a.now
+	h := q.headers
+	id := fq.FlowID{Src: h.Src, Dst: h.Dst, Sport: h.Sport, Dport: h.Dport, Proto: h.Proto}
+	fkey := q.hasher.Key(&id, st.fqParams.Isolate)
+	if ln.fq == nil {
+		ln.fq = fq.New(st.fqParams, st.hosts, q.fqDropper(sh), &sh.fqc)
+	} else if ln.fq.Requested() != st.fqParams {
+		ln.fq.Reconfigure(st.fqParams, st.hosts)
 	}
 	if key != nil && key.Overflow() {
 		// Keys past the table's bound share one bucket: they share one
@@ -64,12 +61,12 @@ func (fairQueue) enqueue(w *worker, a *arrival) {
 		gate = key
 	}
 	if st.splitGSO && p.GSO.IsGSO() {
-		w.enqueueSegments(c, sh, buf, p, fkey, &id, gate, due, now)
+		q.enqueueSegments(c, sh, ln, buf, p, fkey, &id, gate, due, now)
 		return
 	}
-	if w.heldBytes+p.Size > maxHeldBytes {
-		sh.fq.DropFattest(now)
-		if w.heldBytes+p.Size > maxHeldBytes {
+	if q.heldBytes+p.Size > maxHeldBytes {
+		ln.fq.DropFattest(now)
+		if q.heldBytes+p.Size > maxHeldBytes {
 			sh.drops[DropOverlimit].Add(1)
 			if key != nil {
 				key.Dropped()
@@ -77,9 +74,7 @@ func (fairQueue) enqueue(w *worker, a *arrival) {
 			return
 		}
 	}
-	hb := w.slabs.get(tun.Headroom + p.Size)
-	copy(hb[tun.Headroom:], buf[tun.Headroom:tun.Headroom+p.Size])
-	w.hold(c, sh, fq.Packet{Buf: hb, Pkt: *p, Arrival: now, Due: due, Gate: gate}, fkey, &id, now)
+	q.hold(c, sh, ln, fq.Packet{Buf: q.copyOut(buf, p), Pkt: *p, Arrival: now, Due: due, Gate: gate}, fkey, &id, now)
 }
 
 // overflowFlow is the flow hash under which a class's fair queue files the
@@ -105,58 +100,58 @@ func keyOf(g fq.Gate) (key *keyed.Entry, paid bool) {
 }
 
 // hold puts a copied packet in the class's scheduler.
-func (w *worker) hold(c *Class, sh *shard, pk fq.Packet, key fq.Key, id *fq.FlowID, now int64) {
-	w.heldBytes += pk.Pkt.Size
+func (q *queues) hold(c *Class, sh *shard, ln *lane, pk fq.Packet, key fq.Key, id *fq.FlowID, now int64) {
+	q.heldBytes += pk.Pkt.Size
 	sh.backlogBytes.Add(int64(pk.Pkt.Cost))
 	sh.backlogPackets.Add(1)
 	if k, _ := keyOf(pk.Gate); k != nil {
 		k.Queued(int64(pk.Pkt.Cost))
 	}
-	sh.fq.Enqueue(pk, key, id, now)
-	w.list(c, sh) // serviceHeld, right after the batch, picks from it
+	ln.fq.Enqueue(pk, key, id, now)
+	q.list(c, ln) // serviceHeld, right after the batch, picks from it
 }
 
 // enqueueSegments splits a GSO super-packet into its segments and queues
 // each as a packet of its own.
-func (w *worker) enqueueSegments(c *Class, sh *shard, buf []byte, p *tun.Packet, key fq.Key, id *fq.FlowID, gate fq.Gate, due, now int64) {
+func (q *queues) enqueueSegments(c *Class, sh *shard, ln *lane, buf []byte, p *tun.Packet, key fq.Key, id *fq.FlowID, gate fq.Gate, due, now int64) {
 	pkt := buf[tun.Headroom : tun.Headroom+p.Size]
 	segs, hdrLen, err := tun.GSOSegments(pkt, p.GSO)
-	if err != nil || segs > cap(w.segBufs) {
+	if err != nil || segs > cap(q.segBufs) {
 		sh.drops[DropMalformed].Add(1)
 		return
 	}
 	size := tun.Headroom + hdrLen + int(p.GSO.Size)
-	w.segBufs, w.segSizes = w.segBufs[:segs], w.segSizes[:segs]
-	for k := range w.segBufs {
-		w.segBufs[k] = w.slabs.get(size)
+	q.segBufs, q.segSizes = q.segBufs[:segs], q.segSizes[:segs]
+	for k := range q.segBufs {
+		q.segBufs[k] = q.slabs.get(size)
 	}
-	n, err := tun.SplitGSO(pkt, p.GSO, w.segBufs, w.segSizes, tun.Headroom)
+	n, err := tun.SplitGSO(pkt, p.GSO, q.segBufs, q.segSizes, tun.Headroom)
 	if err != nil {
-		for _, b := range w.segBufs {
-			w.slabs.put(b)
+		for _, b := range q.segBufs {
+			q.slabs.put(b)
 		}
 		sh.drops[DropMalformed].Add(1)
 		return
 	}
 	for k := 0; k < n; k++ {
-		b := w.segBufs[k]
-		w.segBufs[k] = nil
-		sz := w.segSizes[k]
-		if w.heldBytes+sz > maxHeldBytes {
-			sh.fq.DropFattest(now)
+		b := q.segBufs[k]
+		q.segBufs[k] = nil
+		sz := q.segSizes[k]
+		if q.heldBytes+sz > maxHeldBytes {
+			ln.fq.DropFattest(now)
 		}
-		if w.heldBytes+sz > maxHeldBytes {
+		if q.heldBytes+sz > maxHeldBytes {
 			sh.drops[DropOverlimit].Add(1)
-			w.slabs.put(b)
+			q.slabs.put(b)
 			continue
 		}
-		w.hold(c, sh, fq.Packet{Buf: b, Pkt: tun.Packet{Size: sz, Segments: 1, Cost: sz}, Arrival: now, Due: due, Gate: gate}, key, id, now)
+		q.hold(c, sh, ln, fq.Packet{Buf: b, Pkt: tun.Packet{Size: sz, Segments: 1, Cost: sz}, Arrival: now, Due: due, Gate: gate}, key, id, now)
 	}
 }
 
 // fqDropper returns the function a class's scheduler calls for each packet
 // it drops: count it by reason and recycle its buffer.
-func (w *worker) fqDropper(sh *shard) func(*fq.Packet, fq.Reason) {
+func (q *queues) fqDropper(sh *shard) func(*fq.Packet, fq.Reason) {
 	return func(p *fq.Packet, r fq.Reason) {
 		reason := DropAQM
 		switch r {
@@ -165,13 +160,13 @@ func (w *worker) fqDropper(sh *shard) func(*fq.Packet, fq.Reason) {
 		case fq.ReasonTooOld:
 			reason = DropBacklog
 		}
-		w.dropHeld(sh, p, reason)
+		q.dropHeld(sh, p, reason)
 	}
 }
 
 // dropHeld counts a fair-queued packet as dropped for reason, on its class
 // and its key, and recycles its buffer.
-func (w *worker) dropHeld(sh *shard, p *fq.Packet, reason DropReason) {
+func (q *queues) dropHeld(sh *shard, p *fq.Packet, reason DropReason) {
 	sh.drops[reason].Add(1)
 	sh.backlogBytes.Add(-int64(p.Pkt.Cost))
 	sh.backlogPackets.Add(-1)
@@ -179,108 +174,96 @@ func (w *worker) dropHeld(sh *shard, p *fq.Packet, reason DropReason) {
 		k.Queued(-int64(p.Pkt.Cost))
 		k.Dropped()
 	}
-	w.heldBytes -= p.Pkt.Size
-	w.slabs.put(p.Buf)
-}
-
-// list puts c on the worker's list of classes holding packets.
-func (w *worker) list(c *Class, sh *shard) {
-	if !sh.listed {
-		sh.listed = true
-		w.active = append(w.active, c)
-	}
+	q.heldBytes -= p.Pkt.Size
+	q.slabs.put(p.Buf)
 }
 
 // serviceFQ sends the class's picked packet once its tokens are there and
 // picks the next, until the class must wait (it then sets the wake-up) or
 // is empty.
-func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
-	for !w.writeBatchFull() {
-		if sh.hasPending {
-			if wait := sh.pending.advance(now); wait > 0 {
-				sh.pending.planned = now + int64(wait)
-				w.wakeFor(&sh.pending)
+func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
+	for !q.out.full() {
+		if ln.hasPending {
+			pd := &ln.pending
+			if wait := pd.advance(uint64(pd.pkt.Cost), now); wait > 0 {
+				pd.planned = now + int64(wait)
+				q.wakeFor(pd.planned, &pd.passage)
 				return
 			}
-			hp := sh.pending
-			sh.pending, sh.hasPending = heldPacket{}, false
-			w.heldBytes -= hp.pkt.Size
-			sh.backlogBytes.Add(-int64(hp.pkt.Cost))
-			sh.backlogPackets.Add(-1)
-			if hp.key != nil {
-				hp.key.Queued(-int64(hp.pkt.Cost))
-			}
-			w.appendOut(hp.buf, hp.pkt, hp.out(c))
+			hp := ln.pending
+			ln.pending, ln.hasPending = heldPacket{}, false
+			q.unhold(sh, &hp)
+			q.out.send(hp.buf, hp.pkt, hp.out(c))
 			continue
 		}
-		if sh.fq == nil || sh.fq.Len() == 0 {
-			if sh.fq != nil && sh.fq.Active() > 0 {
-				sh.fq.Dequeue(now, 0) // takes the emptied flows off the lists
+		if ln.fq == nil || ln.fq.Len() == 0 {
+			if ln.fq != nil && ln.fq.Active() > 0 {
+				ln.fq.Dequeue(now, 0) // takes the emptied flows off the lists
 			}
-			sh.weight.Store(0)
+			ln.weight.Store(0)
 			return
 		}
-		if sh.fq.Active() == 0 && sh.fq.Throttled() > 0 && sh.fq.NextWake() > now {
+		if ln.fq.Active() == 0 && ln.fq.Throttled() > 0 && ln.fq.NextWake() > now {
 			// Every flow waits for its key: nothing to pick before then.
-			sh.weight.Store(0)
-			w.wakeAt(sh.fq.NextWake())
+			ln.weight.Store(0)
+			q.wakeAt(ln.fq.NextWake())
 			return
 		}
 		st := c.state.Load()
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
-			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, DefaultBacklog), fqParams: sh.fq.Params()}
+			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, DefaultBacklog), fqParams: ln.fq.Params()}
 		}
-		link := w.dir.Load().link
-		if wait := w.fairWait(c, sh, st, now); wait > 0 {
-			w.wakeAt(now + int64(wait) + int64(slackOf(w.slack, st.rate, st.peak, link)))
+		link := q.dir.Load().link
+		if wait := q.fairWait(c, ln, st, now); wait > 0 {
+			q.wakeAt(now + int64(wait) + int64(slackOf(q.slack, st.rate, st.peak, link)))
 			return
 		}
 		// A packet that could not leave within its backlog is dropped
 		// (fq.ReasonTooOld): the wait ahead of it is at least what the
 		// buckets owe now.
 		ahead := st.wait(link, 1, now)
-		p, ok := sh.fq.Dequeue(now, now+int64(ahead)-int64(st.backlog))
+		p, ok := ln.fq.Dequeue(now, now+int64(ahead)-int64(st.backlog))
 		if !ok {
-			sh.weight.Store(0)
-			if t := sh.fq.NextWake(); t != 0 {
-				w.wakeAt(t) // the flows left wait for their keys
+			ln.weight.Store(0)
+			if t := ln.fq.NextWake(); t != 0 {
+				q.wakeAt(t) // the flows left wait for their keys
 			}
 			return
 		}
 		cost := uint64(p.Pkt.Cost)
 		planned := now + int64(st.wait(link, cost, now))
 		if p.Arrival+int64(st.backlog) < planned {
-			w.dropHeld(sh, &p, DropBacklog)
+			q.dropHeld(sh, &p, DropBacklog)
 			continue
 		}
 		sh.observeDecision(planned - p.Arrival)
-		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, link: link, planned: planned}
 		key, paid := keyOf(p.Gate)
-		hp.key = key
+		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, planned: planned,
+			passage: passage{g: &st.gate, link: link, key: key}}
 		hp.grab(cost, paid) // the packet waits as the class's picked one
-		if wt := sh.weight.Load(); wt > 0 {
-			sh.vt.Add(cost << 16 / wt)
+		if wt := ln.weight.Load(); wt > 0 {
+			ln.vt.Add(cost << 16 / wt)
 		}
-		sh.pending, sh.hasPending = hp, true
+		ln.pending, ln.hasPending = hp, true
 	}
-	w.wakeAt(now) // write batch full: come back at once
+	q.wakeAt(now) // write batch full: come back at once
 }
 
 // fairWait shares the class's rate between its workers by the weight of
 // their schedulers. It returns 0 if this worker may pick a packet now, or
 // how long to wait before asking again: it is ahead of another busy worker
 // by more than fairSlack bytes per unit of weight.
-func (w *worker) fairWait(c *Class, sh *shard, st *classState, now int64) time.Duration {
-	wt := max(sh.fq.Weight(now), 1<<16/64)
-	was := sh.weight.Swap(wt)
-	if len(c.shards) == 1 {
+func (q *queues) fairWait(c *Class, ln *lane, st *classState, now int64) time.Duration {
+	wt := max(ln.fq.Weight(now), 1<<16/64)
+	was := ln.weight.Swap(wt)
+	if len(c.lanes) == 1 {
 		return 0
 	}
-	my := sh.vt.Load()
+	my := ln.vt.Load()
 	least, busy := uint64(0), false
-	for j := range c.shards {
-		o := &c.shards[j]
-		if j == w.idx || o.weight.Load() == 0 {
+	for j := range c.lanes {
+		o := &c.lanes[j]
+		if j == q.idx || o.weight.Load() == 0 {
 			continue
 		}
 		if v := o.vt.Load(); !busy || int64(v-least) < 0 {
@@ -293,7 +276,7 @@ func (w *worker) fairWait(c *Class, sh *shard, st *classState, now int64) time.D
 	if was == 0 && int64(least-my) > 0 {
 		// Busy again after idling: start level with the others, with no
 		// credit saved up from the idle time.
-		sh.vt.Store(least)
+		ln.vt.Store(least)
 		return 0
 	}
 	if int64(my-least) <= fairSlack {
@@ -310,32 +293,30 @@ func (w *worker) fairWait(c *Class, sh *shard, st *classState, now int64) time.D
 
 // publishFlows publishes the class's flows for Link.Flows, at most every
 // flowPublishEvery unless final (the class just went idle on this worker).
-func (w *worker) publishFlows(sh *shard, now int64, final bool) {
-	if sh.fq == nil || !final && now-sh.flowsAt < int64(flowPublishEvery) {
+func publishFlows(ln *lane, now int64, final bool) {
+	if ln.fq == nil || !final && now-ln.flowsAt < int64(flowPublishEvery) {
 		return
 	}
-	sh.flowsAt = now
-	flows := sh.fq.Snapshot(nil)
-	sh.flows.Store(&flows)
+	ln.flowsAt = now
+	flows := ln.fq.Snapshot(nil)
+	ln.flows.Store(&flows)
 }
 
 // dropFQ drops what a class's scheduler and picked packet hold (the drain
 // deadline passed).
-func (w *worker) dropFQ(sh *shard) {
-	if sh.hasPending {
-		hp := &sh.pending
+func (q *queues) dropFQ(sh *shard, ln *lane) {
+	if ln.hasPending {
+		hp := &ln.pending
 		sh.drops[DropShutdown].Add(1)
-		sh.backlogBytes.Add(-int64(hp.pkt.Cost))
-		sh.backlogPackets.Add(-1)
+		q.unhold(sh, hp)
 		if hp.key != nil {
-			hp.key.Queued(-int64(hp.pkt.Cost))
 			hp.key.Dropped()
 		}
-		w.slabs.put(hp.buf)
-		sh.pending, sh.hasPending = heldPacket{}, false
+		q.slabs.put(hp.buf)
+		ln.pending, ln.hasPending = heldPacket{}, false
 	}
-	if sh.fq != nil {
-		sh.fq.Drain(func(p *fq.Packet) { w.dropHeld(sh, p, DropShutdown) })
+	if ln.fq != nil {
+		ln.fq.Drain(func(p *fq.Packet) { q.dropHeld(sh, p, DropShutdown) })
 	}
-	sh.weight.Store(0)
+	ln.weight.Store(0)
 }

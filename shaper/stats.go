@@ -138,14 +138,14 @@ func (l *Link) DirectionStats() []stats.DirectionStats {
 		var lagSum uint64
 		for _, w := range l.workers {
 			if w.dir == dp {
-				ds.GROSuperPackets += w.groSuper.Load()
-				ds.GROPackets += w.groPackets.Load()
+				ds.GROSuperPackets += w.out.groSuper.Load()
+				ds.GROPackets += w.out.groPackets.Load()
 				ds.WakeupsPackets += w.wakePackets.Load()
 				ds.WakeupsDeadline += w.wakeDeadline.Load()
 				for i := range ds.WriteLagCounts {
-					ds.WriteLagCounts[i] += w.lag[i].Load()
+					ds.WriteLagCounts[i] += w.out.lag[i].Load()
 				}
-				lagSum += w.lagSumNs.Load()
+				lagSum += w.out.lagSumNs.Load()
 			}
 		}
 		ds.WriteLagSumSeconds = float64(lagSum) / 1e9

@@ -12,7 +12,6 @@ import (
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
-	"github.com/pacer-dev/pacer/tun/gro"
 )
 
 // DeadlineQueue is a tun.Queue whose blocking Read can be bounded by a
@@ -30,9 +29,6 @@ type ringIO interface {
 	Close() error
 }
 
-// batchSize is how many packets a worker reads (and writes) per syscall batch.
-const batchSize = 64
-
 // yieldEvery is how long a worker that finds full batches waiting keeps
 // the CPU before it yields it to other goroutines. A yield is dear where
 // another processor is idle: a thread there takes the worker over and
@@ -43,66 +39,46 @@ const batchSize = 64
 // a batch, where the runtime would preempt only after 10 ms.
 const yieldEvery = 500 * time.Microsecond
 
-// maxHeldBytes bounds the bytes one worker holds for all classes together,
-// on top of every class's backlog limit.
-const maxHeldBytes = 64 << 20
-
 // worker moves packets from one queue of one device to the queue with the
 // same index on the other device, shaping them by one direction's policy.
-// Everything in it belongs to its goroutine.
+// It holds its I/O and the stages of a packet's path, which it wires
+// together (wire); everything in it belongs to its goroutine.
 type worker struct {
 	idx      int
 	dir      *atomic.Pointer[direction]
 	src      DeadlineQueue
 	dst      tun.Queue
+	ring     ringIO // the worker's io_uring, also src and dst (nil: none)
 	clock    func() int64
 	start    time.Time // clock's zero, for read deadlines
 	stopping *atomic.Bool
 	log      *slog.Logger
-
-	bufs [][]byte
-	pkts []tun.Packet
-
-	outBufs [][]byte
-	outPkts []tun.Packet
-	outMeta []outMeta
-
-	slabs     slabs
-	active    []*Class // classes this worker holds packets for
-	heldBytes int
-	deadline  int64         // when the worker must wake next, in clock ns; 0: none
-	slack     time.Duration // how late a wake for tokens may be (WithWakeSlack)
-	armed     int64         // the read deadline set on src (clock ns; 0: none)
-	headers   Headers
-	arr       arrival // the packet handle takes along its stages
-
-	gro      *gro.Coalescer // userspace GRO on writes (nil: off; see worker_gro.go)
-	groState                // its staging buffers and counters
-
+	lose     func(error) // reports a device gone (Link.lose)
+	slack    time.Duration
 	hasher   fq.Hasher // the link's flow hash (one secret seed per link)
-	segBufs  [][]byte  // buffers for the segments of a split GSO packet
-	segSizes []int
 
-	now       int64              // the clock at the start of this batch
-	line      delayLine          // link emulation: packets waiting for their due time
-	lineBytes int                // bytes in line
-	lineSeq   uint64             // packets ever put in line
-	dirImp    emulate.Impairment // the direction's emulation state
-	seeds     emulate.Rand       // seeds the impairments' random sources
-	ring      ringIO             // the worker's io_uring, also src and dst (nil: none)
-	lose      func(error)        // reports a device gone (Link.lose)
-	readErrs  int                // reads failed in a row (other than deadlines)
-	yielded   int64              // clock when the worker last yielded the CPU (yieldEvery)
+	bufs     [][]byte
+	pkts     []tun.Packet
+	armed    int64 // the read deadline set on src (clock ns; 0: none)
+	readErrs int   // reads failed in a row (other than deadlines)
+	yielded  int64 // clock when the worker last yielded the CPU (yieldEvery)
 
 	// Returns of Read with packets and at the deadline (DirectionStats).
 	wakePackets, wakeDeadline atomic.Uint64
 
-	lagState // how many packets it writes at once, and its lag (worker_lag.go)
+	// The stages, in the order a packet takes them (handle).
+	headers Headers   // parse
+	arr     arrival   // the packet on its way to its class's queue
+	imp     impairer  // impair on arrival (and the departure's randomness)
+	queues  queues    // the classes' queues on this worker (queue.go)
+	depart  departure // delay line, impair on departure (delay.go)
+	out     writer    // write batch, GRO, write, release (write.go)
+	hold    holder    // what the stages hold: buffers, the next wake-up
 }
 
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
 	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}}
-	w.flushAt = maxFlush
+	w.out.flushAt = maxFlush
 	size := tun.Headroom + 2048
 	if offload {
 		size = tun.Headroom + tun.MaxPacketSize
@@ -112,11 +88,24 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 		w.bufs[i] = make([]byte, size)
 	}
 	w.pkts = make([]tun.Packet, batchSize)
-	w.segBufs = make([][]byte, 0, tun.MaxPacketSize/64+1)
-	w.segSizes = make([]int, tun.MaxPacketSize/64+1)
-	w.seeds = emulate.NewRand(uint64(time.Now().UnixNano()) ^ uint64(idx+1)<<40)
-	w.dirImp.Rand = emulate.NewRand(w.seeds.Uint64())
+	w.queues.segBufs = make([][]byte, 0, tun.MaxPacketSize/64+1)
+	w.queues.segSizes = make([]int, tun.MaxPacketSize/64+1)
+	w.imp.seeds = emulate.NewRand(uint64(time.Now().UnixNano()) ^ uint64(idx+1)<<40)
+	w.imp.dirImp.Rand = emulate.NewRand(w.imp.seeds.Uint64())
 	return w
+}
+
+// wire connects the stages to each other and to the worker's I/O, as the
+// link set it up (the clock, the log, an io_uring in place of the queues).
+func (w *worker) wire() {
+	w.hold.slack = w.slack
+	w.imp.hasher, w.imp.headers = &w.hasher, &w.headers
+	q := &w.queues
+	q.holder, q.idx, q.dir, q.out, q.headers, q.hasher = &w.hold, w.idx, w.dir, &w.depart, &w.headers, &w.hasher
+	d := &w.depart
+	d.holder, d.idx, d.dir, d.imp, d.out = &w.hold, w.idx, w.dir, &w.imp, &w.out
+	o := &w.out
+	o.idx, o.dst, o.clock, o.lose, o.log, o.slabs = w.idx, w.dst, w.clock, w.lose, w.log, &w.hold.slabs
 }
 
 // run is the worker's loop: read a batch (sleeping at most until the next
@@ -124,10 +113,11 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 // may not wait. After stopping is set it reads no more and drains its held
 // packets until drainBy (clock ns), then returns.
 func (w *worker) run(drainBy *atomic.Int64) {
+	w.wire()
 	for {
 		n := 0
 		if w.stopping.Load() {
-			if len(w.active) == 0 && len(w.line) == 0 {
+			if len(w.queues.active) == 0 && len(w.depart.line) == 0 {
 				return
 			}
 			now := w.clock()
@@ -135,8 +125,8 @@ func (w *worker) run(drainBy *atomic.Int64) {
 				w.dropAllHeld()
 				return
 			}
-			if w.deadline > now {
-				time.Sleep(time.Duration(min(w.deadline, drainBy.Load()) - now))
+			if w.hold.deadline > now {
+				time.Sleep(time.Duration(min(w.hold.deadline, drainBy.Load()) - now))
 			}
 		} else {
 			var err error
@@ -172,19 +162,19 @@ func (w *worker) run(drainBy *atomic.Int64) {
 			}
 		}
 		now := w.clock()
-		w.now = now
+		w.depart.now = now
 		d := w.dir.Load()
 		for i := 0; i < n; i++ {
 			w.handle(d, i, now)
-			if w.writeBatchFull() && i+1 < n {
+			if w.out.full() && i+1 < n {
 				// Write what is decided before deciding more, at a new
-				// clock reading (worker_lag.go).
-				now = w.flush(w.clock())
-				w.now = now
+				// clock reading (write.go).
+				now = w.out.flush(now, w.clock())
+				w.depart.now = now
 			}
 		}
 		w.serviceHeld(now)
-		w.flush(w.clock())
+		w.out.flush(w.depart.now, w.clock())
 		w.armDeadline()
 		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) {
 			// A full batch: more are waiting and the next Read will not
@@ -199,10 +189,11 @@ func (w *worker) run(drainBy *atomic.Int64) {
 
 // handle takes packet i of the read batch along the stages of its path
 // up to its class's queue: parse, classify (its class, then its key),
-// impair on arrival. The queue then sends it on through the gate, holds
-// it, or drops it; what leaves goes through the delay line and the
-// departure's impairments to the write batch (appendOut), and flush writes
-// the batch.
+// impair on arrival. The queue then sends it on through the gate (gate.go)
+// at once, holds it (serviceHeld sends it on once the gate lets it go), or
+// drops it. What leaves departs (delay.go): the delay line, the
+// departure's impairments, the write batch (write.go), which flush
+// coalesces, writes and accounts for.
 func (w *worker) handle(d *direction, i int, now int64) {
 	a := &w.arr
 	*a = arrival{d: d, buf: w.bufs[i], pkt: &w.pkts[i], now: now}
@@ -210,13 +201,13 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		return
 	}
 	w.classify(a)
-	if !w.impairArrival(a) {
+	if !w.imp.arrive(a) {
 		return
 	}
 	if !w.keyFor(a) {
 		return
 	}
-	a.st.queue.enqueue(w, a)
+	a.st.queue.enqueue(&w.queues, a)
 }
 
 // parse reads the packet's headers into w.headers. A packet whose IP
@@ -237,7 +228,7 @@ func (w *worker) parse(a *arrival) bool {
 // classify finds the packet's class and state and counts it received.
 func (w *worker) classify(a *arrival) {
 	a.c = a.d.classOf(&w.headers.Flow)
-	a.sh = &a.c.shards[w.idx]
+	a.sh, a.ln = &a.c.shards[w.idx], &a.c.lanes[w.idx]
 	a.sh.rxPackets.Add(1)
 	a.sh.rxBytes.Add(uint64(a.pkt.Cost))
 	a.st = a.c.state.Load()
@@ -264,66 +255,42 @@ func (w *worker) keyFor(a *arrival) bool {
 	return true
 }
 
-// serviceHeld moves held packets whose tokens have arrived to the write
-// batch, class by class, and sets w.deadline to when the next one is due.
+// serviceHeld moves on what the delay line and the queues may send now,
+// class by class, and sets the worker's wake-up to when the next held
+// packet is due.
 func (w *worker) serviceHeld(now int64) {
-	w.deadline = 0
-	w.serviceLine(now)
-	for i := 0; i < len(w.active); {
-		c := w.active[i]
-		sh := &c.shards[w.idx]
-		w.serviceFIFO(c, sh, now)
-		if sh.fq != nil {
-			w.serviceFQ(c, sh, now)
-			w.publishFlows(sh, now, false)
+	w.hold.deadline = 0
+	w.depart.service(now)
+	q := &w.queues
+	for i := 0; i < len(q.active); {
+		c := q.active[i]
+		sh, ln := &c.shards[w.idx], &c.lanes[w.idx]
+		q.serviceFIFO(c, sh, ln, now)
+		if ln.fq != nil {
+			q.serviceFQ(c, sh, ln, now)
+			publishFlows(ln, now, false)
 		}
-		if sh.held.len() == 0 && !sh.hasPending && (sh.fq == nil || sh.fq.Len() == 0) {
-			sh.listed = false
-			w.publishFlows(sh, now, true)
-			w.active[i] = w.active[len(w.active)-1]
-			w.active = w.active[:len(w.active)-1]
+		if ln.empty() {
+			ln.listed = false
+			publishFlows(ln, now, true)
+			q.active[i] = q.active[len(q.active)-1]
+			q.active = q.active[:len(q.active)-1]
 			continue
 		}
 		i++
 	}
 }
 
-// wakeAt makes the next Read return by due (clock ns) at the latest.
-func (w *worker) wakeAt(due int64) {
-	if w.deadline == 0 || due < w.deadline {
-		w.deadline = due
-	}
-}
-
-// wakeFor makes the next Read return by the time a held packet's tokens
-// are due (hp.planned), plus the wake slack its buckets allow.
-func (w *worker) wakeFor(hp *heldPacket) {
-	w.wakeAt(hp.planned + int64(slackOf(w.slack, hp.st.rate, hp.st.peak, hp.keyRate, hp.keyPeak, hp.link)))
-}
-
-// appendOut sends a packet that may leave as far as shaping is concerned:
-// to the delay line if link emulation holds it longer, else to the write
-// batch.
-func (w *worker) appendOut(buf []byte, p tun.Packet, m outMeta) {
-	if m.planned > 0 {
-		m.class.shards[w.idx].observeLate(w.now - m.planned)
-	}
-	if m.due > w.now {
-		w.delay(buf, p, m)
-		return
-	}
-	w.emit(buf, p, m)
-}
-
 // armDeadline bounds the next Read by the time the next held packet is due.
 func (w *worker) armDeadline() {
-	if w.deadline == w.armed {
+	deadline := w.hold.deadline
+	if deadline == w.armed {
 		return
 	}
-	w.armed = w.deadline
+	w.armed = deadline
 	var t time.Time
-	if w.deadline != 0 {
-		t = w.start.Add(time.Duration(w.deadline))
+	if deadline != 0 {
+		t = w.start.Add(time.Duration(deadline))
 	}
 	if err := w.src.SetReadDeadline(t); err != nil && !errors.Is(err, os.ErrClosed) {
 		w.log.Warn("set read deadline", "queue", w.idx, "err", err)
@@ -332,22 +299,13 @@ func (w *worker) armDeadline() {
 
 // dropAllHeld drops every held packet (the drain deadline passed).
 func (w *worker) dropAllHeld() {
-	for _, c := range w.active {
-		sh := &c.shards[w.idx]
-		for sh.held.len() > 0 {
-			h := sh.held.pop()
-			sh.drops[DropShutdown].Add(1)
-			if h.key != nil {
-				h.key.Queued(-int64(h.pkt.Cost))
-				h.key.Dropped()
-			}
-			sh.backlogBytes.Add(-int64(h.pkt.Cost))
-			sh.backlogPackets.Add(-1)
-			w.slabs.put(h.buf)
-		}
-		w.dropFQ(sh)
-		sh.listed = false
+	q := &w.queues
+	for _, c := range q.active {
+		sh, ln := &c.shards[w.idx], &c.lanes[w.idx]
+		q.dropFIFO(sh, ln)
+		q.dropFQ(sh, ln)
+		ln.listed = false
 	}
-	w.active, w.heldBytes = w.active[:0], 0
-	w.dropLine()
+	q.active, q.heldBytes = q.active[:0], 0
+	w.depart.drop()
 }

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -40,24 +41,45 @@ type outMeta struct {
 	planned int64
 }
 
-// batch adds a packet to the write batch.
-func (w *worker) batch(buf []byte, p tun.Packet, m outMeta) {
+// writer is a worker's write stage: the batch, its coalescing and its
+// write to the other device, and the accounting after it.
+type writer struct {
+	idx   int
+	dst   tun.Queue
+	clock func() int64
+	lose  func(error) // reports a device gone (Link.lose)
+	log   *slog.Logger
+	slabs *slabs // where held packets' buffers go back
+
+	outBufs [][]byte
+	outPkts []tun.Packet
+	outMeta []outMeta
+
+	gro      *gro.Coalescer // userspace GRO on writes (nil: off)
+	groState                // its staging buffers and counters
+	lagState                // how many packets it writes at once, and its lag
+}
+
+// add adds a packet to the write batch.
+func (w *writer) add(buf []byte, p tun.Packet, m outMeta) {
 	w.outBufs = append(w.outBufs, buf)
 	w.outPkts = append(w.outPkts, p)
 	w.outMeta = append(w.outMeta, m)
 }
 
 // flush writes the batch to the other side, then releases capped tokens
-// (the write has returned: the packets have left) and counts. It returns
-// the clock when the write returned (now if there was nothing to write).
-func (w *worker) flush(now int64) int64 {
+// (the write has returned: the packets have left) and counts. decided is
+// the clock its packets were decided at, now the clock before the write.
+// It returns the clock when the write returned (now if there was nothing
+// to write).
+func (w *writer) flush(decided, now int64) int64 {
 	if len(w.outPkts) == 0 {
 		return now
 	}
 	bufs, pkts, merged := w.coalesce()
 	n, err := w.dst.Write(bufs, pkts, tun.Headroom)
 	end := w.clock()
-	w.noteWrite(w.now, now, end, len(w.outPkts))
+	w.noteWrite(decided, now, end, len(w.outPkts))
 	if merged {
 		w.countGRO(len(pkts), n)
 	}
@@ -133,6 +155,9 @@ func (w *worker) flush(now int64) int64 {
 // a receiver sees.
 const maxWriteLag = 100 * time.Microsecond
 
+// batchSize is how many packets a worker reads (and writes) per syscall batch.
+const batchSize = 64
+
 // Bounds of the write batch (packets): never fewer than minFlush, so that
 // a slow write (a descheduled worker) does not turn batching off, and
 // never more than maxFlush.
@@ -187,9 +212,9 @@ func (s *lagState) noteWrite(decided, start, end int64, packets int) {
 	s.lagSumNs.Add(uint64(lag))
 }
 
-// writeBatchFull reports whether the write batch holds as many packets as
+// full reports whether the write batch holds as many packets as
 // the worker writes at once.
-func (w *worker) writeBatchFull() bool {
+func (w *writer) full() bool {
 	return len(w.outPkts) >= w.flushAt
 }
 
@@ -217,14 +242,14 @@ type groState struct {
 
 // useGRO turns on GRO towards the worker's destination, which has
 // offloads; udp: the destination took USO.
-func (w *worker) useGRO(udp bool) {
+func (w *writer) useGRO(udp bool) {
 	w.gro = &gro.Coalescer{UDP: udp, Grow: w.growBuffer}
 }
 
 // growBuffer is the worker's gro.Coalescer.Grow: a staging buffer, taken
 // back by the next Coalesce (the write of the last has returned by then);
 // nil once maxStaged are out.
-func (w *worker) growBuffer() []byte {
+func (w *writer) growBuffer() []byte {
 	if w.staged == len(w.staging) {
 		if len(w.staging) == maxStaged {
 			return nil
@@ -239,7 +264,7 @@ func (w *worker) growBuffer() []byte {
 // coalesce returns the batch flush writes: the write batch coalesced
 // (merged: at least two of its packets share an output, and gro.Output maps
 // packets to outputs), or the write batch itself.
-func (w *worker) coalesce() (bufs [][]byte, pkts []tun.Packet, merged bool) {
+func (w *writer) coalesce() (bufs [][]byte, pkts []tun.Packet, merged bool) {
 	if w.gro == nil || len(w.outPkts) < 2 {
 		return w.outBufs, w.outPkts, false
 	}
@@ -250,7 +275,7 @@ func (w *worker) coalesce() (bufs [][]byte, pkts []tun.Packet, merged bool) {
 
 // countGRO counts, of the outputs of the last coalesce, the super-packets
 // among the first n (those written) and the packets they carried.
-func (w *worker) countGRO(outputs, n int) {
+func (w *writer) countGRO(outputs, n int) {
 	var supers, packets uint64
 	for j := range min(n, outputs) {
 		if k := w.gro.Count(j); k > 1 {
