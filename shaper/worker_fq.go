@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
@@ -228,7 +229,7 @@ func (w *worker) serviceFQ(c *Class, sh *shard, now int64) {
 		}
 		st := c.state.Load()
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
-			st = &classState{cfg: st.cfg, rate: st.rate, peak: st.peak, backlog: max(st.backlog, DefaultBacklog), fqParams: sh.fq.Params()}
+			st = &classState{cfg: st.cfg, rate: st.rate, peak: st.peak, backlog: max(st.backlog, config.DefaultBacklog), fqParams: sh.fq.Params()}
 		}
 		link := w.dir.Load().link
 		if wait := w.fairWait(c, sh, st, now); wait > 0 {

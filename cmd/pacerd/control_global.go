@@ -3,8 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/global"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -14,7 +13,7 @@ import (
 // Settings that follow another by default (the burst and the class's
 // burst the rate, the lease the period) follow the new value unless given
 // or changed before. Validate checks the result.
-func setGlobal(cc *shaper.ClassConfig, req *control.Global, mtu int) error {
+func setGlobal(cc *config.ClassConfig, req *control.Global, mtu int) error {
 	if req == nil {
 		return nil
 	}
@@ -33,7 +32,7 @@ func setGlobal(cc *shaper.ClassConfig, req *control.Global, mtu int) error {
 		if req.Key == "" || req.Rate == "" {
 			return badRequest("the class has no global limit: give global.key and global.rate to start one")
 		}
-		g = &shaper.GlobalConfig{}
+		g = &config.GlobalConfig{}
 	}
 	if req.Key != "" {
 		g.Key = req.Key
@@ -43,7 +42,7 @@ func setGlobal(cc *shaper.ClassConfig, req *control.Global, mtu int) error {
 		if err != nil {
 			return badRequest("global.period: %w", err)
 		}
-		if req.Lease == "" && g.Lease == shaper.DefaultGlobalLeasePeriods*g.Period {
+		if req.Lease == "" && g.Lease == config.DefaultGlobalLeasePeriods*g.Period {
 			g.Lease = 0 // SetDefaults: ten of the new periods
 		}
 		if req.Burst == "" && g.Burst == defaultGlobalBurst(g.Rate, g.Period, mtu) {
@@ -59,7 +58,7 @@ func setGlobal(cc *shaper.ClassConfig, req *control.Global, mtu int) error {
 		g.Lease = l
 	}
 	if req.Rate != "" {
-		r, err := shaper.ParseRate(req.Rate)
+		r, err := config.ParseRate(req.Rate)
 		if err != nil {
 			return badRequest("global.rate: %w", err)
 		}
@@ -72,7 +71,7 @@ func setGlobal(cc *shaper.ClassConfig, req *control.Global, mtu int) error {
 		g.Rate = r
 	}
 	if req.Burst != "" {
-		b, err := shaper.ParseSize(req.Burst)
+		b, err := config.ParseSize(req.Burst)
 		if err != nil {
 			return badRequest("global.burst: %w", err)
 		}
@@ -82,14 +81,14 @@ func setGlobal(cc *shaper.ClassConfig, req *control.Global, mtu int) error {
 		g.Burst = b
 	}
 	if req.OnUnreachable != "" {
-		f, err := global.ParseFallback(req.OnUnreachable)
+		f, err := config.ParseFallback(req.OnUnreachable)
 		if err != nil {
 			return badRequest("global.on_unreachable: %w", err)
 		}
 		g.OnUnreachable = f
 	}
 	if cc.Rate != g.Rate {
-		if cc.Burst == shaper.DefaultBurst(cc.Rate, mtu) {
+		if cc.Burst == config.DefaultBurst(cc.Rate, mtu) {
 			cc.Burst = 0 // SetDefaults sets the default for the new rate
 		}
 		cc.Rate = g.Rate
@@ -104,18 +103,18 @@ func defaultGlobalBurst(rate uint64, period time.Duration, mtu int) uint64 {
 	if rate == 0 || period == 0 {
 		return 0
 	}
-	g := shaper.GlobalConfig{Rate: rate, Period: period}
+	g := config.GlobalConfig{Rate: rate, Period: period}
 	g.SetDefaults(mtu)
 	return g.Burst
 }
 
 // globalJSON writes a global limit in the config file's syntax.
-func globalJSON(g *shaper.GlobalConfig) *control.Global {
+func globalJSON(g *config.GlobalConfig) *control.Global {
 	if g == nil {
 		return nil
 	}
 	return &control.Global{
-		Key: g.Key, Rate: shaper.FormatRate(g.Rate), Burst: shaper.FormatSize(g.Burst),
+		Key: g.Key, Rate: config.FormatRate(g.Rate), Burst: config.FormatSize(g.Burst),
 		Period: g.Period.String(), Lease: g.Lease.String(), OnUnreachable: g.OnUnreachable.String(),
 	}
 }

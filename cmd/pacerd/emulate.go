@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 )
@@ -20,7 +20,7 @@ func (d *daemon) directionHandler(w http.ResponseWriter, r *http.Request) {
 	var req control.DirectionSetRequest
 	err := decode(r, &req)
 	if err == nil {
-		err = d.change(func(next *shaper.Config) error { return setDirection(next, dir, req) })
+		err = d.change(func(next *config.Config) error { return setDirection(next, dir, req) })
 	}
 	d.logChange("set", dir, "", req, err)
 	if err != nil {
@@ -49,10 +49,10 @@ func (d *daemon) directionStatus(dir string) (*control.Direction, error) {
 
 // directionOf writes a direction's settings: its rate and burst as the
 // link runs them and its emulation from cfg.
-func directionOf(ds stats.DirectionStats, cfg *shaper.Config) control.Direction {
+func directionOf(ds stats.DirectionStats, cfg *config.Config) control.Direction {
 	out := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond, Global: ds.Global}
 	if ds.RateBytesPerSecond > 0 {
-		out.Rate, out.Burst = shaper.FormatRate(ds.RateBytesPerSecond), shaper.FormatSize(ds.BurstBytes)
+		out.Rate, out.Burst = config.FormatRate(ds.RateBytesPerSecond), config.FormatSize(ds.BurstBytes)
 	}
 	if cfg == nil {
 		return out
@@ -64,7 +64,7 @@ func directionOf(ds stats.DirectionStats, cfg *shaper.Config) control.Direction 
 }
 
 // setDirection changes a direction's emulation in cfg.
-func setDirection(cfg *shaper.Config, dir string, req control.DirectionSetRequest) error {
+func setDirection(cfg *config.Config, dir string, req control.DirectionSetRequest) error {
 	dc, _, err := direction(cfg, dir)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func checkTracePath(p string) error {
 // setEmulation applies an EmulationChange to e, through the config file's
 // parsers; Validate checks the result. e belongs to a copy of the running
 // config (cloneConfig copies its Rates and LossModel too).
-func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
+func setEmulation(e *config.EmulateConfig, req control.EmulationChange) error {
 	none := func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), "none") }
 	span := func(key, s string) (time.Duration, error) {
 		if none(s) {
@@ -106,7 +106,7 @@ func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
 		if none(s) {
 			return 0, nil
 		}
-		v, err := shaper.ParsePercent(s)
+		v, err := config.ParsePercent(s)
 		if err != nil {
 			return 0, badRequest("%s: %w", key, err)
 		}
@@ -129,14 +129,14 @@ func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
 	if e.Jitter == 0 && (req.Delay != "" || req.Jitter != "") {
 		// Without jitter, these do not apply (and would not validate).
 		if req.Distribution == "" {
-			e.Distribution = shaper.DistUniform
+			e.Distribution = config.DistUniform
 		}
 		if req.Reorder == nil {
 			e.Reorder = false
 		}
 	}
 	if req.Distribution != "" {
-		if e.Distribution, err = shaper.ParseDistribution(req.Distribution); err != nil {
+		if e.Distribution, err = config.ParseDistribution(req.Distribution); err != nil {
 			return badRequest("distribution: %w", err)
 		}
 	}
@@ -147,7 +147,7 @@ func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
 		switch {
 		case l.Model != nil:
 			m := l.Model
-			if e.LossModel, err = shaper.ParseLossModel(m.P, m.R, m.H, m.K); err != nil {
+			if e.LossModel, err = config.ParseLossModel(m.P, m.R, m.H, m.K); err != nil {
 				return badRequest("loss: %w", err)
 			}
 			e.Loss = 0
@@ -179,21 +179,21 @@ func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
 		if err := checkTracePath(req.Trace); err != nil {
 			return err
 		}
-		if err := shaper.CheckTrace(req.Trace); err != nil {
+		if err := config.CheckTrace(req.Trace); err != nil {
 			return badRequest("%w", err)
 		}
 		e.Trace, e.Rates = req.Trace, nil
 	}
 	if req.Rates != nil {
-		steps := make([]shaper.RateStep, 0, len(*req.Rates))
+		steps := make([]config.RateStep, 0, len(*req.Rates))
 		for i, st := range *req.Rates {
 			at, err := span(fmt.Sprintf("rates[%d].at", i), st.At)
 			if err != nil {
 				return err
 			}
-			step := shaper.RateStep{At: at}
+			step := config.RateStep{At: at}
 			if st.Rate != "" {
-				if step.Rate, err = shaper.ParseRate(st.Rate); err != nil {
+				if step.Rate, err = config.ParseRate(st.Rate); err != nil {
 					return badRequest("rates[%d].rate: %w", i, err)
 				}
 				if step.Rate == 0 {
@@ -211,7 +211,7 @@ func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
 }
 
 // emulationJSON writes link emulation in the config file's syntax.
-func emulationJSON(e shaper.EmulateConfig) control.Emulation {
+func emulationJSON(e config.EmulateConfig) control.Emulation {
 	var out control.Emulation
 	if e.Delay > 0 {
 		out.Delay = e.Delay.String()
@@ -219,7 +219,7 @@ func emulationJSON(e shaper.EmulateConfig) control.Emulation {
 	if e.Jitter > 0 {
 		out.Jitter = e.Jitter.String()
 	}
-	if e.Distribution != shaper.DistUniform {
+	if e.Distribution != config.DistUniform {
 		out.Distribution = e.Distribution.String()
 	}
 	out.Reorder = e.Reorder
@@ -227,22 +227,22 @@ func emulationJSON(e shaper.EmulateConfig) control.Emulation {
 	case e.LossModel != nil:
 		m := e.LossModel
 		out.Loss = &control.Loss{Model: &control.LossModel{
-			P: shaper.FormatPercent(m.P), R: shaper.FormatPercent(m.R), H: shaper.FormatPercent(m.H), K: shaper.FormatPercent(m.K),
+			P: config.FormatPercent(m.P), R: config.FormatPercent(m.R), H: config.FormatPercent(m.H), K: config.FormatPercent(m.K),
 		}}
 	case e.Loss > 0:
-		out.Loss = &control.Loss{Percent: shaper.FormatPercent(e.Loss)}
+		out.Loss = &control.Loss{Percent: config.FormatPercent(e.Loss)}
 	}
 	if e.Duplicate > 0 {
-		out.Duplicate = shaper.FormatPercent(e.Duplicate)
+		out.Duplicate = config.FormatPercent(e.Duplicate)
 	}
 	if e.Corrupt > 0 {
-		out.Corrupt = shaper.FormatPercent(e.Corrupt)
+		out.Corrupt = config.FormatPercent(e.Corrupt)
 	}
 	out.Trace = e.Trace
 	for _, st := range e.Rates {
 		s := control.RateStep{At: st.At.String()}
 		if st.Rate > 0 {
-			s.Rate = shaper.FormatRate(st.Rate)
+			s.Rate = config.FormatRate(st.Rate)
 		}
 		out.Rates = append(out.Rates, s)
 	}

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
 // emulationOf returns the emulation a class runs with.
-func emulationOf(d *daemon, dir, class string) shaper.EmulateConfig {
+func emulationOf(d *daemon, dir, class string) config.EmulateConfig {
 	return d.link.Load().Class(dir, class).Config().Emulate
 }
 
@@ -29,39 +29,39 @@ func TestControlSetEmulation(t *testing.T) {
 		dir  string
 		cls  string
 		req  control.EmulationChange
-		want shaper.EmulateConfig
+		want config.EmulateConfig
 		json control.Emulation
 	}{
 		{"delay and jitter", "egress", "bulk",
 			control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: &on, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaper.DistNormal, Reorder: true, Loss: 1, Duplicate: 0.1, Corrupt: 0.01},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistNormal, Reorder: true, Loss: 1, Duplicate: 0.1, Corrupt: 0.01},
 			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: true, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"}},
 		{"a loss model replaces the loss", "egress", "bulk",
 			control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "2%", R: "30%"}}, Reorder: &off},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaper.DistNormal,
-				LossModel: &shaper.GilbertElliott{P: 2, R: 30, H: 0, K: 100}, Duplicate: 0.1, Corrupt: 0.01},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistNormal,
+				LossModel: &config.GilbertElliott{P: 2, R: 30, H: 0, K: 100}, Duplicate: 0.1, Corrupt: 0.01},
 			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal",
 				Loss: &control.Loss{Model: &control.LossModel{P: "2%", R: "30%", H: "0%", K: "100%"}}, Duplicate: "0.1%", Corrupt: "0.01%"}},
 		{"jitter 0 drops the distribution", "egress", "bulk",
 			control.EmulationChange{Jitter: "0s", Loss: &control.Loss{Percent: "none"}, Duplicate: "0%", Corrupt: "none"},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond},
+			config.EmulateConfig{Delay: 40 * time.Millisecond},
 			control.Emulation{Delay: "40ms"}},
 		{"rates", "egress", "bulk",
 			control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}}},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Rates: []shaper.RateStep{{At: 0, Rate: 1_500_000}, {At: time.Second, Rate: 375_000}, {At: 2 * time.Second}}},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Rates: []config.RateStep{{At: 0, Rate: 1_500_000}, {At: time.Second, Rate: 375_000}, {At: 2 * time.Second}}},
 			control.Emulation{Delay: "40ms", Rates: []control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}}}},
 		{"a trace replaces the rates", "egress", "bulk", control.EmulationChange{Trace: trace},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Trace: trace},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Trace: trace},
 			control.Emulation{Delay: "40ms", Trace: trace}},
 		{"delay 0 removes the delay line; trace none the trace", "egress", "bulk", control.EmulationChange{Delay: "0s", Trace: "none"},
-			shaper.EmulateConfig{}, control.Emulation{}},
+			config.EmulateConfig{}, control.Emulation{}},
 		{"a police class may have a delay line", "ingress", "pol", control.EmulationChange{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"},
-			shaper.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: shaper.DistPareto},
+			config.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: config.DistPareto},
 			control.Emulation{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"}},
 		{"delay 0 removes jitter, distribution and reorder", "ingress", "pol", control.EmulationChange{Delay: "0"},
-			shaper.EmulateConfig{}, control.Emulation{}},
+			config.EmulateConfig{}, control.Emulation{}},
 		{"the default class", "ingress", "default", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "10%", H: "20%", K: "99%"}}},
-			shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 1, R: 10, H: 20, K: 99}},
+			config.EmulateConfig{LossModel: &config.GilbertElliott{P: 1, R: 10, H: 20, K: 99}},
 			control.Emulation{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "10%", H: "20%", K: "99%"}}}},
 	}
 	for _, s := range steps {
@@ -138,17 +138,17 @@ func TestControlSetEmulationFailures(t *testing.T) {
 }
 
 func TestCloneConfigEmulation(t *testing.T) {
-	e := shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 1, R: 99, K: 100}, Rates: []shaper.RateStep{{Rate: 1}, {At: time.Second}}}
-	c := &shaper.Config{
-		Egress:  shaper.DirectionConfig{Emulate: e.Clone(), Classes: []shaper.ClassConfig{{Name: "a", Emulate: e.Clone()}}},
-		Ingress: shaper.DirectionConfig{Default: &shaper.ClassConfig{Name: "default", Emulate: e.Clone()}},
+	e := config.EmulateConfig{LossModel: &config.GilbertElliott{P: 1, R: 99, K: 100}, Rates: []config.RateStep{{Rate: 1}, {At: time.Second}}}
+	c := &config.Config{
+		Egress:  config.DirectionConfig{Emulate: e.Clone(), Classes: []config.ClassConfig{{Name: "a", Emulate: e.Clone()}}},
+		Ingress: config.DirectionConfig{Default: &config.ClassConfig{Name: "default", Emulate: e.Clone()}},
 	}
 	next := cloneConfig(c)
-	for _, got := range []*shaper.EmulateConfig{&next.Egress.Emulate, &next.Egress.Classes[0].Emulate, &next.Ingress.Default.Emulate} {
+	for _, got := range []*config.EmulateConfig{&next.Egress.Emulate, &next.Egress.Classes[0].Emulate, &next.Ingress.Default.Emulate} {
 		got.LossModel.P = 50
 		got.Rates[0].Rate = 7
 	}
-	for _, got := range []shaper.EmulateConfig{c.Egress.Emulate, c.Egress.Classes[0].Emulate, c.Ingress.Default.Emulate} {
+	for _, got := range []config.EmulateConfig{c.Egress.Emulate, c.Egress.Classes[0].Emulate, c.Ingress.Default.Emulate} {
 		if !reflect.DeepEqual(got, e) {
 			t.Errorf("editing the clone changed the original: %+v %+v", got.LossModel, got.Rates)
 		}
@@ -169,9 +169,9 @@ func TestControlAddEmulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.EmulateConfig{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Distribution: shaper.DistParetoNormal, Reorder: true,
-		LossModel: &shaper.GilbertElliott{P: 5, R: 95, H: 10, K: 100}, Duplicate: 1, Corrupt: 0.5,
-		Rates: []shaper.RateStep{{At: 0, Rate: 1_250_000}, {At: 500 * time.Millisecond, Rate: 125_000}, {At: time.Second}}}
+	want := config.EmulateConfig{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Distribution: config.DistParetoNormal, Reorder: true,
+		LossModel: &config.GilbertElliott{P: 5, R: 95, H: 10, K: 100}, Duplicate: 1, Corrupt: 0.5,
+		Rates: []config.RateStep{{At: 0, Rate: 1_250_000}, {At: 500 * time.Millisecond, Rate: 125_000}, {At: time.Second}}}
 	if got := emulationOf(d, "egress", "lossy"); !reflect.DeepEqual(got, want) {
 		t.Errorf("link runs %+v, want %+v", got, want)
 	}

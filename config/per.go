@@ -1,4 +1,4 @@
-package shaper
+package config
 
 import (
 	"fmt"
@@ -248,17 +248,6 @@ func (d *decoder) perMode(path string, cc *ClassConfig) {
 	if _, given := d.src.lines[path+".per.mode"]; !given {
 		cc.Per.Mode = cc.Mode
 	}
-}
-
-// parseMode reads a mode's config name ("shape" or "police").
-func parseMode(s string) (Mode, error) {
-	switch s {
-	case "shape":
-		return ModeShape, nil
-	case "police":
-		return ModePolice, nil
-	}
-	return 0, fmt.Errorf("unknown mode %q (use shape or police)", s)
 }
 
 // setDefaults fills in a per-key limit's burst (and its overrides'),
