@@ -126,25 +126,21 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 }
 
 func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bool) {
+	d.mapping(n, path, d.classFields(cc, isDefault))
+	d.queueKeysUsed(path, cc)
+	d.perMode(path, cc)
+	d.globalRate(path, cc.Global, "class")
+}
+
+// classFields are the keys of a class and how each decodes into cc; the
+// default class has no name and no match.
+func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	fields := []field{
 		{"rate", d.rate(&cc.Rate, "a class needs a rate")},
 		{"burst", d.size(&cc.Burst)},
 		{"peak", d.rate(&cc.Peak, "omit it for no peak rate")},
 		{"backlog", d.duration(&cc.Backlog)},
-		{"mode", func(v *yaml.Node, p string) {
-			s, ok := d.scalar(v, p, "shape or police")
-			if !ok {
-				return
-			}
-			switch s {
-			case "shape":
-				cc.Mode = ModeShape
-			case "police":
-				cc.Mode = ModePolice
-			default:
-				d.failf(v, p, "unknown mode %q (use shape or police)", s)
-			}
-		}},
+		{"mode", named(d, &cc.Mode, "shape or police", parseMode)},
 		{"capped", d.boolean(&cc.Capped)},
 	}
 	fields = append(fields, d.queueFields(cc)...)
@@ -157,10 +153,7 @@ func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bo
 			{"match", d.match(&cc.Match)},
 		}, fields...)
 	}
-	d.mapping(n, path, fields)
-	d.queueKeysUsed(path, cc)
-	d.perMode(path, cc)
-	d.globalRate(path, cc.Global, "class")
+	return fields
 }
 
 func (dc *DirectionConfig) setDefaults(mtu int) {

@@ -2,7 +2,7 @@
 // (tc-style rates and sizes, Go durations, netem-style percentages), the
 // defaults and the validation, in one place. It is the one home of every
 // setting's name, default, range and error text, shared by the config
-// file, pacerd's control API and pacerctl.
+// file, pacerd's control API (ApplyClass, ApplyDirection) and pacerctl.
 //
 // It guarantees two things. A *Config from Load or Parse is validated,
 // with every default filled in: the data path (package shaper and those

@@ -133,8 +133,11 @@ func (d *decoder) globalField(dst **GlobalConfig) field {
 			*dst = nil
 			return
 		}
-		g := &GlobalConfig{}
-		*dst = g
+		g := *dst // Apply changes a running one
+		if g == nil {
+			g = &GlobalConfig{}
+			*dst = g
+		}
 		d.mapping(n, path, []field{
 			{"key", d.str(&g.Key)},
 			{"rate", d.rate(&g.Rate, "a global limit needs a rate")},
@@ -152,8 +155,9 @@ func (d *decoder) globalRate(path string, g *GlobalConfig, what string) {
 	if g == nil {
 		return
 	}
-	if _, given := d.src.lines[path+".rate"]; given {
-		d.errs = append(d.errs, d.src.errorf(path+".rate", "a global %s's rate is its global.rate (its lease sets it): remove the rate", what))
+	p := joinPath(path, "rate")
+	if _, given := d.src.lines[p]; given {
+		d.errs = append(d.errs, d.src.errorf(p, "a global %s's rate is its global.rate (its lease sets it): remove the rate", what))
 	}
 }
 

@@ -187,8 +187,11 @@ func (d *decoder) perField(cc *ClassConfig) field {
 			cc.Per = nil
 			return
 		}
-		p := &PerConfig{}
-		cc.Per = p
+		p, fresh := cc.Per, cc.Per == nil // Apply changes a running one
+		if fresh {
+			p = &PerConfig{}
+			cc.Per = p
+		}
 		d.mapping(n, path, []field{
 			{"key", func(v *yaml.Node, path string) {
 				s, ok := d.scalar(v, path, "src, dst, flow, src/N or dst/N")
@@ -233,7 +236,7 @@ func (d *decoder) perField(cc *ClassConfig) field {
 				})
 			}},
 		})
-		if _, given := d.src.lines[path+".key"]; !given && d.node(n).Kind == yaml.MappingNode {
+		if _, given := d.src.lines[path+".key"]; fresh && !given && d.node(n).Kind == yaml.MappingNode {
 			d.failf(d.node(n), path, "a per-key limit needs a key (src, dst, flow, src/N or dst/N)")
 		}
 	}}

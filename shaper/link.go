@@ -16,8 +16,8 @@ import (
 
 // Direction names, as used in metrics labels and the control API.
 const (
-	Egress  = "egress"  // read from inner, written to outer
-	Ingress = "ingress" // read from outer, written to inner
+	Egress  = config.Egress  // read from inner, written to outer
+	Ingress = config.Ingress // read from outer, written to inner
 )
 
 // Link shapes the traffic between two TUN devices: packets read from inner

@@ -9,11 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -240,11 +238,11 @@ func findClass(dc *config.DirectionConfig, dir, name string) (*config.ClassConfi
 	return nil, notFound(dir, name)
 }
 
-// setClass changes a class's rate, burst, peak, backlog or queue settings
-// in cfg. A burst that was the default for the old rate follows the new
-// rate.
+// setClass changes a class's settings in cfg through the config
+// package (config.ApplyClass), which decodes each as the file does and
+// validates the class.
 func setClass(cfg *config.Config, dir, name string, req control.SetRequest) error {
-	dc, mtu, err := direction(cfg, dir)
+	dc, _, err := direction(cfg, dir)
 	if err != nil {
 		return err
 	}
@@ -255,216 +253,67 @@ func setClass(cfg *config.Config, dir, name string, req control.SetRequest) erro
 	if req == (control.SetRequest{}) {
 		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates, or global.key, global.rate, global.burst, global.period, global.lease or global.on_unreachable")
 	}
-	if req.Rate != "" {
-		rate, err := config.ParseRate(req.Rate)
-		if err != nil {
-			return badRequest("rate: %w", err)
-		}
-		if req.Burst == "" && cc.Burst == config.DefaultBurst(cc.Rate, mtu) {
-			cc.Burst = 0 // SetDefaults sets the default for the new rate
-		}
-		cc.Rate = rate
-	}
-	if req.Burst != "" {
-		burst, err := config.ParseSize(req.Burst)
-		if err != nil {
-			return badRequest("burst: %w", err)
-		}
-		if burst == 0 {
-			return badRequest("burst: must be above 0")
-		}
-		cc.Burst = burst
-	}
-	switch p := strings.ToLower(strings.TrimSpace(req.Peak)); p {
-	case "":
-	case "none", "0", "off":
-		cc.Peak = 0
-	default:
-		peak, err := config.ParseRate(req.Peak)
-		if err != nil {
-			return badRequest("peak: %w", err)
-		}
-		cc.Peak = peak
-	}
-	if req.Backlog != "" {
-		b, err := time.ParseDuration(req.Backlog)
-		if err != nil {
-			return badRequest("backlog: %w", err)
-		}
-		cc.Backlog = b
-	}
-	if err := setQueue(cc, req); err != nil {
+	if err := checkTracePath(req.Trace); err != nil {
 		return err
 	}
-	if err := setEmulation(&cc.Emulate, req.EmulationChange); err != nil {
-		return err
-	}
-	if err := setGlobal(cc, req.Global, mtu); err != nil {
-		return err
-	}
-	return setPer(cc, req, mtu)
-}
-
-// setQueue applies a SetRequest's queue settings to cc. Settings that do
-// not apply to the class (any in mode police, the fq ones with queue fifo)
-// are refused here even when they name the default, which Validate could
-// not tell from leaving them out.
-func setQueue(cc *config.ClassConfig, req control.SetRequest) error {
-	if req.Queue != "" {
-		q, err := config.ParseQueueKind(req.Queue)
-		if err != nil {
-			return badRequest("queue: %w", err)
-		}
-		if q != cc.Queue && cc.Mode == config.ModeShape {
-			cc.FQ = config.FQConfig{} // fifo has none; fq starts from the defaults
-		}
-		cc.Queue = q
-	}
-	given := []struct {
-		key string
-		set bool
-	}{
-		{"queue", req.Queue != ""}, {"aqm", req.AQM != ""}, {"ecn", req.ECN != nil}, {"target", req.Target != ""},
-		{"interval", req.Interval != ""}, {"flows", req.Flows != 0}, {"isolate", req.Isolate != ""}, {"quantum", req.Quantum != ""},
-	}
-	for _, g := range given {
-		switch {
-		case !g.set:
-		case cc.Mode == config.ModePolice:
-			return badRequest("%s: mode police drops instead of queueing: remove %s", g.key, g.key)
-		case cc.Queue == config.QueueFIFO && g.key != "queue":
-			return badRequest("%s: %s applies to queue fq only", g.key, g.key)
-		}
-	}
-	f := &cc.FQ
-	if req.AQM != "" {
-		a, err := config.ParseAQM(req.AQM)
-		if err != nil {
-			return badRequest("aqm: %w", err)
-		}
-		f.AQM = a
-	}
-	if req.ECN != nil {
-		f.NoECN = !*req.ECN
-	}
-	for _, t := range []struct {
-		key string
-		s   string
-		dst *time.Duration
-	}{{"target", req.Target, &f.Target}, {"interval", req.Interval, &f.Interval}} {
-		if t.s == "" {
-			continue
-		}
-		d, err := time.ParseDuration(t.s)
-		if err != nil {
-			return badRequest("%s: %w", t.key, err)
-		}
-		if d <= 0 {
-			return badRequest("%s: must be above 0, not %s", t.key, t.s)
-		}
-		*t.dst = d
-	}
-	if req.Flows != 0 {
-		if err := fq.CheckFlows(req.Flows); err != nil {
-			return badRequest("flows: %w", err)
-		}
-		f.Flows = req.Flows
-	}
-	if req.Isolate != "" {
-		i, err := config.ParseIsolation(req.Isolate)
-		if err != nil {
-			return badRequest("isolate: %w", err)
-		}
-		f.Isolate = i
-	}
-	switch q := strings.ToLower(strings.TrimSpace(req.Quantum)); q {
-	case "":
-	case "auto", "0":
-		f.Quantum = 0
-	default:
-		n, err := config.ParseSize(req.Quantum)
-		if err != nil {
-			return badRequest("quantum: %w", err)
-		}
-		f.Quantum = n
+	if err := cfg.ApplyClass(dir, cc, classChanges(req)); err != nil {
+		return &requestError{status: http.StatusBadRequest, err: err}
 	}
 	return nil
 }
 
-// setPer applies a SetRequest's per-key settings to cc's per-key limit. cc
-// is a class of a copy of the running config, but that copy shares the
-// running config's PerConfig: setPer edits a clone of it, so that a change
-// that fails leaves the running config as it was. A burst that was the
-// default for the old per-key rate follows the new one.
-func setPer(cc *config.ClassConfig, req control.SetRequest, mtu int) error {
-	var given []string
-	for _, g := range []struct {
-		key string
-		set bool
-	}{
-		{"per_rate", req.PerRate != ""}, {"per_burst", req.PerBurst != ""}, {"per_peak", req.PerPeak != ""},
-		{"per_keys", req.PerKeys != 0}, {"per_idle", req.PerIdle != ""},
-	} {
-		if g.set {
-			given = append(given, g.key)
-		}
+// classChanges maps a SetRequest's fields to the config file's keys
+// (relative to the class).
+func classChanges(req control.SetRequest) []config.Change {
+	var ch changes
+	ch.add("rate", req.Rate)
+	ch.add("burst", req.Burst)
+	ch.add("peak", req.Peak)
+	ch.add("backlog", req.Backlog)
+	ch.add("queue", req.Queue)
+	ch.add("aqm", req.AQM)
+	ch.addBool("ecn", req.ECN)
+	ch.add("target", req.Target)
+	ch.add("interval", req.Interval)
+	ch.addInt("flows", req.Flows)
+	ch.add("isolate", req.Isolate)
+	ch.add("quantum", req.Quantum)
+	ch.add("per.rate", req.PerRate)
+	ch.add("per.burst", req.PerBurst)
+	ch.add("per.peak", req.PerPeak)
+	ch.addInt("per.keys", req.PerKeys)
+	ch.add("per.idle", req.PerIdle)
+	if g := req.Global; g != nil {
+		ch.add("global.key", g.Key)
+		ch.add("global.rate", g.Rate)
+		ch.add("global.burst", g.Burst)
+		ch.add("global.period", g.Period)
+		ch.add("global.lease", g.Lease)
+		ch.add("global.on_unreachable", g.OnUnreachable)
 	}
-	if len(given) == 0 {
-		return nil
+	return append(ch, emulationChanges(req.EmulationChange)...)
+}
+
+// changes collects the settings a request gives; "" (0, nil) is a setting
+// left as it is.
+type changes []config.Change
+
+func (c *changes) add(key, v string) {
+	if v != "" {
+		*c = append(*c, config.Change{Key: key, Value: v})
 	}
-	if cc.Per == nil {
-		return badRequest("%s: the class has no per-key limit (add the class again with per, or give it one in the config file and reload)", given[0])
+}
+
+func (c *changes) addInt(key string, v int) {
+	if v != 0 {
+		c.add(key, strconv.Itoa(v))
 	}
-	p := cc.Per.Clone()
-	cc.Per = p
-	if req.PerRate != "" {
-		rate, err := config.ParseRate(req.PerRate)
-		if err != nil {
-			return badRequest("per_rate: %w", err)
-		}
-		if req.PerBurst == "" && p.Burst == config.DefaultBurst(p.Rate, mtu) {
-			p.Burst = 0 // SetDefaults sets the default for the new rate
-		}
-		p.Rate = rate
+}
+
+func (c *changes) addBool(key string, v *bool) {
+	if v != nil {
+		c.add(key, strconv.FormatBool(*v))
 	}
-	if req.PerBurst != "" {
-		burst, err := config.ParseSize(req.PerBurst)
-		if err != nil {
-			return badRequest("per_burst: %w", err)
-		}
-		if burst == 0 {
-			return badRequest("per_burst: must be above 0")
-		}
-		p.Burst = burst
-	}
-	switch v := strings.ToLower(strings.TrimSpace(req.PerPeak)); v {
-	case "":
-	case "none", "0", "off":
-		p.Peak = 0
-	default:
-		peak, err := config.ParseRate(req.PerPeak)
-		if err != nil {
-			return badRequest("per_peak: %w", err)
-		}
-		p.Peak = peak
-	}
-	if req.PerKeys != 0 {
-		if req.PerKeys < 0 {
-			return badRequest("per_keys: %d: want a number of keys, 1 or more", req.PerKeys)
-		}
-		p.Keys = req.PerKeys
-	}
-	if req.PerIdle != "" {
-		d, err := time.ParseDuration(req.PerIdle)
-		if err != nil {
-			return badRequest("per_idle: %w", err)
-		}
-		if d <= 0 {
-			return badRequest("per_idle: must be above 0, not %s", req.PerIdle)
-		}
-		p.Idle = d
-	}
-	return nil
 }
 
 // addClass adds a class to cfg: last, or before the class req.Before; a

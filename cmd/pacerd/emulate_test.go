@@ -99,25 +99,25 @@ func TestControlSetEmulationFailures(t *testing.T) {
 		req       control.EmulationChange
 		errorText string
 	}{
-		{"jitter above delay", control.EmulationChange{Jitter: "50ms"}, "egress.classes[0].jitter: 50ms is above the delay (40ms)"},
-		{"reorder without jitter", control.EmulationChange{Reorder: &on}, "egress.classes[0].reorder: reorder only matters with jitter"},
-		{"distribution without jitter", control.EmulationChange{Distribution: "normal"}, "egress.classes[0].distribution: the distribution only matters with jitter"},
-		{"delay too long", control.EmulationChange{Delay: "1m"}, "egress.classes[0].delay: 1m0s is out of range [0s, 10s]"},
-		{"delay unit", control.EmulationChange{Delay: "40"}, `delay: time: missing unit in duration "40"`},
+		{"jitter above delay", control.EmulationChange{Jitter: "50ms"}, "jitter: 50ms is above the delay (40ms)"},
+		{"reorder without jitter", control.EmulationChange{Reorder: &on}, "reorder: reorder only matters with jitter"},
+		{"distribution without jitter", control.EmulationChange{Distribution: "normal"}, "distribution: the distribution only matters with jitter"},
+		{"delay too long", control.EmulationChange{Delay: "1m"}, "delay: 1m0s is out of range [0s, 10s]"},
+		{"delay unit", control.EmulationChange{Delay: "40"}, `delay: invalid duration "40" (use a number and a unit: 40ms, 1.5s)`},
 		{"delay negative", control.EmulationChange{Delay: "-1ms"}, "delay: -1ms is negative"},
 		{"distribution", control.EmulationChange{Distribution: "gaussian"}, `distribution: unknown distribution "gaussian"`},
 		{"loss bare", control.EmulationChange{Loss: &control.Loss{Percent: "1"}}, `loss: percentage "1" needs a % sign`},
 		{"loss model without p", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{R: "1%"}}}, "loss: a Gilbert-Elliott loss model needs p"},
-		{"loss model k", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", K: "101%"}}}, "loss: k: 101% is above 100%"},
+		{"loss model k", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", K: "101%"}}}, "loss.k: 101% is above 100%"},
 		{"duplicate", control.EmulationChange{Duplicate: "200%"}, "duplicate: 200% is above 100%"},
 		{"corrupt", control.EmulationChange{Corrupt: "-1%"}, `corrupt: "-1%" is negative`},
 		// These change the schedule before Validate refuses it.
-		{"rates late start", control.EmulationChange{Rates: &[]control.RateStep{{At: "1s", Rate: "1mbit"}, {At: "2s"}}}, "egress.classes[0].rates[0].at: the first step is at 0s, not 1s"},
-		{"rates without end", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}}}, "egress.classes[0].rates[0]: the last step ends the schedule"},
+		{"rates late start", control.EmulationChange{Rates: &[]control.RateStep{{At: "1s", Rate: "1mbit"}, {At: "2s"}}}, "rates[0].at: the first step is at 0s, not 1s"},
+		{"rates without end", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}}}, "rates[0]: the last step ends the schedule"},
 		{"rates with jitter above delay", control.EmulationChange{Jitter: "1s", Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}, {At: "2s"}}}, "jitter: 1s is above the delay"},
 		{"rates unit", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbits"}, {At: "2s"}}}, `rates[0].rate: unknown unit "mbits"`},
-		{"rates time", control.EmulationChange{Rates: &[]control.RateStep{{At: "soon", Rate: "1mbit"}}}, `rates[0].at: time: invalid duration "soon"`},
-		{"trace and rates", control.EmulationChange{Trace: "/x", Rates: &[]control.RateStep{}}, "give trace or rates, not both"},
+		{"rates time", control.EmulationChange{Rates: &[]control.RateStep{{At: "soon", Rate: "1mbit"}}}, `rates[0].at: invalid duration "soon" (use a number and a unit: 40ms, 1.5s)`},
+		{"trace and rates", control.EmulationChange{Trace: "/x", Rates: &[]control.RateStep{}}, "rates: give a trace or rates, not both"},
 		{"relative trace", control.EmulationChange{Trace: rel}, `trace: "lte.down": give an absolute path`},
 		{"missing trace", control.EmulationChange{Trace: "/nonexistent/lte.down"}, "trace: open /nonexistent/lte.down: no such file or directory"},
 	} {
@@ -265,8 +265,8 @@ func TestControlSetDirection(t *testing.T) {
 		{"nothing", "egress", control.EmulationChange{}, 400, "nothing to set: give delay, jitter"},
 		{"unknown direction", "up", control.EmulationChange{Delay: "1ms"}, 404, `unknown direction "up"`},
 		{"schedule without rate", "ingress", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}, {At: "1s"}}}, 400,
-			"ingress.rates: a schedule replaces the rate, which must be set too"},
-		{"jitter", "ingress", control.EmulationChange{Jitter: "1ms"}, 400, "ingress.jitter: 1ms is above the delay (0s)"},
+			"rates: a schedule replaces the rate, which must be set too"},
+		{"jitter", "ingress", control.EmulationChange{Jitter: "1ms"}, 400, "jitter: 1ms is above the delay (0s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.SetDirection(ctx, tc.dir, control.DirectionSetRequest{EmulationChange: tc.req})

@@ -248,21 +248,21 @@ func TestControlSetPer(t *testing.T) {
 		req       control.SetRequest
 		errorText string
 	}{
-		{"peak at rate", "egress", "nets", control.SetRequest{PerPeak: "5mbit"}, "egress.classes[1].per.peak: 5mbit must be above the per-key rate (5mbit)"},
+		{"peak at rate", "egress", "nets", control.SetRequest{PerPeak: "5mbit"}, "per.peak: 5mbit must be above the per-key rate (5mbit)"},
 		{"rate above peak", "egress", "nets", control.SetRequest{PerRate: "20mbit"}, "per.peak: 10mbit must be above the per-key rate (20mbit)"},
-		{"burst below mtu", "egress", "nets", control.SetRequest{PerBurst: "1kb"}, "egress.classes[1].per.burst: 1kb is less than link.inner.mtu"},
-		{"keys", "egress", "nets", control.SetRequest{PerKeys: 1 << 25}, "egress.classes[1].per.keys: 33554432 is out of range [1, 16777216]"},
-		{"keys negative", "egress", "nets", control.SetRequest{PerKeys: -1}, "per_keys: -1: want a number of keys, 1 or more"},
-		{"idle", "egress", "nets", control.SetRequest{PerIdle: "100ms"}, "egress.classes[1].per.idle: 100ms is out of range [1s, 24h]"},
-		{"idle zero", "egress", "nets", control.SetRequest{PerIdle: "0s"}, "per_idle: must be above 0, not 0s"},
-		{"idle unit", "egress", "nets", control.SetRequest{PerIdle: "5"}, `per_idle: time: missing unit in duration "5"`},
-		{"rate unit", "egress", "nets", control.SetRequest{PerRate: "5mbits"}, `per_rate: unknown unit "mbits"`},
-		{"rate zero", "egress", "nets", control.SetRequest{PerRate: "0bit"}, "egress.classes[1].per.rate: a per-key limit needs a rate above 0"},
-		{"burst zero", "egress", "nets", control.SetRequest{PerBurst: "0"}, "per_burst: must be above 0"},
-		{"peak unit", "egress", "nets", control.SetRequest{PerPeak: "fast"}, `per_peak: "fast" does not start with a number`},
+		{"burst below mtu", "egress", "nets", control.SetRequest{PerBurst: "1kb"}, "per.burst: 1kb is less than link.inner.mtu"},
+		{"keys", "egress", "nets", control.SetRequest{PerKeys: 1 << 25}, "per.keys: 33554432 is out of range [1, 16777216]"},
+		{"keys negative", "egress", "nets", control.SetRequest{PerKeys: -1}, "per.keys: -1 is out of range [1, 16777216]"},
+		{"idle", "egress", "nets", control.SetRequest{PerIdle: "100ms"}, "per.idle: 100ms is out of range [1s, 24h]"},
+		{"idle zero", "egress", "nets", control.SetRequest{PerIdle: "0s"}, "per.idle: must be above 0, not 0s"},
+		{"idle unit", "egress", "nets", control.SetRequest{PerIdle: "5"}, `per.idle: invalid duration "5" (use a number and a unit: 100ms, 1.5s)`},
+		{"rate unit", "egress", "nets", control.SetRequest{PerRate: "5mbits"}, `per.rate: unknown unit "mbits"`},
+		{"rate zero", "egress", "nets", control.SetRequest{PerRate: "0bit"}, "per.rate: must be above 0 (a per-key limit needs a rate)"},
+		{"burst zero", "egress", "nets", control.SetRequest{PerBurst: "0"}, "per.burst: must be above 0 (omit it for the default)"},
+		{"peak unit", "egress", "nets", control.SetRequest{PerPeak: "fast"}, `per.peak: "fast" does not start with a number`},
 		{"with a good class setting", "egress", "nets", control.SetRequest{Rate: "30mbit", PerPeak: "1mbit"}, "per.peak: 1mbit must be above the per-key rate (5mbit)"},
-		{"no per-key limit", "egress", "bulk", control.SetRequest{PerRate: "1mbit"}, "per_rate: the class has no per-key limit"},
-		{"no per-key limit, idle", "egress", "bulk", control.SetRequest{PerIdle: "1m"}, "per_idle: the class has no per-key limit"},
+		{"no per-key limit", "egress", "bulk", control.SetRequest{PerRate: "1mbit"}, "per.rate: the class has no per-key limit"},
+		{"no per-key limit, idle", "egress", "bulk", control.SetRequest{PerIdle: "1m"}, "per.idle: the class has no per-key limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)
