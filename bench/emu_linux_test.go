@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
 // The policies of scenario 11 load and say what the report says they do.
@@ -36,7 +36,7 @@ func TestEmuPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("probe policy, delay %v: %v", delay, err)
 		}
-		for _, dir := range []shaper.DirectionConfig{cfg.Egress, cfg.Ingress} {
+		for _, dir := range []config.DirectionConfig{cfg.Egress, cfg.Ingress} {
 			if len(dir.Classes) != 1 || dir.Classes[0].Name != "probe" || dir.Classes[0].Emulate.Delay != delay {
 				t.Errorf("delay %v: classes %+v, want one probe class with that delay", delay, dir.Classes)
 			}

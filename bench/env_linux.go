@@ -24,6 +24,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -293,9 +294,9 @@ func (e *env) pacerPath(offload bool, queues int, policy string) (*path, error) 
 }
 
 // pacerConfig builds the config of a link between the two namespaces.
-func (e *env) pacerConfig(inner, outer string, offload bool, queues int, policy string) (*shaper.Config, error) {
+func (e *env) pacerConfig(inner, outer string, offload bool, queues int, policy string) (*config.Config, error) {
 	yml := e.pacerYAML(inner, outer, offload, queues, policy)
-	cfg, err := shaper.ParseConfig("bench.yaml", []byte(yml))
+	cfg, err := config.Parse("bench.yaml", []byte(yml))
 	if err != nil {
 		return nil, fmt.Errorf("pacer config: %w\n%s", err, yml)
 	}

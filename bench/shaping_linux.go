@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 )
 
@@ -28,7 +29,7 @@ const shapeBacklog = 100 * time.Millisecond
 
 // burstFor is the burst both shapers get at a rate (bytes per second):
 // pacer's default, 10 ms of the rate but at least two 1500-byte packets.
-func burstFor(rateBytes uint64) uint64 { return shaper.DefaultBurst(rateBytes, 1500) }
+func burstFor(rateBytes uint64) uint64 { return config.DefaultBurst(rateBytes, 1500) }
 
 // shapeResult is one rate and one shaper of scenarios 4 and 5.
 type shapeResult struct {

@@ -24,13 +24,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
-// parseConfig is the one call into the config decoder. It moves to
-// config.Parse (same arguments) when the config package lands.
+// parseConfig is the one call into the config decoder: the same
+// config.Parse that pacerd loads its file with.
 func parseConfig(name string, data []byte) error {
-	_, err := shaper.ParseConfig(name, data)
+	_, err := config.Parse(name, data)
 	return err
 }
 

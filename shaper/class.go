@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
@@ -12,10 +13,10 @@ import (
 
 // Unclassified is the name under which packets that match no class (and no
 // default) are counted. They pass unthrottled.
-const Unclassified = "unclassified"
+const Unclassified = config.Unclassified
 
 // DefaultClass is the name of a direction's default class.
-const DefaultClass = "default"
+const DefaultClass = config.DefaultClass
 
 // Class is one traffic class of a direction: its buckets, its settings and
 // its counters. A Class outlives config reloads that keep its name, so that
@@ -32,7 +33,7 @@ type Class struct {
 	// across applies while the key's kind and prefixes stay; keyShape is
 	// what it keys on.
 	keys     *keyed.Table
-	keyShape PerConfig
+	keyShape config.PerConfig
 	// sched is the class's rate schedule (nil: constant); nextSched is the
 	// one the next apply installs.
 	sched, nextSched *bucket.Schedule
@@ -46,7 +47,7 @@ type Class struct {
 // live change installs a new one; packets in flight keep the one they
 // grabbed from.
 type classState struct {
-	cfg     ClassConfig
+	cfg     config.ClassConfig
 	gate          // the class's rate and peak buckets (nil rate: unthrottled)
 	queue   queue // how its packets wait for the gate, chosen by apply
 	police  bool
@@ -61,7 +62,7 @@ type classState struct {
 	// Per-key limit: the table, what it keys on, and whether a key's excess
 	// is dropped at once (per.mode police) rather than waiting.
 	keys      *keyed.Table
-	per       PerConfig
+	per       config.PerConfig
 	perPolice bool
 	// emu is the class's link emulation (nil: none).
 	emu *emulate.Settings
@@ -71,7 +72,7 @@ type classState struct {
 func (c *Class) Name() string { return c.name }
 
 // Config returns the class's current settings.
-func (c *Class) Config() ClassConfig { return c.state.Load().cfg }
+func (c *Class) Config() config.ClassConfig { return c.state.Load().cfg }
 
 // Counters returns the class's counters summed over all workers. A worker
 // counts the packets of a write batch once the write has returned, so a
@@ -93,26 +94,26 @@ func newClass(name string, workers int) *Class {
 // takes. They pass unthrottled but for the direction's rate.
 func newUnclassified(workers int) *Class {
 	c := newClass(Unclassified, workers)
-	c.state.Store(&classState{cfg: ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: DefaultBacklog})
+	c.state.Store(&classState{cfg: config.ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: config.DefaultBacklog})
 	return c
 }
 
 // apply installs cfg, reusing the class's buckets where it can so that the
 // tokens they hold and the tickets out on them stay valid.
-func (c *Class) apply(cfg ClassConfig, now int64) {
+func (c *Class) apply(cfg config.ClassConfig, now int64) {
 	// A trace or rate schedule replaces the constant rate (loaded by the
 	// caller: it may fail, and a failed apply must change nothing).
 	c.sched = c.nextSched
 	c.nextSched = nil
 	old := c.state.Load()
-	st := &classState{cfg: cfg, police: cfg.Mode == ModePolice, backlog: cfg.Backlog}
+	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog}
 	c.applyPer(st, cfg, now)
 	st.emu = emuSettings(cfg.Emulate)
-	if !st.police && cfg.Rate > 0 && cfg.Queue == QueueFQ {
+	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
 		st.fq = true
 		st.fqParams = fqParams(cfg)
 		st.splitGSO = cfg.Rate < SplitGSOBelow
-		if cfg.FQ.Isolate != fq.IsolateFlows {
+		if cfg.FQ.Isolate != config.IsolateFlows {
 			if c.hosts == nil {
 				c.hosts = fq.NewHosts(fqHostSlots)
 			}
@@ -152,14 +153,14 @@ func (c *Class) apply(cfg ClassConfig, now int64) {
 // applyPer installs the class's per-key table: the same table with new
 // settings while the key's kind and prefixes stay (keys keep their
 // buckets), else a new one.
-func (c *Class) applyPer(st *classState, cfg ClassConfig, now int64) {
+func (c *Class) applyPer(st *classState, cfg config.ClassConfig, now int64) {
 	if cfg.Per == nil || cfg.Rate == 0 {
 		c.keys = nil
 		return
 	}
 	p := *cfg.Per
 	set := keyed.Settings{
-		Rate: p.Rate, Burst: p.Burst, Peak: p.Peak, PeakBurst: 2 * DefaultMTU,
+		Rate: p.Rate, Burst: p.Burst, Peak: p.Peak, PeakBurst: 2 * config.DefaultMTU,
 		Max: p.Keys, Idle: p.Idle,
 	}
 	for _, o := range p.Overrides {
@@ -171,13 +172,13 @@ func (c *Class) applyPer(st *classState, cfg ClassConfig, now int64) {
 		c.keys = keyed.New(set, now)
 	}
 	c.keyShape = p
-	st.keys, st.per, st.perPolice = c.keys, p, p.Mode == ModePolice
+	st.keys, st.per, st.perPolice = c.keys, p, p.Mode == config.ModePolice
 }
 
 // emuSettings converts a config's link emulation for package emulate;
 // nil when it emulates nothing the data path does per packet (rate
 // schedules live in the buckets).
-func emuSettings(e EmulateConfig) *emulate.Settings {
+func emuSettings(e config.EmulateConfig) *emulate.Settings {
 	s := &emulate.Settings{
 		Delay: e.Delay, Jitter: e.Jitter, Dist: emulate.Distribution(e.Distribution), Reorder: e.Reorder,
 		Loss: e.Loss / 100, Duplicate: e.Duplicate / 100, Corrupt: e.Corrupt / 100,
@@ -194,9 +195,9 @@ func emuSettings(e EmulateConfig) *emulate.Settings {
 // keyOf returns the key of the packet whose headers are h.
 func (st *classState) keyOf(h *Headers) keyed.Key {
 	switch st.per.Kind {
-	case PerDst:
+	case config.PerDst:
 		return keyed.AddrKey(h.Dst, st.per.Prefix4, st.per.Prefix6)
-	case PerFlow:
+	case config.PerFlow:
 		return keyed.FlowKey(h.Src, h.Dst, h.Sport, h.Dport, h.Proto)
 	}
 	return keyed.AddrKey(h.Src, st.per.Prefix4, st.per.Prefix6)
@@ -222,15 +223,15 @@ const minFQLimitBytes = 64 * 1514
 // config, its rate, and a memory bound of rate x backlog per worker (at
 // least minFQLimitBytes): a packet beyond it could not leave in time
 // anyway.
-func fqParams(cfg ClassConfig) fq.Params {
+func fqParams(cfg config.ClassConfig) fq.Params {
 	limit := cfg.Rate * uint64(cfg.Backlog) / uint64(time.Second)
 	return fq.Params{
 		Rate:       cfg.Rate,
-		MTU:        DefaultMTU,
+		MTU:        config.DefaultMTU,
 		Flows:      cfg.FQ.Flows,
 		Quantum:    int(cfg.FQ.Quantum),
-		Isolate:    cfg.FQ.Isolate,
-		AQM:        cfg.FQ.AQM,
+		Isolate:    fqIsolation(cfg.FQ.Isolate),
+		AQM:        fqAQM(cfg.FQ.AQM),
 		NoECN:      cfg.FQ.NoECN,
 		Target:     cfg.FQ.Target,
 		Interval:   cfg.FQ.Interval,
@@ -242,4 +243,4 @@ func fqParams(cfg ClassConfig) fq.Params {
 // at the default MTU, like tbf's mtu parameter. A larger packet (a GSO
 // super-packet) still passes: its grab leaves a deficiency that clears at
 // the peak rate, which is the pacing the peak rate asks for.
-func peakBurst(ClassConfig) uint64 { return 2 * DefaultMTU }
+func peakBurst(config.ClassConfig) uint64 { return 2 * config.DefaultMTU }

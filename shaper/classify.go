@@ -7,13 +7,15 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+
+	"github.com/pacer-dev/pacer/config"
 )
 
-// Matches reports whether flow f matches m: f's source address is in one
+// Matches reports whether flow f matches the config's match m: f's source address is in one
 // of m.Src's prefixes (or m.Src is empty), and likewise for every other
 // field that m sets. Address zones are ignored. This is the definition
 // Classifier implements; it takes time linear in the number of prefixes.
-func (m *MatchConfig) Matches(f *Flow) bool {
+func Matches(m *config.MatchConfig, f *Flow) bool {
 	return inPrefixes(m.Src, f.Src) && inPrefixes(m.Dst, f.Dst) &&
 		(m.Proto == nil || *m.Proto == f.Proto) &&
 		m.Sport.Contains(f.Sport) && m.Dport.Contains(f.Dport) &&
@@ -231,7 +233,7 @@ func (c *Classifier) Len() int { return c.n }
 // with host bits set are masked (Validate rejects those in a config).
 // It returns an error for an invalid (zero) prefix, a port range with Lo
 // above Hi, or a DSCP above 63.
-func NewClassifier(classes []ClassConfig) (*Classifier, error) {
+func NewClassifier(classes []config.ClassConfig) (*Classifier, error) {
 	n := len(classes)
 	words := max((n+63)/64, 1)
 	b := &builder{words: words, index: map[string]uint32{}}
@@ -260,7 +262,7 @@ func NewClassifier(classes []ClassConfig) (*Classifier, error) {
 			c.useDSCP = true
 		}
 		for _, pr := range []struct {
-			r   PortRange
+			r   config.PortRange
 			any bitset
 			ivs *[]interval
 			use *bool

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 )
 
@@ -23,9 +24,9 @@ func pfx(ss ...string) []netip.Prefix {
 }
 
 // linear is the reference classifier: the first class whose match matches.
-func linear(classes []shaper.ClassConfig, f *shaper.Flow) int {
+func linear(classes []config.ClassConfig, f *shaper.Flow) int {
 	for i := range classes {
-		if classes[i].Match.Matches(f) {
+		if shaper.Matches(&classes[i].Match, f) {
 			return i
 		}
 	}
@@ -37,15 +38,15 @@ func flow(src, dst string, proto uint8, sport, dport uint16, dscp uint8) shaper.
 }
 
 func TestClassify(t *testing.T) {
-	classes := []shaper.ClassConfig{
-		{Name: "voice", Match: shaper.MatchConfig{DSCP: u8(46)}},
-		{Name: "video", Match: shaper.MatchConfig{Dst: pfx("198.18.0.2/32"), Proto: u8(17), Dport: shaper.PortRange{Lo: 5000, Hi: 5999}}},
-		{Name: "ssh", Match: shaper.MatchConfig{Proto: u8(6), Dport: shaper.PortRange{Lo: 22, Hi: 22}}},
-		{Name: "lan", Match: shaper.MatchConfig{Src: pfx("198.18.0.0/24", "2001:db8::/32"), Dst: pfx("198.18.1.0/24", "2001:db8:1::/48")}},
-		{Name: "web-back", Match: shaper.MatchConfig{Proto: u8(6), Sport: shaper.PortRange{Lo: 80, Hi: 80}}},
-		{Name: "v6", Match: shaper.MatchConfig{Dst: pfx("::/0")}},
-		{Name: "icmp", Match: shaper.MatchConfig{Proto: u8(1)}},
-		{Name: "mapped", Match: shaper.MatchConfig{Src: pfx("198.51.100.0/24")}},
+	classes := []config.ClassConfig{
+		{Name: "voice", Match: config.MatchConfig{DSCP: u8(46)}},
+		{Name: "video", Match: config.MatchConfig{Dst: pfx("198.18.0.2/32"), Proto: u8(17), Dport: config.PortRange{Lo: 5000, Hi: 5999}}},
+		{Name: "ssh", Match: config.MatchConfig{Proto: u8(6), Dport: config.PortRange{Lo: 22, Hi: 22}}},
+		{Name: "lan", Match: config.MatchConfig{Src: pfx("198.18.0.0/24", "2001:db8::/32"), Dst: pfx("198.18.1.0/24", "2001:db8:1::/48")}},
+		{Name: "web-back", Match: config.MatchConfig{Proto: u8(6), Sport: config.PortRange{Lo: 80, Hi: 80}}},
+		{Name: "v6", Match: config.MatchConfig{Dst: pfx("::/0")}},
+		{Name: "icmp", Match: config.MatchConfig{Proto: u8(1)}},
+		{Name: "mapped", Match: config.MatchConfig{Src: pfx("198.51.100.0/24")}},
 	}
 	tests := []struct {
 		name string
@@ -88,23 +89,23 @@ func TestClassify(t *testing.T) {
 func TestClassifyEdgeCases(t *testing.T) {
 	tests := []struct {
 		name    string
-		classes []shaper.ClassConfig
+		classes []config.ClassConfig
 		flow    shaper.Flow
 		want    int
 	}{
 		{name: "no classes", flow: flow("1.2.3.4", "1.2.3.4", 6, 1, 1, 0), want: -1},
-		{name: "catch-all", classes: []shaper.ClassConfig{{}}, flow: flow("1.2.3.4", "1.2.3.4", 6, 1, 1, 0), want: 0},
-		{name: "v4 /0 top address", classes: []shaper.ClassConfig{{Match: shaper.MatchConfig{Dst: pfx("0.0.0.0/0")}}},
+		{name: "catch-all", classes: []config.ClassConfig{{}}, flow: flow("1.2.3.4", "1.2.3.4", 6, 1, 1, 0), want: 0},
+		{name: "v4 /0 top address", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: pfx("0.0.0.0/0")}}},
 			flow: flow("1.2.3.4", "255.255.255.255", 6, 1, 1, 0), want: 0},
-		{name: "v6 /128 top address", classes: []shaper.ClassConfig{{Match: shaper.MatchConfig{Dst: pfx("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")}}},
+		{name: "v6 /128 top address", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: pfx("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")}}},
 			flow: flow("::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 6, 1, 1, 0), want: 0},
-		{name: "v6 /64 carry", classes: []shaper.ClassConfig{{Match: shaper.MatchConfig{Dst: pfx("2001:db8:0:1::/64")}}},
+		{name: "v6 /64 carry", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: pfx("2001:db8:0:1::/64")}}},
 			flow: flow("::1", "2001:db8:0:2::", 6, 1, 1, 0), want: -1},
-		{name: "port 65535", classes: []shaper.ClassConfig{{Match: shaper.MatchConfig{Dport: shaper.PortRange{Lo: 65535, Hi: 65535}}}},
+		{name: "port 65535", classes: []config.ClassConfig{{Match: config.MatchConfig{Dport: config.PortRange{Lo: 65535, Hi: 65535}}}},
 			flow: flow("::1", "::2", 6, 1, 65535, 0), want: 0},
-		{name: "zone ignored", classes: []shaper.ClassConfig{{Match: shaper.MatchConfig{Dst: pfx("fe80::/10")}}},
+		{name: "zone ignored", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: pfx("fe80::/10")}}},
 			flow: shaper.Flow{Src: netip.MustParseAddr("fe80::1%eth0"), Dst: netip.MustParseAddr("fe80::2%eth0")}, want: 0},
-		{name: "host bits masked", classes: []shaper.ClassConfig{{Match: shaper.MatchConfig{Dst: []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.1.2.3"), 8)}}}},
+		{name: "host bits masked", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.1.2.3"), 8)}}}},
 			flow: flow("1.1.1.1", "10.200.0.1", 6, 1, 1, 0), want: 0},
 	}
 	for _, tt := range tests {
@@ -126,15 +127,15 @@ func TestClassifyEdgeCases(t *testing.T) {
 func TestNewClassifierErrors(t *testing.T) {
 	tests := []struct {
 		name  string
-		match shaper.MatchConfig
+		match config.MatchConfig
 	}{
-		{name: "zero prefix", match: shaper.MatchConfig{Src: []netip.Prefix{{}}}},
-		{name: "reversed ports", match: shaper.MatchConfig{Dport: shaper.PortRange{Lo: 9, Hi: 8}}},
-		{name: "dscp 64", match: shaper.MatchConfig{DSCP: u8(64)}},
+		{name: "zero prefix", match: config.MatchConfig{Src: []netip.Prefix{{}}}},
+		{name: "reversed ports", match: config.MatchConfig{Dport: config.PortRange{Lo: 9, Hi: 8}}},
+		{name: "dscp 64", match: config.MatchConfig{DSCP: u8(64)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := shaper.NewClassifier([]shaper.ClassConfig{{Name: "x", Match: tt.match}}); err == nil {
+			if _, err := shaper.NewClassifier([]config.ClassConfig{{Name: "x", Match: tt.match}}); err == nil {
 				t.Error("NewClassifier succeeded")
 			}
 		})
@@ -205,24 +206,24 @@ func (g *gen) port() uint16 {
 	return g.u16()
 }
 
-func (g *gen) ports() shaper.PortRange {
+func (g *gen) ports() config.PortRange {
 	switch b := g.byte(); {
 	case b < 128:
-		return shaper.PortRange{}
+		return config.PortRange{}
 	case b < 192:
 		p := g.port()
-		return shaper.PortRange{Lo: p, Hi: p}
+		return config.PortRange{Lo: p, Hi: p}
 	default:
 		lo, hi := g.port(), g.port()
 		if lo > hi {
 			lo, hi = hi, lo
 		}
-		return shaper.PortRange{Lo: lo, Hi: hi}
+		return config.PortRange{Lo: lo, Hi: hi}
 	}
 }
 
-func (g *gen) class() shaper.ClassConfig {
-	var m shaper.MatchConfig
+func (g *gen) class() config.ClassConfig {
+	var m config.MatchConfig
 	m.Src, m.Dst = g.prefixes(), g.prefixes()
 	if b := g.byte(); b < 128 {
 		m.Proto = u8([]uint8{1, 6, 17, 58, 6, 17, 0, 255}[b%8])
@@ -233,7 +234,7 @@ func (g *gen) class() shaper.ClassConfig {
 	} else if b < 96 {
 		m.DSCP = u8([]uint8{0, 10, 46, 63}[b%4])
 	}
-	return shaper.ClassConfig{Match: m}
+	return config.ClassConfig{Match: m}
 }
 
 func (g *gen) flow() shaper.Flow {
@@ -249,7 +250,7 @@ func (g *gen) flow() shaper.Flow {
 
 // edgeFlows returns flows at and beside every end of every prefix and
 // port range of the classes.
-func edgeFlows(classes []shaper.ClassConfig, base shaper.Flow) []shaper.Flow {
+func edgeFlows(classes []config.ClassConfig, base shaper.Flow) []shaper.Flow {
 	var out []shaper.Flow
 	around := func(a netip.Addr) []netip.Addr {
 		r := []netip.Addr{a}
@@ -284,7 +285,7 @@ func edgeFlows(classes []shaper.ClassConfig, base shaper.Flow) []shaper.Flow {
 				}
 			}
 		}
-		for _, r := range []shaper.PortRange{m.Sport, m.Dport} {
+		for _, r := range []config.PortRange{m.Sport, m.Dport} {
 			for _, p := range []uint16{r.Lo - 1, r.Lo, r.Hi, r.Hi + 1} {
 				f := base
 				f.Sport, f.Dport = p, p
@@ -298,7 +299,7 @@ func edgeFlows(classes []shaper.ClassConfig, base shaper.Flow) []shaper.Flow {
 // checkAgainstLinear builds a classifier and compares it with linear on
 // the given flows and on flows at every edge of the classes (the first
 // flow moved to each edge).
-func checkAgainstLinear(t *testing.T, classes []shaper.ClassConfig, flows []shaper.Flow) {
+func checkAgainstLinear(t *testing.T, classes []config.ClassConfig, flows []shaper.Flow) {
 	t.Helper()
 	c, err := shaper.NewClassifier(classes)
 	if err != nil {
@@ -318,7 +319,7 @@ func TestClassifyAgreesWithLinear(t *testing.T) {
 	for seed := range uint64(200) {
 		g := &gen{rng: rand.New(rand.NewPCG(seed, 1))}
 		n := []int{1, 2, 5, 63, 64, 65, 130}[seed%7]
-		classes := make([]shaper.ClassConfig, n)
+		classes := make([]config.ClassConfig, n)
 		for i := range classes {
 			classes[i] = g.class()
 		}
@@ -338,7 +339,7 @@ func FuzzClassify(f *testing.F) {
 	f.Add([]byte("\x01\x02\x03\x04\xff\xfe\xfd\x80\x81\xc0\xc1"), uint8(1), uint64(3))
 	f.Fuzz(func(t *testing.T, data []byte, n uint8, seed uint64) {
 		g := &gen{data: data, rng: rand.New(rand.NewPCG(seed, 2))}
-		classes := make([]shaper.ClassConfig, int(n)%140)
+		classes := make([]config.ClassConfig, int(n)%140)
 		for i := range classes {
 			classes[i] = g.class()
 		}
@@ -352,7 +353,7 @@ func FuzzClassify(f *testing.F) {
 
 func TestClassifyConcurrent(t *testing.T) {
 	g := &gen{rng: rand.New(rand.NewPCG(7, 7))}
-	classes := make([]shaper.ClassConfig, 300)
+	classes := make([]config.ClassConfig, 300)
 	for i := range classes {
 		classes[i] = g.class()
 	}
@@ -403,7 +404,7 @@ func TestClassifyAllocs(t *testing.T) {
 // a third of the flows come from the classes' own values, so that matches
 // spread over the whole list; the rest are random traffic in the same
 // ranges, mostly matching nothing or a broad class.
-func realistic(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow) {
+func realistic(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
 	rng := rand.New(rand.NewPCG(uint64(n), 42))
 	v4 := func() netip.Addr {
 		x := rng.Uint32N(1 << 17)
@@ -416,9 +417,9 @@ func realistic(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow) {
 		return netip.AddrFrom16(b)
 	}
 	common := []uint16{22, 53, 80, 443, 3478, 5000, 8080, 8443}
-	classes := make([]shaper.ClassConfig, n)
+	classes := make([]config.ClassConfig, n)
 	for i := range classes {
-		var m shaper.MatchConfig
+		var m config.MatchConfig
 		switch r := rng.IntN(10); {
 		case r < 7:
 			p, _ := v4().Prefix([]int{16, 20, 24, 24, 28, 32}[rng.IntN(6)])
@@ -451,23 +452,23 @@ func realistic(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow) {
 			switch r := rng.IntN(10); {
 			case r < 4:
 				p := common[rng.IntN(len(common))]
-				m.Dport = shaper.PortRange{Lo: p, Hi: p}
+				m.Dport = config.PortRange{Lo: p, Hi: p}
 			case r < 6:
 				p := uint16(1024 + rng.IntN(60000))
-				m.Dport = shaper.PortRange{Lo: p, Hi: p}
+				m.Dport = config.PortRange{Lo: p, Hi: p}
 			case r < 8:
 				lo := uint16(1024 + rng.IntN(60000))
-				m.Dport = shaper.PortRange{Lo: lo, Hi: lo + uint16(rng.IntN(1000))}
+				m.Dport = config.PortRange{Lo: lo, Hi: lo + uint16(rng.IntN(1000))}
 			}
 			if rng.IntN(10) == 0 {
 				p := common[rng.IntN(len(common))]
-				m.Sport = shaper.PortRange{Lo: p, Hi: p}
+				m.Sport = config.PortRange{Lo: p, Hi: p}
 			}
 		}
 		if rng.IntN(10) == 0 {
 			m.DSCP = u8([]uint8{10, 18, 26, 34, 46}[rng.IntN(5)])
 		}
-		classes[i] = shaper.ClassConfig{Name: "c" + strconv.Itoa(i), Match: m}
+		classes[i] = config.ClassConfig{Name: "c" + strconv.Itoa(i), Match: m}
 	}
 	flows := make([]shaper.Flow, nflows)
 	for i := range flows {
@@ -513,16 +514,16 @@ func realistic(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow) {
 // spread returns n specific classes (each one /32 or /24 destination,
 // TCP or UDP, one destination port) and flows of which half hit a class
 // chosen uniformly and half match nothing: the linear scan's bad case.
-func spread(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow) {
+func spread(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
 	rng := rand.New(rand.NewPCG(uint64(n), 43))
-	classes := make([]shaper.ClassConfig, n)
+	classes := make([]config.ClassConfig, n)
 	for i := range classes {
 		x := rng.Uint32N(1 << 17)
 		a := netip.AddrFrom4([4]byte{198, 18 + byte(x>>16), byte(x >> 8), byte(x)})
 		p, _ := a.Prefix([]int{24, 32}[rng.IntN(2)])
 		port := uint16(1 + rng.IntN(65535))
-		classes[i] = shaper.ClassConfig{Name: "s" + strconv.Itoa(i), Match: shaper.MatchConfig{
-			Dst: []netip.Prefix{p}, Proto: u8([]uint8{6, 17}[rng.IntN(2)]), Dport: shaper.PortRange{Lo: port, Hi: port},
+		classes[i] = config.ClassConfig{Name: "s" + strconv.Itoa(i), Match: config.MatchConfig{
+			Dst: []netip.Prefix{p}, Proto: u8([]uint8{6, 17}[rng.IntN(2)]), Dport: config.PortRange{Lo: port, Hi: port},
 		}}
 	}
 	flows := make([]shaper.Flow, nflows)
@@ -540,7 +541,7 @@ func spread(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow) {
 func BenchmarkClassify(b *testing.B) {
 	for _, mix := range []struct {
 		name string
-		gen  func(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow)
+		gen  func(n, nflows int) ([]config.ClassConfig, []shaper.Flow)
 	}{{"realistic", realistic}, {"spread", spread}} {
 		for _, n := range []int{1, 100, 10000} {
 			benchmarkClassify(b, mix.name, mix.gen, n)
@@ -548,7 +549,7 @@ func BenchmarkClassify(b *testing.B) {
 	}
 }
 
-func benchmarkClassify(b *testing.B, mix string, gen func(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow), n int) {
+func benchmarkClassify(b *testing.B, mix string, gen func(n, nflows int) ([]config.ClassConfig, []shaper.Flow), n int) {
 	{
 		classes, flows := gen(n, 1024)
 		c, err := shaper.NewClassifier(classes)
@@ -586,7 +587,7 @@ func benchmarkClassify(b *testing.B, mix string, gen func(n, nflows int) ([]shap
 func BenchmarkNewClassifier(b *testing.B) {
 	for _, mix := range []struct {
 		name string
-		gen  func(n, nflows int) ([]shaper.ClassConfig, []shaper.Flow)
+		gen  func(n, nflows int) ([]config.ClassConfig, []shaper.Flow)
 	}{{"realistic", realistic}, {"spread", spread}} {
 		for _, n := range []int{100, 10000} {
 			classes, _ := mix.gen(n, 1)
@@ -616,13 +617,13 @@ func BenchmarkNewClassifier(b *testing.B) {
 
 func ExampleClassifier_Classify() {
 	proto := func(p uint8) *uint8 { return &p }
-	classes := []shaper.ClassConfig{
-		{Name: "video", Match: shaper.MatchConfig{
+	classes := []config.ClassConfig{
+		{Name: "video", Match: config.MatchConfig{
 			Dst:   []netip.Prefix{netip.MustParsePrefix("198.18.0.2/32")},
 			Proto: proto(17),
-			Dport: shaper.PortRange{Lo: 5000, Hi: 5999},
+			Dport: config.PortRange{Lo: 5000, Hi: 5999},
 		}},
-		{Name: "web", Match: shaper.MatchConfig{Proto: proto(6), Dport: shaper.PortRange{Lo: 443, Hi: 443}}},
+		{Name: "web", Match: config.MatchConfig{Proto: proto(6), Dport: config.PortRange{Lo: 443, Hi: 443}}},
 	}
 	c, err := shaper.NewClassifier(classes)
 	if err != nil {

@@ -8,13 +8,14 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/pacer-dev/pacer/config"
 )
 
 // benchClasses returns n classes that each match a different TCP
 // destination port range from a different source prefix; the packet of
 // benchPacket matches the last one, so a linear scan would try them all.
-func benchClasses(n int) DirectionConfig {
-	var d DirectionConfig
+func benchClasses(n int) config.DirectionConfig {
+	var d config.DirectionConfig
 	tcp := uint8(6)
 	for i := 0; i < n; i++ {
 		lo := uint16(1000 + 2*(i%30000))
@@ -22,12 +23,12 @@ func benchClasses(n int) DirectionConfig {
 		if i == n-1 {
 			lo, src = 443, netip.MustParsePrefix("198.18.0.0/15")
 		}
-		d.Classes = append(d.Classes, ClassConfig{
+		d.Classes = append(d.Classes, config.ClassConfig{
 			Name:    fmt.Sprintf("c%d", i),
-			Match:   MatchConfig{Src: []netip.Prefix{src}, Proto: &tcp, Dport: PortRange{lo, lo + 1}},
+			Match:   config.MatchConfig{Src: []netip.Prefix{src}, Proto: &tcp, Dport: config.PortRange{Lo: lo, Hi: lo + 1}},
 			Rate:    1_250_000_000,
 			Burst:   1 << 20,
-			Backlog: DefaultBacklog,
+			Backlog: config.DefaultBacklog,
 		})
 	}
 	return d
@@ -105,7 +106,7 @@ func BenchmarkDecisionPerKey(b *testing.B) {
 func benchPerKey(b *testing.B, run int) {
 	const keys = 100_000
 	cfg := benchClasses(1)
-	cfg.Classes[0].Per = &PerConfig{Kind: PerSrc, Prefix4: 32, Prefix6: 128, Rate: 1_250_000, Burst: 1 << 20,
+	cfg.Classes[0].Per = &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 1_250_000, Burst: 1 << 20,
 		Keys: 2 * keys, Idle: time.Hour}
 	d, err := newDirection(Egress, cfg, nil, 1, 0)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 )
 
@@ -16,13 +17,13 @@ type direction struct {
 	def        *Class   // nil: no default class
 	unclass    *Class   // counters for unclassified and malformed packets
 	link       *bucket.Bucket
-	emu        *emulate.Settings // the direction's link emulation (nil: none)
-	global     *GlobalConfig     // the direction's global limit (a copy; nil: none)
+	emu        *emulate.Settings    // the direction's link emulation (nil: none)
+	global     *config.GlobalConfig // the direction's global limit (a copy; nil: none)
 }
 
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
 // by name. It fails only on a classifier error; cfg is validated already.
-func newDirection(name string, cfg DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
+func newDirection(name string, cfg config.DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
 	d := &direction{name: name, emu: emuSettings(cfg.Emulate)}
 	if cfg.Global != nil {
 		g := *cfg.Global
@@ -41,7 +42,7 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 	if d.unclass == nil {
 		d.unclass = newUnclassified(workers)
 	}
-	get := func(cc ClassConfig, sched *bucket.Schedule) *Class {
+	get := func(cc config.ClassConfig, sched *bucket.Schedule) *Class {
 		c := byName[cc.Name]
 		if c == nil {
 			c = newClass(cc.Name, workers)
@@ -56,7 +57,7 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 	// policy before any class changes.
 	scheds := make([]*bucket.Schedule, len(cfg.Classes))
 	for i := range cfg.Classes {
-		s, err := cfg.Classes[i].Emulate.schedule()
+		s, err := emulateSchedule(&cfg.Classes[i].Emulate)
 		if err != nil {
 			return nil, fmt.Errorf("%s: class %s: %w", name, cfg.Classes[i].Name, err)
 		}
@@ -64,13 +65,13 @@ func newDirection(name string, cfg DirectionConfig, old *direction, workers int,
 	}
 	var defSched *bucket.Schedule
 	if cfg.Default != nil {
-		s, err := cfg.Default.Emulate.schedule()
+		s, err := emulateSchedule(&cfg.Default.Emulate)
 		if err != nil {
 			return nil, fmt.Errorf("%s: class default: %w", name, err)
 		}
 		defSched = s
 	}
-	linkSched, err := cfg.Emulate.schedule()
+	linkSched, err := emulateSchedule(&cfg.Emulate)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
 // apply parses the link's YAML with a new policy and applies it live.
 func (tl *testLink) apply(t *testing.T, policy string) {
 	t.Helper()
-	cfg, err := ParseConfig("test.yaml", []byte(tl.linkYAML+policy))
+	cfg, err := config.Parse("test.yaml", []byte(tl.linkYAML+policy))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, policy)
 	}

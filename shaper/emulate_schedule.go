@@ -6,22 +6,20 @@ import (
 	"os"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
 )
 
-// TraceMTU is the packet size of one delivery opportunity in a Mahimahi
-// trace: Mahimahi's link counts opportunities of one 1500-byte packet.
-const TraceMTU = 1500
-
-// LoadTrace reads a Mahimahi trace file into a rate schedule.
+// LoadTrace reads a Mahimahi trace file into a rate schedule. Its errors
+// are those of config.CheckTrace, which checks the file for the config.
 func LoadTrace(path string) (*bucket.Schedule, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	if len(data) > MaxTraceBytes {
-		return nil, fmt.Errorf("trace %s: larger than %s", path, FormatSize(MaxTraceBytes))
+	if len(data) > config.MaxTraceBytes {
+		return nil, fmt.Errorf("trace %s: larger than %s", path, config.FormatSize(config.MaxTraceBytes))
 	}
-	s, err := bucket.ParseMahimahiTrace(namedReader{bytes.NewReader(data), path}, TraceMTU)
+	s, err := bucket.ParseMahimahiTrace(namedReader{bytes.NewReader(data), path}, config.TraceMTU)
 	if err != nil {
 		return nil, fmt.Errorf("trace %w", err)
 	}
@@ -37,9 +35,10 @@ type namedReader struct {
 
 func (r namedReader) Name() string { return r.name }
 
-// schedule returns the rate schedule e asks for (nil: a constant rate).
-// Rates end with a step without a rate, whose time is the loop's period.
-func (e *EmulateConfig) schedule() (*bucket.Schedule, error) {
+// emulateSchedule returns the rate schedule e asks for (nil: a constant
+// rate). Rates end with a step without a rate, whose time is the loop's
+// period.
+func emulateSchedule(e *config.EmulateConfig) (*bucket.Schedule, error) {
 	switch {
 	case e.Trace != "":
 		return LoadTrace(e.Trace)

@@ -2,13 +2,15 @@ package shaper
 
 import (
 	"testing"
+
+	"github.com/pacer-dev/pacer/config"
 )
 
 // TestReloadKeepsSchedule: a reload that keeps a class's rate schedule
 // keeps the running one (and its phase); a changed schedule replaces it.
 func TestReloadKeepsSchedule(t *testing.T) {
-	parse := func(rates string) DirectionConfig {
-		cfg, err := ParseConfig("s.yaml", []byte("link:\n  inner: {name: a}\n  outer: {name: b}\negress:\n  classes:\n    - {name: c, rate: 12mbit, rates: "+rates+"}\n"))
+	parse := func(rates string) config.DirectionConfig {
+		cfg, err := config.Parse("s.yaml", []byte("link:\n  inner: {name: a}\n  outer: {name: b}\negress:\n  classes:\n    - {name: c, rate: 12mbit, rates: "+rates+"}\n"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
@@ -43,16 +43,16 @@ func rawIPv4(proto uint8, sport uint16, payload int) []byte {
 
 // fakeLink starts a link of fake devices with the given egress policy and
 // returns it, its inner device and the channel of what it writes to outer.
-func fakeLink(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, <-chan tuntest.FakePacket, *shaper.Config) {
+func fakeLink(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, <-chan tuntest.FakePacket, *config.Config) {
 	t.Helper()
 	l, inner, outer, cfg := fakeLinkDevices(t, offload, policy)
 	return l, inner, outer.Written(0), cfg
 }
 
 // fakeLinkDevices is fakeLink returning the outer device itself.
-func fakeLinkDevices(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, *tuntest.Fake, *shaper.Config) {
+func fakeLinkDevices(t *testing.T, offload bool, policy string) (*shaper.Link, *tuntest.Fake, *tuntest.Fake, *config.Config) {
 	t.Helper()
-	cfg, err := shaper.ParseConfig("fq.yaml", []byte("link:\n  inner: {name: fq-in}\n  outer: {name: fq-out}\n"+policy))
+	cfg, err := config.Parse("fq.yaml", []byte("link:\n  inner: {name: fq-in}\n  outer: {name: fq-out}\n"+policy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ egress:
 			injected++
 		}
 	}
-	steps := []func(cc *shaper.ClassConfig){
-		func(cc *shaper.ClassConfig) { cc.FQ.AQM = fq.AQMCoDel },
-		func(cc *shaper.ClassConfig) { cc.FQ.Flows = 64; cc.FQ.Isolate = fq.IsolateSrcHost },
-		func(cc *shaper.ClassConfig) { cc.Queue, cc.FQ = shaper.QueueFIFO, shaper.FQConfig{} },
-		func(cc *shaper.ClassConfig) { cc.Queue = shaper.QueueFQ; cc.FQ.NoECN = true },
+	steps := []func(cc *config.ClassConfig){
+		func(cc *config.ClassConfig) { cc.FQ.AQM = config.AQMCoDel },
+		func(cc *config.ClassConfig) { cc.FQ.Flows = 64; cc.FQ.Isolate = config.IsolateSrcHost },
+		func(cc *config.ClassConfig) { cc.Queue, cc.FQ = config.QueueFIFO, config.FQConfig{} },
+		func(cc *config.ClassConfig) { cc.Queue = config.QueueFQ; cc.FQ.NoECN = true },
 	}
 	changes, whileHeld := 0, 0
 	for _, pause := range []time.Duration{50 * time.Millisecond, 5 * time.Millisecond, 0} {

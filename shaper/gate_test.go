@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
 )
 
 // TestGateTryGrabAllOrNothing: a policed packet takes its cost from every
@@ -107,8 +108,8 @@ func TestGateTwoStages(t *testing.T) {
 // TestQueueChosenOnce: a class's queue follows its settings, chosen when
 // its state is built; a live change to another queue or mode swaps it.
 func TestQueueChosenOnce(t *testing.T) {
-	parse := func(class string) DirectionConfig {
-		cfg, err := ParseConfig("q.yaml", []byte("link:\n  inner: {name: a}\n  outer: {name: b}\negress:\n  classes:\n    - "+class+"\n"))
+	parse := func(class string) config.DirectionConfig {
+		cfg, err := config.Parse("q.yaml", []byte("link:\n  inner: {name: a}\n  outer: {name: b}\negress:\n  classes:\n    - "+class+"\n"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package shaper
 import (
 	"sync/atomic"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 )
 
@@ -24,7 +25,7 @@ func (l *Link) directionPtr(i int) *atomic.Pointer[direction] {
 
 // directionRateOf returns the total rate direction i runs under cfg: the
 // config's, or for a global direction the one its lease set last.
-func (l *Link) directionRateOf(i int, cfg DirectionConfig) uint64 {
+func (l *Link) directionRateOf(i int, cfg config.DirectionConfig) uint64 {
 	if cfg.Global == nil {
 		return cfg.Rate
 	}
@@ -50,13 +51,13 @@ func (l *Link) syncDirGlobal() {
 	g := &l.global
 	for i := range g.dirs {
 		d := l.directionPtr(i).Load()
-		var want *GlobalConfig
+		var want *config.GlobalConfig
 		if d != nil {
 			want = d.global
 		}
 		ls := g.dirs[i]
 		if ls != nil && want != nil && ls.Limit().Key == want.Key {
-			if lim := want.Limit(); ls.Limit() != lim {
+			if lim := globalLimit(want); ls.Limit() != lim {
 				ls.Update(lim)
 				l.log.Info("global limit changed", "direction", dirName(i), "key", lim.Key)
 			}
@@ -75,10 +76,10 @@ func (l *Link) syncDirGlobal() {
 				"direction", dirName(i))
 			continue
 		}
-		lim := want.Limit()
+		lim := globalLimit(want)
 		log := l.log.With("direction", dirName(i))
 		g.dirs[i] = global.StartLease(g.client, lim, &dirTarget{l: l, i: i, last: map[*Class]dirCounts{}}, log)
-		log.Info("global lease started", "key", lim.Key, "rate", FormatRate(lim.Rate), "period", lim.Period, "lease", lim.Lease, "host", g.client.Host())
+		log.Info("global lease started", "key", lim.Key, "rate", config.FormatRate(lim.Rate), "period", lim.Period, "lease", lim.Lease, "host", g.client.Host())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -49,8 +50,8 @@ egress:
 	links := make([]*testLink, 2)
 	for i := range links {
 		host := fmt.Sprintf("test/gdir%d", i)
-		links[i] = newTestLink(t, false, policy, withGlobal(func(cfg *Config) *global.Client {
-			c, err := global.NewClient(cfg.Redis.Options(), host)
+		links[i] = newTestLink(t, false, policy, withGlobal(func(cfg *config.Config) *global.Client {
+			c, err := global.NewClient(RedisOptions(cfg.Redis), host)
 			if err != nil {
 				t.Fatal(err)
 			}

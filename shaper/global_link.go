@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 )
 
@@ -23,7 +24,7 @@ const (
 
 // rateOf returns the rate of the class's bucket under cfg: the config's,
 // or for a global class the one its lease set last.
-func (c *Class) rateOf(cfg ClassConfig) uint64 {
+func (c *Class) rateOf(cfg config.ClassConfig) uint64 {
 	if cfg.Global == nil {
 		return cfg.Rate
 	}
@@ -151,7 +152,7 @@ func (l *Link) syncGlobal() {
 		}
 		id := ci.Direction + "/" + ci.Name()
 		want[id] = true
-		lim := cfg.Global.Limit()
+		lim := globalLimit(cfg.Global)
 		if cl := g.byID[id]; cl != nil {
 			if cl.class == ci.Class && cl.lease.Limit().Key == lim.Key {
 				if cl.lease.Limit() != lim {
@@ -170,7 +171,7 @@ func (l *Link) syncGlobal() {
 		}
 		log := l.log.With("direction", ci.Direction, "class", ci.Name())
 		g.byID[id] = &classLease{dir: ci.Direction, class: ci.Class, lease: global.StartLease(g.client, lim, &classTarget{c: ci.Class}, log)}
-		log.Info("global lease started", "key", lim.Key, "rate", FormatRate(lim.Rate), "period", lim.Period, "lease", lim.Lease, "host", g.client.Host())
+		log.Info("global lease started", "key", lim.Key, "rate", config.FormatRate(lim.Rate), "period", lim.Period, "lease", lim.Lease, "host", g.client.Host())
 	}
 	for id, cl := range g.byID {
 		if !want[id] {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
@@ -34,13 +35,13 @@ func waitGlobal(t *testing.T, l *shaper.Link, class string, grants uint64) shape
 // newGlobalLink parses config and returns it with a link between two fake
 // devices (g-in, g-out) and a Redis client for its redis section; the
 // devices and client close when the test ends.
-func newGlobalLink(t *testing.T, config string) (*shaper.Config, *shaper.Link, *global.Client) {
+func newGlobalLink(t *testing.T, yaml string) (*config.Config, *shaper.Link, *global.Client) {
 	t.Helper()
-	cfg, err := shaper.ParseConfig("g.yaml", []byte(config))
+	cfg, err := config.Parse("g.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := global.NewClient(cfg.Redis.Options(), "test/g-in")
+	c, err := global.NewClient(shaper.RedisOptions(cfg.Redis), "test/g-in")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestLinkGlobalLeases(t *testing.T) {
 
 	next := func(key string) {
 		t.Helper()
-		cfg, err := shaper.ParseConfig("g.yaml", []byte("link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"+key))
+		cfg, err := config.Parse("g.yaml", []byte("link:\n  inner: {name: g-in}\n  outer: {name: g-out}\n"+key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +136,7 @@ func TestLinkDirectionGlobalLease(t *testing.T) {
 	if g2 := waitGlobal(t, l, "", g.Grants+1); g2.Grants <= g.Grants {
 		t.Errorf("reload with the same key restarted the lease: %d grants, had %d", g2.Grants, g.Grants)
 	}
-	cfg2, err := shaper.ParseConfig("g.yaml", []byte(head+"ingress:\n  rate: 16mbit\n"))
+	cfg2, err := config.Parse("g.yaml", []byte(head+"ingress:\n  rate: 16mbit\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

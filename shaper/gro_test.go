@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -53,7 +54,7 @@ func tcpStream(n, mss int) (pkts [][]byte, gs []tun.GSOInfo, payload []byte) {
 // first Read returns them all) and returns it and what it writes to outer.
 func groLink(t *testing.T, policy string, pkts [][]byte, gs []tun.GSOInfo, opts ...shaper.LinkOption) (*shaper.Link, <-chan tuntest.FakePacket) {
 	t.Helper()
-	cfg, err := shaper.ParseConfig("gro.yaml", []byte("link:\n  inner: {name: gro-in}\n  outer: {name: gro-out}\n"+policy))
+	cfg, err := config.Parse("gro.yaml", []byte("link:\n  inner: {name: gro-in}\n  outer: {name: gro-out}\n"+policy))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 )
 
 // Direction names, as used in metrics labels and the control API.
 const (
-	Egress  = "egress"  // read from inner, written to outer
-	Ingress = "ingress" // read from outer, written to inner
+	Egress  = config.Egress  // read from inner, written to outer
+	Ingress = config.Ingress // read from outer, written to inner
 )
 
 // Link shapes the traffic between two TUN devices: packets read from inner
@@ -64,16 +65,16 @@ type madeDevice interface {
 // NewLink prepares a link between inner and outer with the given policies.
 // Both devices must have the same number of queues, and their queues must
 // support read deadlines (the Linux devices do). Nothing runs before Start.
-func NewLink(inner, outer tun.Device, egress, ingress DirectionConfig, log *slog.Logger, opts ...LinkOption) (*Link, error) {
+func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, log *slog.Logger, opts ...LinkOption) (*Link, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lo := linkSettings{wakeSlack: DefaultWakeSlack}
+	lo := linkSettings{wakeSlack: config.DefaultWakeSlack}
 	for _, o := range opts {
 		o(&lo)
 	}
-	if lo.wakeSlack < 0 || lo.wakeSlack > MaxWakeSlack {
-		return nil, fmt.Errorf("link %s-%s: wake slack %v: want 0 to %v", inner.Name(), outer.Name(), lo.wakeSlack, MaxWakeSlack)
+	if lo.wakeSlack < 0 || lo.wakeSlack > config.MaxWakeSlack {
+		return nil, fmt.Errorf("link %s-%s: wake slack %v: want 0 to %v", inner.Name(), outer.Name(), lo.wakeSlack, config.MaxWakeSlack)
 	}
 	qi, qo := inner.Queues(), outer.Queues()
 	if len(qi) != len(qo) || len(qi) == 0 {
@@ -186,7 +187,7 @@ func WithGRO(on bool) LinkOption {
 func (l *Link) now() int64 { return int64(time.Since(l.start)) }
 
 // install compiles and installs both directions' policies.
-func (l *Link) install(egress, ingress DirectionConfig) error {
+func (l *Link) install(egress, ingress config.DirectionConfig) error {
 	now := l.now()
 	l.global.rateMu.Lock() // a global direction's leased rate stays put until the new policy is in
 	defer l.global.rateMu.Unlock()
@@ -209,7 +210,7 @@ func (l *Link) install(egress, ingress DirectionConfig) error {
 // name keep their counters, their held packets and the tokens in their
 // buckets; the new rates govern from now on. The config must have passed
 // Validate; on error the running policies stay.
-func (l *Link) Apply(egress, ingress DirectionConfig) error {
+func (l *Link) Apply(egress, ingress config.DirectionConfig) error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	if err := l.install(egress, ingress); err != nil {

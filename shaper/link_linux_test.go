@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -27,7 +28,7 @@ import (
 //	NS2: outer 198.18.0.2/32 peer 198.18.0.1
 type testLink struct {
 	*Link
-	cfg              *Config
+	cfg              *config.Config
 	linkYAML         string // the config's link section
 	ns1, ns2         string
 	inner, outer     string
@@ -55,9 +56,9 @@ link:
   wake_slack: %s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d}
-`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, DefaultWakeSlack.String()), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
+`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
 	yml := linkYAML + policy
-	cfg, err := ParseConfig("test.yaml", []byte(yml))
+	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yml)
 	}
@@ -81,7 +82,7 @@ link:
 
 type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
-	global                                           func(*Config) *global.Client
+	global                                           func(*config.Config) *global.Client
 	noGRO, ioUring                                   bool
 	txQueueLen                                       int
 	wakeSlack                                        string
@@ -110,7 +111,7 @@ func withoutGRO() linkOption {
 
 // withGlobal gives the link the Redis client newClient returns for its
 // config before it starts.
-func withGlobal(newClient func(*Config) *global.Client) linkOption {
+func withGlobal(newClient func(*config.Config) *global.Client) linkOption {
 	return func(o *linkOptions) { o.global = newClient }
 }
 
@@ -522,7 +523,7 @@ egress:
 	defer background(tl.iperf(t, s, 3*time.Minute))() // stopped once measured
 	time.Sleep(3 * time.Second)
 	before := tl.Class(Egress, "bulk").Counters().SentPackets
-	cfg, err := ParseConfig("new.yaml", []byte(tl.linkYAML+fmt.Sprintf(policy, "25mbit")))
+	cfg, err := config.Parse("new.yaml", []byte(tl.linkYAML+fmt.Sprintf(policy, "25mbit")))
 	if err != nil {
 		t.Fatal(err)
 	}

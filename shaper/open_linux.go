@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/tun"
 )
@@ -16,7 +17,7 @@ import (
 // up) and returns a Link between them that owns them: Close removes what
 // Open created. On error nothing Open created is left behind. The link does
 // not run before Start.
-func Open(cfg *Config, log *slog.Logger, opts ...OpenOption) (*Link, error) {
+func Open(cfg *config.Config, log *slog.Logger, opts ...OpenOption) (*Link, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -33,7 +34,7 @@ func Open(cfg *Config, log *slog.Logger, opts ...OpenOption) (*Link, error) {
 			}
 		}
 	}
-	for _, lc := range []LinkConfig{cfg.Link.Inner, cfg.Link.Outer} {
+	for _, lc := range []config.LinkConfig{cfg.Link.Inner, cfg.Link.Outer} {
 		d, err := tun.Open(lc.Name, topts)
 		if err != nil {
 			closeAll()
@@ -108,7 +109,7 @@ func AdoptLeftovers(left []Made) OpenOption {
 }
 
 // adopt takes over what a leftover of d's name and namespace left.
-func (o *openOptions) adopt(d *tun.LinuxDevice, lc LinkConfig, log *slog.Logger) {
+func (o *openOptions) adopt(d *tun.LinuxDevice, lc config.LinkConfig, log *slog.Logger) {
 	for _, m := range o.leftovers {
 		if m.Device != lc.Name || m.Netns != lc.Netns {
 			continue
@@ -129,7 +130,7 @@ func (o *openOptions) adopt(d *tun.LinuxDevice, lc LinkConfig, log *slog.Logger)
 
 // tunLinkConfig converts a config endpoint into the tun package's setup:
 // the peer becomes the point-to-point peer of the addresses of its family.
-func tunLinkConfig(lc LinkConfig) tun.LinkConfig {
+func tunLinkConfig(lc config.LinkConfig) tun.LinkConfig {
 	out := tun.LinkConfig{Name: lc.Name, Netns: lc.Netns, MTU: lc.MTU, TxQueueLen: lc.TxQueueLen, Routes: lc.Routes}
 	for _, p := range lc.Addresses {
 		a := tun.Address{Prefix: p}

@@ -3,6 +3,7 @@ package shaper
 import (
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/tun"
@@ -211,7 +212,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 		}
 		st := c.state.Load()
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
-			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, DefaultBacklog), fqParams: ln.fq.Params()}
+			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, config.DefaultBacklog), fqParams: ln.fq.Params()}
 		}
 		link := q.dir.Load().link
 		if wait := q.fairWait(c, ln, st, now); wait > 0 {

@@ -3,6 +3,7 @@ package shaper
 import (
 	"sync/atomic"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/stats"
 )
@@ -94,7 +95,7 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 	switch {
 	case cfg.Rate == 0:
 		s.Mode = "unthrottled"
-	case cfg.Mode == ModeShape:
+	case cfg.Mode == config.ModeShape:
 		s.Queue = cfg.Queue.String()
 	}
 	for r := range NumDropReasons {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/tun"
@@ -16,7 +17,7 @@ import (
 // TestLinkStats runs packets through a link of fake devices and reads them
 // back as package stats sees them.
 func TestLinkStats(t *testing.T) {
-	cfg, err := shaper.ParseConfig("stats.yaml", []byte(`link:
+	cfg, err := config.Parse("stats.yaml", []byte(`link:
   inner: {name: st-in}
   outer: {name: st-out}
 egress:
@@ -31,7 +32,7 @@ ingress:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Egress.Classes[1].Queue = shaper.QueueFIFO // video keeps the default, fq
+	cfg.Egress.Classes[1].Queue = config.QueueFIFO // video keeps the default, fq
 	inner, outer := tuntest.NewFake("st-in", 1, 16, false), tuntest.NewFake("st-out", 1, 16, false)
 	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -53,7 +54,7 @@ egress:
 ingress:
   default: {rate: 5mbit}
 `, socket, inner, ns1, outer, ns2))
-	cfg, err := shaper.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -59,7 +58,7 @@ func (d *daemon) controlHandler() http.Handler {
 		var req control.SetRequest
 		err := decode(r, &req)
 		if err == nil {
-			err = d.change(func(next *shaper.Config) error { return setClass(next, dir, name, req) })
+			err = d.change(func(next *config.Config) error { return setClass(next, dir, name, req) })
 		}
 		d.logChange("set", dir, name, req, err)
 		if err != nil {
@@ -74,7 +73,7 @@ func (d *daemon) controlHandler() http.Handler {
 		var req control.AddRequest
 		err := decode(r, &req)
 		if err == nil {
-			err = d.change(func(next *shaper.Config) error { return addClass(next, dir, req) })
+			err = d.change(func(next *config.Config) error { return addClass(next, dir, req) })
 		}
 		d.logChange("add", dir, req.Name, req, err)
 		if err != nil {
@@ -86,7 +85,7 @@ func (d *daemon) controlHandler() http.Handler {
 	})
 	mux.HandleFunc("DELETE "+classPath, func(w http.ResponseWriter, r *http.Request) {
 		dir, name := r.PathValue("direction"), r.PathValue("class")
-		err := d.change(func(next *shaper.Config) error { return removeClass(next, dir, name) })
+		err := d.change(func(next *config.Config) error { return removeClass(next, dir, name) })
 		d.logChange("remove", dir, name, nil, err)
 		if err != nil {
 			reply(w, 0, nil, err)
@@ -209,7 +208,7 @@ func checkDirection(dir string) error {
 
 // direction returns the direction's config in cfg and the MTU of the
 // endpoint it reads from (which sets default bursts).
-func direction(cfg *shaper.Config, dir string) (*shaper.DirectionConfig, int, error) {
+func direction(cfg *config.Config, dir string) (*config.DirectionConfig, int, error) {
 	switch dir {
 	case shaper.Egress:
 		return &cfg.Egress, cfg.Link.Inner.MTU, nil
@@ -221,7 +220,7 @@ func direction(cfg *shaper.Config, dir string) (*shaper.DirectionConfig, int, er
 
 // findClass returns the named class of dc: a configured class, or the
 // default class for "default".
-func findClass(dc *shaper.DirectionConfig, dir, name string) (*shaper.ClassConfig, error) {
+func findClass(dc *config.DirectionConfig, dir, name string) (*config.ClassConfig, error) {
 	if name == shaper.Unclassified {
 		return nil, badRequest("%q counts the packets no class takes; it has no settings (add a %q class instead)", name, shaper.DefaultClass)
 	}
@@ -239,11 +238,11 @@ func findClass(dc *shaper.DirectionConfig, dir, name string) (*shaper.ClassConfi
 	return nil, notFound(dir, name)
 }
 
-// setClass changes a class's rate, burst, peak, backlog or queue settings
-// in cfg. A burst that was the default for the old rate follows the new
-// rate.
-func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) error {
-	dc, mtu, err := direction(cfg, dir)
+// setClass changes a class's settings in cfg through the config
+// package (config.ApplyClass), which decodes each as the file does and
+// validates the class.
+func setClass(cfg *config.Config, dir, name string, req control.SetRequest) error {
+	dc, _, err := direction(cfg, dir)
 	if err != nil {
 		return err
 	}
@@ -254,221 +253,72 @@ func setClass(cfg *shaper.Config, dir, name string, req control.SetRequest) erro
 	if req == (control.SetRequest{}) {
 		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates, or global.key, global.rate, global.burst, global.period, global.lease or global.on_unreachable")
 	}
-	if req.Rate != "" {
-		rate, err := shaper.ParseRate(req.Rate)
-		if err != nil {
-			return badRequest("rate: %w", err)
-		}
-		if req.Burst == "" && cc.Burst == shaper.DefaultBurst(cc.Rate, mtu) {
-			cc.Burst = 0 // SetDefaults sets the default for the new rate
-		}
-		cc.Rate = rate
-	}
-	if req.Burst != "" {
-		burst, err := shaper.ParseSize(req.Burst)
-		if err != nil {
-			return badRequest("burst: %w", err)
-		}
-		if burst == 0 {
-			return badRequest("burst: must be above 0")
-		}
-		cc.Burst = burst
-	}
-	switch p := strings.ToLower(strings.TrimSpace(req.Peak)); p {
-	case "":
-	case "none", "0", "off":
-		cc.Peak = 0
-	default:
-		peak, err := shaper.ParseRate(req.Peak)
-		if err != nil {
-			return badRequest("peak: %w", err)
-		}
-		cc.Peak = peak
-	}
-	if req.Backlog != "" {
-		b, err := time.ParseDuration(req.Backlog)
-		if err != nil {
-			return badRequest("backlog: %w", err)
-		}
-		cc.Backlog = b
-	}
-	if err := setQueue(cc, req); err != nil {
+	if err := checkTracePath(req.Trace); err != nil {
 		return err
 	}
-	if err := setEmulation(&cc.Emulate, req.EmulationChange); err != nil {
-		return err
-	}
-	if err := setGlobal(cc, req.Global, mtu); err != nil {
-		return err
-	}
-	return setPer(cc, req, mtu)
-}
-
-// setQueue applies a SetRequest's queue settings to cc. Settings that do
-// not apply to the class (any in mode police, the fq ones with queue fifo)
-// are refused here even when they name the default, which Validate could
-// not tell from leaving them out.
-func setQueue(cc *shaper.ClassConfig, req control.SetRequest) error {
-	if req.Queue != "" {
-		q, err := shaper.ParseQueueKind(req.Queue)
-		if err != nil {
-			return badRequest("queue: %w", err)
-		}
-		if q != cc.Queue && cc.Mode == shaper.ModeShape {
-			cc.FQ = shaper.FQConfig{} // fifo has none; fq starts from the defaults
-		}
-		cc.Queue = q
-	}
-	given := []struct {
-		key string
-		set bool
-	}{
-		{"queue", req.Queue != ""}, {"aqm", req.AQM != ""}, {"ecn", req.ECN != nil}, {"target", req.Target != ""},
-		{"interval", req.Interval != ""}, {"flows", req.Flows != 0}, {"isolate", req.Isolate != ""}, {"quantum", req.Quantum != ""},
-	}
-	for _, g := range given {
-		switch {
-		case !g.set:
-		case cc.Mode == shaper.ModePolice:
-			return badRequest("%s: mode police drops instead of queueing: remove %s", g.key, g.key)
-		case cc.Queue == shaper.QueueFIFO && g.key != "queue":
-			return badRequest("%s: %s applies to queue fq only", g.key, g.key)
-		}
-	}
-	f := &cc.FQ
-	if req.AQM != "" {
-		a, err := fq.ParseAQM(req.AQM)
-		if err != nil {
-			return badRequest("aqm: %w", err)
-		}
-		f.AQM = a
-	}
-	if req.ECN != nil {
-		f.NoECN = !*req.ECN
-	}
-	for _, t := range []struct {
-		key string
-		s   string
-		dst *time.Duration
-	}{{"target", req.Target, &f.Target}, {"interval", req.Interval, &f.Interval}} {
-		if t.s == "" {
-			continue
-		}
-		d, err := time.ParseDuration(t.s)
-		if err != nil {
-			return badRequest("%s: %w", t.key, err)
-		}
-		if d <= 0 {
-			return badRequest("%s: must be above 0, not %s", t.key, t.s)
-		}
-		*t.dst = d
-	}
-	if req.Flows != 0 {
-		if err := fq.CheckFlows(req.Flows); err != nil {
-			return badRequest("flows: %w", err)
-		}
-		f.Flows = req.Flows
-	}
-	if req.Isolate != "" {
-		i, err := fq.ParseIsolation(req.Isolate)
-		if err != nil {
-			return badRequest("isolate: %w", err)
-		}
-		f.Isolate = i
-	}
-	switch q := strings.ToLower(strings.TrimSpace(req.Quantum)); q {
-	case "":
-	case "auto", "0":
-		f.Quantum = 0
-	default:
-		n, err := shaper.ParseSize(req.Quantum)
-		if err != nil {
-			return badRequest("quantum: %w", err)
-		}
-		f.Quantum = n
+	if err := cfg.ApplyClass(dir, cc, classChanges(req)); err != nil {
+		return &requestError{status: http.StatusBadRequest, err: err}
 	}
 	return nil
 }
 
-// setPer applies a SetRequest's per-key settings to cc's per-key limit. cc
-// is a class of a copy of the running config, but that copy shares the
-// running config's PerConfig: setPer edits a clone of it, so that a change
-// that fails leaves the running config as it was. A burst that was the
-// default for the old per-key rate follows the new one.
-func setPer(cc *shaper.ClassConfig, req control.SetRequest, mtu int) error {
-	var given []string
-	for _, g := range []struct {
-		key string
-		set bool
-	}{
-		{"per_rate", req.PerRate != ""}, {"per_burst", req.PerBurst != ""}, {"per_peak", req.PerPeak != ""},
-		{"per_keys", req.PerKeys != 0}, {"per_idle", req.PerIdle != ""},
-	} {
-		if g.set {
-			given = append(given, g.key)
-		}
+// classChanges maps a SetRequest's fields to the config file's keys
+// (relative to the class).
+func classChanges(req control.SetRequest) []config.Change {
+	var ch changes
+	ch.add("rate", req.Rate)
+	ch.add("burst", req.Burst)
+	ch.add("peak", req.Peak)
+	ch.add("backlog", req.Backlog)
+	ch.add("queue", req.Queue)
+	ch.add("aqm", req.AQM)
+	ch.addBool("ecn", req.ECN)
+	ch.add("target", req.Target)
+	ch.add("interval", req.Interval)
+	ch.addInt("flows", req.Flows)
+	ch.add("isolate", req.Isolate)
+	ch.add("quantum", req.Quantum)
+	ch.add("per.rate", req.PerRate)
+	ch.add("per.burst", req.PerBurst)
+	ch.add("per.peak", req.PerPeak)
+	ch.addInt("per.keys", req.PerKeys)
+	ch.add("per.idle", req.PerIdle)
+	if g := req.Global; g != nil {
+		ch.add("global.key", g.Key)
+		ch.add("global.rate", g.Rate)
+		ch.add("global.burst", g.Burst)
+		ch.add("global.period", g.Period)
+		ch.add("global.lease", g.Lease)
+		ch.add("global.on_unreachable", g.OnUnreachable)
 	}
-	if len(given) == 0 {
-		return nil
+	return append(ch, emulationChanges(req.EmulationChange)...)
+}
+
+// changes collects the settings a request gives; "" (0, nil) is a setting
+// left as it is.
+type changes []config.Change
+
+func (c *changes) add(key, v string) {
+	if v != "" {
+		*c = append(*c, config.Change{Key: key, Value: v})
 	}
-	if cc.Per == nil {
-		return badRequest("%s: the class has no per-key limit (add the class again with per, or give it one in the config file and reload)", given[0])
+}
+
+func (c *changes) addInt(key string, v int) {
+	if v != 0 {
+		c.add(key, strconv.Itoa(v))
 	}
-	p := cc.Per.Clone()
-	cc.Per = p
-	if req.PerRate != "" {
-		rate, err := shaper.ParseRate(req.PerRate)
-		if err != nil {
-			return badRequest("per_rate: %w", err)
-		}
-		if req.PerBurst == "" && p.Burst == shaper.DefaultBurst(p.Rate, mtu) {
-			p.Burst = 0 // SetDefaults sets the default for the new rate
-		}
-		p.Rate = rate
+}
+
+func (c *changes) addBool(key string, v *bool) {
+	if v != nil {
+		c.add(key, strconv.FormatBool(*v))
 	}
-	if req.PerBurst != "" {
-		burst, err := shaper.ParseSize(req.PerBurst)
-		if err != nil {
-			return badRequest("per_burst: %w", err)
-		}
-		if burst == 0 {
-			return badRequest("per_burst: must be above 0")
-		}
-		p.Burst = burst
-	}
-	switch v := strings.ToLower(strings.TrimSpace(req.PerPeak)); v {
-	case "":
-	case "none", "0", "off":
-		p.Peak = 0
-	default:
-		peak, err := shaper.ParseRate(req.PerPeak)
-		if err != nil {
-			return badRequest("per_peak: %w", err)
-		}
-		p.Peak = peak
-	}
-	if req.PerKeys != 0 {
-		if req.PerKeys < 0 {
-			return badRequest("per_keys: %d: want a number of keys, 1 or more", req.PerKeys)
-		}
-		p.Keys = req.PerKeys
-	}
-	if req.PerIdle != "" {
-		d, err := time.ParseDuration(req.PerIdle)
-		if err != nil {
-			return badRequest("per_idle: %w", err)
-		}
-		if d <= 0 {
-			return badRequest("per_idle: must be above 0, not %s", req.PerIdle)
-		}
-		p.Idle = d
-	}
-	return nil
 }
 
 // addClass adds a class to cfg: last, or before the class req.Before; a
 // class named "default" becomes the direction's default class.
-func addClass(cfg *shaper.Config, dir string, req control.AddRequest) error {
+func addClass(cfg *config.Config, dir string, req control.AddRequest) error {
 	dc, _, err := direction(cfg, dir)
 	if err != nil {
 		return err
@@ -490,12 +340,12 @@ func addClass(cfg *shaper.Config, dir string, req control.AddRequest) error {
 		dc.Default = &cc
 		return nil
 	}
-	if slices.ContainsFunc(dc.Classes, func(c shaper.ClassConfig) bool { return c.Name == cc.Name }) {
+	if slices.ContainsFunc(dc.Classes, func(c config.ClassConfig) bool { return c.Name == cc.Name }) {
 		return &requestError{status: http.StatusConflict, err: fmt.Errorf("%s has a class %q already", dir, cc.Name)}
 	}
 	at := len(dc.Classes)
 	if req.Before != "" {
-		at = slices.IndexFunc(dc.Classes, func(c shaper.ClassConfig) bool { return c.Name == req.Before })
+		at = slices.IndexFunc(dc.Classes, func(c config.ClassConfig) bool { return c.Name == req.Before })
 		if at < 0 {
 			return badRequest("before: %s has no class %q", dir, req.Before)
 		}
@@ -505,7 +355,7 @@ func addClass(cfg *shaper.Config, dir string, req control.AddRequest) error {
 }
 
 // removeClass removes a class (or the default class) from cfg.
-func removeClass(cfg *shaper.Config, dir, name string) error {
+func removeClass(cfg *config.Config, dir, name string) error {
 	dc, _, err := direction(cfg, dir)
 	if err != nil {
 		return err
@@ -517,7 +367,7 @@ func removeClass(cfg *shaper.Config, dir, name string) error {
 		dc.Default = nil
 		return nil
 	}
-	dc.Classes = slices.DeleteFunc(dc.Classes, func(c shaper.ClassConfig) bool { return c.Name == name })
+	dc.Classes = slices.DeleteFunc(dc.Classes, func(c config.ClassConfig) bool { return c.Name == name })
 	return nil
 }
 
@@ -526,9 +376,9 @@ func removeClass(cfg *shaper.Config, dir, name string) error {
 // checks are the file's): it wraps the class in a minimal config with the
 // running config's MTUs and parses that. Error positions are rewritten to
 // name the class's settings ("match.dport: ...").
-func parseClass(running *shaper.Config, dir string, cc control.ClassConfig) (shaper.ClassConfig, error) {
+func parseClass(running *config.Config, dir string, cc control.ClassConfig) (config.ClassConfig, error) {
 	if cc.Name == "" {
-		return shaper.ClassConfig{}, badRequest("a class needs a name")
+		return config.ClassConfig{}, badRequest("a class needs a name")
 	}
 	var class map[string]any
 	b, err := json.Marshal(cc)
@@ -536,14 +386,14 @@ func parseClass(running *shaper.Config, dir string, cc control.ClassConfig) (sha
 		err = json.Unmarshal(b, &class)
 	}
 	if err != nil {
-		return shaper.ClassConfig{}, fmt.Errorf("encode class: %w", err)
+		return config.ClassConfig{}, fmt.Errorf("encode class: %w", err)
 	}
 	isDefault := cc.Name == shaper.DefaultClass
 	section := map[string]any{"classes": []any{class}}
 	prefix := dir + ".classes[0]"
 	if isDefault {
 		if !cc.Match.IsZero() {
-			return shaper.ClassConfig{}, badRequest("the default class takes what no class matches: it has no match")
+			return config.ClassConfig{}, badRequest("the default class takes what no class matches: it has no match")
 		}
 		delete(class, "name")
 		delete(class, "match")
@@ -565,11 +415,11 @@ func parseClass(running *shaper.Config, dir string, cc control.ClassConfig) (sha
 	}
 	doc, err := json.Marshal(wrap)
 	if err != nil {
-		return shaper.ClassConfig{}, fmt.Errorf("encode class: %w", err)
+		return config.ClassConfig{}, fmt.Errorf("encode class: %w", err)
 	}
-	cfg, err := shaper.ParseConfig("request", doc) // JSON is YAML
+	cfg, err := config.Parse("request", doc) // JSON is YAML
 	if err != nil {
-		return shaper.ClassConfig{}, &requestError{status: http.StatusBadRequest, msg: classErrorText(err, prefix), err: err}
+		return config.ClassConfig{}, &requestError{status: http.StatusBadRequest, msg: classErrorText(err, prefix), err: err}
 	}
 	dc, _, _ := direction(cfg, dir)
 	if isDefault {
@@ -589,7 +439,7 @@ func classErrorText(err error, prefix string) string {
 	}
 	var lines []string
 	for _, e := range errs {
-		var ce *shaper.ConfigError
+		var ce *config.ConfigError
 		if !errors.As(e, &ce) {
 			lines = append(lines, e.Error())
 			continue
@@ -620,15 +470,15 @@ func protoName(p uint8) string {
 }
 
 // classJSON writes a class's config in the config file's syntax.
-func classJSON(cc shaper.ClassConfig) control.ClassConfig {
+func classJSON(cc config.ClassConfig) control.ClassConfig {
 	out := control.ClassConfig{Name: cc.Name}
 	if cc.Rate == 0 { // the unclassified counters: no settings
 		return out
 	}
-	out.Rate = shaper.FormatRate(cc.Rate)
-	out.Burst = shaper.FormatSize(cc.Burst)
+	out.Rate = config.FormatRate(cc.Rate)
+	out.Burst = config.FormatSize(cc.Burst)
 	if cc.Peak > 0 {
-		out.Peak = shaper.FormatRate(cc.Peak)
+		out.Peak = config.FormatRate(cc.Peak)
 	}
 	out.Mode = cc.Mode.String()
 	if cc.Backlog > 0 {
@@ -667,12 +517,12 @@ func classJSON(cc shaper.ClassConfig) control.ClassConfig {
 // queueJSON writes a class's queue settings: queue for a shaped class; for
 // an fq class also aqm, isolate and the AQM times and flow count, with ecn
 // only when it is off and quantum only when it does not follow the rate.
-func queueJSON(out *control.ClassConfig, cc shaper.ClassConfig) {
-	if cc.Mode != shaper.ModeShape {
+func queueJSON(out *control.ClassConfig, cc config.ClassConfig) {
+	if cc.Mode != config.ModeShape {
 		return
 	}
 	out.Queue = cc.Queue.String()
-	if cc.Queue != shaper.QueueFQ {
+	if cc.Queue != config.QueueFQ {
 		return
 	}
 	f := cc.FQ
@@ -688,26 +538,26 @@ func queueJSON(out *control.ClassConfig, cc shaper.ClassConfig) {
 	}
 	out.Flows = f.Flows
 	if f.Quantum > 0 {
-		out.Quantum = shaper.FormatSize(f.Quantum)
+		out.Quantum = config.FormatSize(f.Quantum)
 	}
 }
 
 // perJSON writes a class's per-key limit in the config file's syntax; nil
 // for none.
-func perJSON(p *shaper.PerConfig) *control.Per {
+func perJSON(p *config.PerConfig) *control.Per {
 	if p == nil {
 		return nil
 	}
 	out := &control.Per{
-		Key: p.Key(), Rate: shaper.FormatRate(p.Rate), Burst: shaper.FormatSize(p.Burst),
+		Key: p.Key(), Rate: config.FormatRate(p.Rate), Burst: config.FormatSize(p.Burst),
 		Mode: p.Mode.String(), Keys: p.Keys, Idle: p.Idle.String(),
 	}
 	if p.Peak > 0 {
-		out.Peak = shaper.FormatRate(p.Peak)
+		out.Peak = config.FormatRate(p.Peak)
 	}
 	for _, o := range p.Overrides {
 		out.Overrides = append(out.Overrides, control.PerOverride{
-			Match: o.Match.String(), Rate: shaper.FormatRate(o.Rate), Burst: shaper.FormatSize(o.Burst),
+			Match: o.Match.String(), Rate: config.FormatRate(o.Rate), Burst: config.FormatSize(o.Burst),
 		})
 	}
 	return out

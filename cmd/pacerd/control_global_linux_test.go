@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
@@ -36,7 +37,7 @@ egress:
     - {name: g, match: {proto: tcp}, global: {key: %s, rate: 8mbit}}
     - {name: plain, rate: 1mbit}
 `, rs.Addr, tuntest.RandomName("cg")))
-	cfg, err := shaper.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestControlSetGlobal(t *testing.T) {
 		_, err := c.Set(ctx, "egress", "g", control.SetRequest{Global: &tc.req})
 		wantStatus(t, err, http.StatusBadRequest, tc.want)
 	}
-	if r := d.running().Egress.Classes[0].Global; r.Rate != 2_000_000 || r.Period != 100*time.Millisecond || r.OnUnreachable != global.FallbackHold {
+	if r := d.running().Egress.Classes[0].Global; r.Rate != 2_000_000 || r.Period != 100*time.Millisecond || r.OnUnreachable != config.FallbackHold {
 		t.Errorf("running global after refused changes: %+v", r)
 	}
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -40,7 +40,7 @@ func newControlDaemon(t *testing.T) (*daemon, string, *control.Client) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pacer.yaml")
 	writeFile(t, path, controlTestConfig)
-	cfg, err := shaper.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestControlStatus(t *testing.T) {
 func TestControlSet(t *testing.T) {
 	d, _, c := newControlDaemon(t)
 	ctx := context.Background()
-	linkCfg := func(dir, name string) shaper.ClassConfig { return d.link.Load().Class(dir, name).Config() }
+	linkCfg := func(dir, name string) config.ClassConfig { return d.link.Load().Class(dir, name).Config() }
 
 	// A default burst follows the rate.
 	cl, err := c.Set(ctx, "egress", "bulk", control.SetRequest{Rate: "20mbit"})
@@ -223,7 +223,7 @@ func TestControlAddRemove(t *testing.T) {
 	if _, err := add("egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "last", Rate: "1mbit", Mode: "police", Capped: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.link.Load().Class("egress", "last").Config(); got.Mode != shaper.ModePolice || !got.Capped {
+	if got := d.link.Load().Class("egress", "last").Config(); got.Mode != config.ModePolice || !got.Capped {
 		t.Errorf("last: %+v", got)
 	}
 	if got, want := classNames(d, "egress"), []string{"bulk", "voip", "video", "last", "unclassified"}; !slices.Equal(got, want) {
@@ -313,7 +313,7 @@ func TestControlUnknownRoute(t *testing.T) {
 }
 
 func TestParseClassErrorsNameSettings(t *testing.T) {
-	cfg, err := shaper.ParseConfig("t.yaml", []byte(controlTestConfig))
+	cfg, err := config.Parse("t.yaml", []byte(controlTestConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestParseClassErrorsNameSettings(t *testing.T) {
 func TestControlSetQueue(t *testing.T) {
 	d, _, c := newControlDaemon(t)
 	ctx := context.Background()
-	linkCfg := func(dir, name string) shaper.ClassConfig { return d.link.Load().Class(dir, name).Config() }
+	linkCfg := func(dir, name string) config.ClassConfig { return d.link.Load().Class(dir, name).Config() }
 
 	// A shaped class reports its queue; a policed one has none.
 	st, err := c.Status(ctx)
@@ -355,31 +355,31 @@ func TestControlSetQueue(t *testing.T) {
 		dir  string
 		cls  string
 		req  control.SetRequest
-		want shaper.ClassConfig // Queue and FQ
+		want config.ClassConfig // Queue and FQ
 		json control.ClassConfig
 	}{
 		{"every fq setting", "egress", "bulk",
 			control.SetRequest{AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1.5kb"},
-			shaper.ClassConfig{FQ: shaper.FQConfig{AQM: fq.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
-				Flows: 256, Isolate: fq.IsolateHosts, Quantum: 1536}},
+			config.ClassConfig{FQ: config.FQConfig{AQM: config.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
+				Flows: 256, Isolate: config.IsolateHosts, Quantum: 1536}},
 			control.ClassConfig{Queue: "fq", AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1536b"}},
 		{"ecn back on, automatic quantum", "egress", "bulk", control.SetRequest{ECN: &on, Quantum: "auto"},
-			shaper.ClassConfig{FQ: shaper.FQConfig{AQM: fq.AQMCoDel, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: fq.IsolateHosts}},
+			config.ClassConfig{FQ: config.FQConfig{AQM: config.AQMCoDel, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: config.IsolateHosts}},
 			control.ClassConfig{Queue: "fq", AQM: "codel", Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts"}},
 		{"same queue keeps the settings", "egress", "bulk", control.SetRequest{Queue: "fq", AQM: "none"},
-			shaper.ClassConfig{FQ: shaper.FQConfig{AQM: fq.AQMNone, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: fq.IsolateHosts}},
+			config.ClassConfig{FQ: config.FQConfig{AQM: config.AQMNone, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: config.IsolateHosts}},
 			control.ClassConfig{Queue: "fq", AQM: "none", Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts"}},
 		{"fifo clears the fq settings", "egress", "bulk", control.SetRequest{Queue: "fifo"},
-			shaper.ClassConfig{Queue: shaper.QueueFIFO},
+			config.ClassConfig{Queue: config.QueueFIFO},
 			control.ClassConfig{Queue: "fifo"}},
 		{"back to fq starts from the defaults", "egress", "bulk", control.SetRequest{Queue: "fq", Isolate: "src-host"},
-			shaper.ClassConfig{FQ: shaper.FQConfig{Target: fq.DefaultTarget, Interval: fq.DefaultInterval, Flows: fq.DefaultFlows, Isolate: fq.IsolateSrcHost}},
+			config.ClassConfig{FQ: config.FQConfig{Target: config.DefaultFQTarget, Interval: config.DefaultFQInterval, Flows: config.DefaultFQFlows, Isolate: config.IsolateSrcHost}},
 			control.ClassConfig{Queue: "fq", AQM: "cobalt", Target: "5ms", Interval: "100ms", Flows: 1024, Isolate: "src-host"}},
 		{"default class", "ingress", "default", control.SetRequest{Interval: "1s"},
-			shaper.ClassConfig{FQ: shaper.FQConfig{Target: fq.DefaultTarget, Interval: time.Second, Flows: fq.DefaultFlows}},
+			config.ClassConfig{FQ: config.FQConfig{Target: config.DefaultFQTarget, Interval: time.Second, Flows: config.DefaultFQFlows}},
 			control.ClassConfig{Queue: "fq", AQM: "cobalt", Target: "5ms", Interval: "1s", Flows: 1024, Isolate: "flows"}},
 		{"fifo with others", "egress", "video", control.SetRequest{Queue: "fifo", Rate: "25mbit"},
-			shaper.ClassConfig{Queue: shaper.QueueFIFO},
+			config.ClassConfig{Queue: config.QueueFIFO},
 			control.ClassConfig{Queue: "fifo"}},
 	}
 	for _, s := range steps {
@@ -414,11 +414,11 @@ func TestControlSetQueue(t *testing.T) {
 		{"aqm", "egress", "bulk", control.SetRequest{AQM: "red"}, `aqm: unknown aqm "red" (use cobalt, codel or none)`},
 		{"isolate", "egress", "bulk", control.SetRequest{Isolate: "triple"}, `isolate: unknown isolate "triple"`},
 		{"flows", "egress", "bulk", control.SetRequest{Flows: 1000}, "flows: 1000 flows: must be a power of two from 8 to 65536"},
-		{"target unit", "egress", "bulk", control.SetRequest{Target: "5"}, `target: time: missing unit in duration "5"`},
+		{"target unit", "egress", "bulk", control.SetRequest{Target: "5"}, `target: invalid duration "5" (use a number and a unit: 100ms, 1.5s)`},
 		{"target zero", "egress", "bulk", control.SetRequest{Target: "0s"}, "target: must be above 0, not 0s"},
-		{"target above interval", "egress", "bulk", control.SetRequest{Target: "150ms"}, "egress.classes[0].target: 150ms must be below the interval (100ms)"},
-		{"interval", "egress", "bulk", control.SetRequest{Interval: "11s"}, "egress.classes[0].interval: 11s is above 10s"},
-		{"quantum small", "egress", "bulk", control.SetRequest{Quantum: "32"}, "egress.classes[0].quantum: 32b is out of range [64b, 1mb]"},
+		{"target above interval", "egress", "bulk", control.SetRequest{Target: "150ms"}, "target: 150ms must be below the interval (100ms)"},
+		{"interval", "egress", "bulk", control.SetRequest{Interval: "11s"}, "interval: 11s is above 10s"},
+		{"quantum small", "egress", "bulk", control.SetRequest{Quantum: "32"}, "quantum: 32b is out of range [64b, 1mb]"},
 		{"quantum unit", "egress", "bulk", control.SetRequest{Quantum: "1kbit"}, `quantum: unknown unit "kbit"`},
 		{"nothing lists the keys", "egress", "bulk", control.SetRequest{}, "nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum"},
 	} {
@@ -446,8 +446,8 @@ func TestControlAddQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.FQConfig{AQM: fq.AQMCoDel, NoECN: true, Target: 2 * time.Millisecond, Interval: 40 * time.Millisecond, Flows: 64, Isolate: fq.IsolateDstHost, Quantum: 300}
-	if got := d.link.Load().Class("egress", "fq").Config(); got.Queue != shaper.QueueFQ || got.FQ != want {
+	want := config.FQConfig{AQM: config.AQMCoDel, NoECN: true, Target: 2 * time.Millisecond, Interval: 40 * time.Millisecond, Flows: 64, Isolate: config.IsolateDstHost, Quantum: 300}
+	if got := d.link.Load().Class("egress", "fq").Config(); got.Queue != config.QueueFQ || got.FQ != want {
 		t.Errorf("fq: link runs %v %+v, want fq %+v", got.Queue, got.FQ, want)
 	}
 	wantJSON := control.ClassConfig{Queue: "fq", AQM: "codel", ECN: &off, Target: "2ms", Interval: "40ms", Flows: 64, Isolate: "dst-host", Quantum: "300b"}
@@ -467,7 +467,7 @@ func TestControlAddQueue(t *testing.T) {
 	if cl, err = c.Add(ctx, "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "fifo", Rate: "1mbit", Queue: "fifo"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.link.Load().Class("egress", "fifo").Config(); got.Queue != shaper.QueueFIFO || got.FQ != (shaper.FQConfig{}) {
+	if got := d.link.Load().Class("egress", "fifo").Config(); got.Queue != config.QueueFIFO || got.FQ != (config.FQConfig{}) {
 		t.Errorf("fifo: link runs %v %+v", got.Queue, got.FQ)
 	}
 	if got := queueOf(cl.Config); !reflect.DeepEqual(got, control.ClassConfig{Queue: "fifo"}) {
@@ -476,7 +476,7 @@ func TestControlAddQueue(t *testing.T) {
 	if cl, err = c.Add(ctx, "egress", control.AddRequest{ClassConfig: control.ClassConfig{Name: "default", Rate: "1mbit", ECN: &on, Isolate: "hosts"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.link.Load().Class("egress", "default").Config(); got.FQ.Isolate != fq.IsolateHosts || got.FQ.NoECN {
+	if got := d.link.Load().Class("egress", "default").Config(); got.FQ.Isolate != config.IsolateHosts || got.FQ.NoECN {
 		t.Errorf("default: link runs %+v", got.FQ)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/stats"
@@ -55,13 +56,13 @@ type daemon struct {
 	path string // the config file, for reloads
 	log  *slog.Logger
 	// load, if set, reads the config a reload applies instead of
-	// shaper.LoadConfig(path) (pacerd shell merges its own devices in).
-	load func() (*shaper.Config, error)
+	// config.Load(path) (pacerd shell merges its own devices in).
+	load func() (*config.Config, error)
 	// metricsAddr is the address the metrics server bound.
 	metricsAddr net.Addr
 
 	mu  sync.Mutex // serialises changes; guards cfg
-	cfg *shaper.Config
+	cfg *config.Config
 
 	link    atomic.Pointer[shaper.Link] // nil until the link runs
 	gateway *routerGateway              // gateway mode; nil without it
@@ -165,7 +166,7 @@ wait:
 // open and start the link; then serve the control API. On error
 // everything started is stopped again. opts adjust the daemon before
 // anything starts (pacerd shell sets load).
-func start(cfg *shaper.Config, path string, log *slog.Logger, opts ...func(*daemon)) (_ *daemon, err error) {
+func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daemon)) (_ *daemon, err error) {
 	d := &daemon{path: path, log: log, cfg: cfg}
 	for _, o := range opts {
 		o(d)
@@ -269,7 +270,7 @@ func (d *daemon) DirectionStats() []stats.DirectionStats {
 
 // running returns the running config. It is never modified: changes
 // replace it.
-func (d *daemon) running() *shaper.Config {
+func (d *daemon) running() *config.Config {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cfg
@@ -278,10 +279,10 @@ func (d *daemon) running() *shaper.Config {
 // reload applies the config file's classes and rates, replacing changes
 // made through the control API. The link, metrics and control sections
 // need a restart; changes there are reported, not applied.
-func (d *daemon) reload() (*shaper.Config, error) {
+func (d *daemon) reload() (*config.Config, error) {
 	load := d.load
 	if load == nil {
-		load = func() (*shaper.Config, error) { return loadSettled(d.path) }
+		load = func() (*config.Config, error) { return loadSettled(d.path) }
 	}
 	cfg, err := load()
 	if err != nil {
@@ -299,7 +300,7 @@ func (d *daemon) reload() (*shaper.Config, error) {
 // change applies a modified copy of the running config: edit changes the
 // copy (returning a *requestError if the request cannot be met), and
 // apply does the rest.
-func (d *daemon) change(edit func(next *shaper.Config) error) error {
+func (d *daemon) change(edit func(next *config.Config) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	next := cloneConfig(d.cfg)
@@ -311,7 +312,7 @@ func (d *daemon) change(edit func(next *shaper.Config) error) error {
 
 // applyLocked is the one path every change of the running config takes:
 // SetDefaults and Validate (pure), Link.Apply, then the swap. d.mu is held.
-func (d *daemon) applyLocked(next *shaper.Config) error {
+func (d *daemon) applyLocked(next *config.Config) error {
 	next.SetDefaults()
 	if err := next.Validate(); err != nil {
 		return &requestError{status: http.StatusBadRequest, err: err}
@@ -345,9 +346,9 @@ func (d *daemon) applyLocked(next *shaper.Config) error {
 // directions and their class lists). The copy has no record of file
 // positions: errors in it name settings, not lines of a file that does not
 // hold them.
-func cloneConfig(c *shaper.Config) *shaper.Config {
-	dir := func(dc shaper.DirectionConfig) shaper.DirectionConfig {
-		dc.Classes = append([]shaper.ClassConfig(nil), dc.Classes...)
+func cloneConfig(c *config.Config) *config.Config {
+	dir := func(dc config.DirectionConfig) config.DirectionConfig {
+		dc.Classes = append([]config.ClassConfig(nil), dc.Classes...)
 		for i := range dc.Classes {
 			dc.Classes[i].Per = dc.Classes[i].Per.Clone() // an editor may change it
 			dc.Classes[i].Emulate = dc.Classes[i].Emulate.Clone()
@@ -364,7 +365,7 @@ func cloneConfig(c *shaper.Config) *shaper.Config {
 		dc.Global = dc.Global.Clone()
 		return dc
 	}
-	return &shaper.Config{
+	return &config.Config{
 		Link:    c.Link,
 		Metrics: c.Metrics,
 		Control: c.Control,

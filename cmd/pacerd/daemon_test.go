@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -39,8 +39,8 @@ func TestHealth(t *testing.T) {
 // and leaves nothing listening.
 func TestStartFailsEarly(t *testing.T) {
 	dir := t.TempDir()
-	cfg := func(listen, socket string) *shaper.Config {
-		c, err := shaper.ParseConfig("t.yaml", []byte(`link:
+	cfg := func(listen, socket string) *config.Config {
+		c, err := config.Parse("t.yaml", []byte(`link:
   inner: {name: sf-in}
   outer: {name: sf-out}
 metrics: {listen: "`+listen+`"}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -470,7 +470,7 @@ func judgePageAndMetrics(t *testing.T, readings []pageReading, scrapes []scrape,
 		if offA > 0.1 || offZ > 0.1 || a.at.Equal(z.at) {
 			continue // no scrapes of these samples' seconds
 		}
-		shown, err := shaper.ParseRate(r.Text)
+		shown, err := config.ParseRate(r.Text)
 		if err != nil {
 			t.Errorf("the page shows %q for bulk's achieved rate: %v", r.Text, err)
 			continue

@@ -2,13 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
-	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 )
@@ -20,7 +17,7 @@ func (d *daemon) directionHandler(w http.ResponseWriter, r *http.Request) {
 	var req control.DirectionSetRequest
 	err := decode(r, &req)
 	if err == nil {
-		err = d.change(func(next *shaper.Config) error { return setDirection(next, dir, req) })
+		err = d.change(func(next *config.Config) error { return setDirection(next, dir, req) })
 	}
 	d.logChange("set", dir, "", req, err)
 	if err != nil {
@@ -49,10 +46,10 @@ func (d *daemon) directionStatus(dir string) (*control.Direction, error) {
 
 // directionOf writes a direction's settings: its rate and burst as the
 // link runs them and its emulation from cfg.
-func directionOf(ds stats.DirectionStats, cfg *shaper.Config) control.Direction {
+func directionOf(ds stats.DirectionStats, cfg *config.Config) control.Direction {
 	out := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond, Global: ds.Global}
 	if ds.RateBytesPerSecond > 0 {
-		out.Rate, out.Burst = shaper.FormatRate(ds.RateBytesPerSecond), shaper.FormatSize(ds.BurstBytes)
+		out.Rate, out.Burst = config.FormatRate(ds.RateBytesPerSecond), config.FormatSize(ds.BurstBytes)
 	}
 	if cfg == nil {
 		return out
@@ -64,15 +61,21 @@ func directionOf(ds stats.DirectionStats, cfg *shaper.Config) control.Direction 
 }
 
 // setDirection changes a direction's emulation in cfg.
-func setDirection(cfg *shaper.Config, dir string, req control.DirectionSetRequest) error {
-	dc, _, err := direction(cfg, dir)
+func setDirection(cfg *config.Config, dir string, req control.DirectionSetRequest) error {
+	_, _, err := direction(cfg, dir)
 	if err != nil {
 		return err
 	}
 	if req == (control.DirectionSetRequest{}) {
 		return badRequest("nothing to set: give delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates")
 	}
-	return setEmulation(&dc.Emulate, req.EmulationChange)
+	if err := checkTracePath(req.Trace); err != nil {
+		return err
+	}
+	if err := cfg.ApplyDirection(dir, emulationChanges(req.EmulationChange)); err != nil {
+		return &requestError{status: http.StatusBadRequest, err: err}
+	}
+	return nil
 }
 
 // checkTracePath refuses a relative trace path in a request: the daemon's
@@ -84,134 +87,45 @@ func checkTracePath(p string) error {
 	return nil
 }
 
-// setEmulation applies an EmulationChange to e, through the config file's
-// parsers; Validate checks the result. e belongs to a copy of the running
-// config (cloneConfig copies its Rates and LossModel too).
-func setEmulation(e *shaper.EmulateConfig, req control.EmulationChange) error {
-	none := func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), "none") }
-	span := func(key, s string) (time.Duration, error) {
-		if none(s) {
-			return 0, nil
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, badRequest("%s: %w", key, err)
-		}
-		if v < 0 {
-			return 0, badRequest("%s: %s is negative", key, s)
-		}
-		return v, nil
-	}
-	percent := func(key, s string) (float64, error) {
-		if none(s) {
-			return 0, nil
-		}
-		v, err := shaper.ParsePercent(s)
-		if err != nil {
-			return 0, badRequest("%s: %w", key, err)
-		}
-		return v, nil
-	}
-	var err error
-	if req.Delay != "" {
-		if e.Delay, err = span("delay", req.Delay); err != nil {
-			return err
-		}
-		if e.Delay == 0 && req.Jitter == "" {
-			e.Jitter = 0 // no delay line: no jitter either
-		}
-	}
-	if req.Jitter != "" {
-		if e.Jitter, err = span("jitter", req.Jitter); err != nil {
-			return err
-		}
-	}
-	if e.Jitter == 0 && (req.Delay != "" || req.Jitter != "") {
-		// Without jitter, these do not apply (and would not validate).
-		if req.Distribution == "" {
-			e.Distribution = shaper.DistUniform
-		}
-		if req.Reorder == nil {
-			e.Reorder = false
-		}
-	}
-	if req.Distribution != "" {
-		if e.Distribution, err = shaper.ParseDistribution(req.Distribution); err != nil {
-			return badRequest("distribution: %w", err)
-		}
-	}
-	if req.Reorder != nil {
-		e.Reorder = *req.Reorder
-	}
+// emulationChanges maps an EmulationChange's fields to the config file's
+// keys.
+func emulationChanges(req control.EmulationChange) []config.Change {
+	var ch changes
+	ch.add("delay", req.Delay)
+	ch.add("jitter", req.Jitter)
+	ch.add("distribution", req.Distribution)
+	ch.addBool("reorder", req.Reorder)
 	if l := req.Loss; l != nil {
-		switch {
-		case l.Model != nil:
-			m := l.Model
-			if e.LossModel, err = shaper.ParseLossModel(m.P, m.R, m.H, m.K); err != nil {
-				return badRequest("loss: %w", err)
+		if m := l.Model; m != nil {
+			model := map[string]string{}
+			for k, v := range map[string]string{"p": m.P, "r": m.R, "h": m.H, "k": m.K} {
+				if v != "" {
+					model[k] = v
+				}
 			}
-			e.Loss = 0
-		default:
-			if e.Loss, err = percent("loss", l.Percent); err != nil {
-				return err
-			}
-			e.LossModel = nil
+			ch = append(ch, config.Change{Key: "loss", Value: model})
+		} else {
+			ch.add("loss", l.Percent)
 		}
 	}
-	if req.Duplicate != "" {
-		if e.Duplicate, err = percent("duplicate", req.Duplicate); err != nil {
-			return err
-		}
-	}
-	if req.Corrupt != "" {
-		if e.Corrupt, err = percent("corrupt", req.Corrupt); err != nil {
-			return err
-		}
-	}
-	if req.Trace != "" && req.Rates != nil {
-		return badRequest("give trace or rates, not both")
-	}
-	switch {
-	case req.Trace == "":
-	case none(req.Trace):
-		e.Trace, e.Rates = "", nil
-	default:
-		if err := checkTracePath(req.Trace); err != nil {
-			return err
-		}
-		if err := shaper.CheckTrace(req.Trace); err != nil {
-			return badRequest("%w", err)
-		}
-		e.Trace, e.Rates = req.Trace, nil
-	}
+	ch.add("duplicate", req.Duplicate)
+	ch.add("corrupt", req.Corrupt)
+	ch.add("trace", req.Trace)
 	if req.Rates != nil {
-		steps := make([]shaper.RateStep, 0, len(*req.Rates))
+		steps := make([]map[string]string, len(*req.Rates))
 		for i, st := range *req.Rates {
-			at, err := span(fmt.Sprintf("rates[%d].at", i), st.At)
-			if err != nil {
-				return err
-			}
-			step := shaper.RateStep{At: at}
+			steps[i] = map[string]string{"at": st.At}
 			if st.Rate != "" {
-				if step.Rate, err = shaper.ParseRate(st.Rate); err != nil {
-					return badRequest("rates[%d].rate: %w", i, err)
-				}
-				if step.Rate == 0 {
-					return badRequest("rates[%d].rate: must be above 0 (leave it out in the last step, which ends the schedule)", i)
-				}
+				steps[i]["rate"] = st.Rate
 			}
-			steps = append(steps, step)
 		}
-		e.Trace, e.Rates = "", nil
-		if len(steps) > 0 {
-			e.Rates = steps
-		}
+		ch = append(ch, config.Change{Key: "rates", Value: steps})
 	}
-	return nil
+	return ch
 }
 
 // emulationJSON writes link emulation in the config file's syntax.
-func emulationJSON(e shaper.EmulateConfig) control.Emulation {
+func emulationJSON(e config.EmulateConfig) control.Emulation {
 	var out control.Emulation
 	if e.Delay > 0 {
 		out.Delay = e.Delay.String()
@@ -219,7 +133,7 @@ func emulationJSON(e shaper.EmulateConfig) control.Emulation {
 	if e.Jitter > 0 {
 		out.Jitter = e.Jitter.String()
 	}
-	if e.Distribution != shaper.DistUniform {
+	if e.Distribution != config.DistUniform {
 		out.Distribution = e.Distribution.String()
 	}
 	out.Reorder = e.Reorder
@@ -227,22 +141,22 @@ func emulationJSON(e shaper.EmulateConfig) control.Emulation {
 	case e.LossModel != nil:
 		m := e.LossModel
 		out.Loss = &control.Loss{Model: &control.LossModel{
-			P: shaper.FormatPercent(m.P), R: shaper.FormatPercent(m.R), H: shaper.FormatPercent(m.H), K: shaper.FormatPercent(m.K),
+			P: config.FormatPercent(m.P), R: config.FormatPercent(m.R), H: config.FormatPercent(m.H), K: config.FormatPercent(m.K),
 		}}
 	case e.Loss > 0:
-		out.Loss = &control.Loss{Percent: shaper.FormatPercent(e.Loss)}
+		out.Loss = &control.Loss{Percent: config.FormatPercent(e.Loss)}
 	}
 	if e.Duplicate > 0 {
-		out.Duplicate = shaper.FormatPercent(e.Duplicate)
+		out.Duplicate = config.FormatPercent(e.Duplicate)
 	}
 	if e.Corrupt > 0 {
-		out.Corrupt = shaper.FormatPercent(e.Corrupt)
+		out.Corrupt = config.FormatPercent(e.Corrupt)
 	}
 	out.Trace = e.Trace
 	for _, st := range e.Rates {
 		s := control.RateStep{At: st.At.String()}
 		if st.Rate > 0 {
-			s.Rate = shaper.FormatRate(st.Rate)
+			s.Rate = config.FormatRate(st.Rate)
 		}
 		out.Rates = append(out.Rates, s)
 	}

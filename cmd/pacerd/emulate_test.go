@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
 // emulationOf returns the emulation a class runs with.
-func emulationOf(d *daemon, dir, class string) shaper.EmulateConfig {
+func emulationOf(d *daemon, dir, class string) config.EmulateConfig {
 	return d.link.Load().Class(dir, class).Config().Emulate
 }
 
@@ -29,39 +29,39 @@ func TestControlSetEmulation(t *testing.T) {
 		dir  string
 		cls  string
 		req  control.EmulationChange
-		want shaper.EmulateConfig
+		want config.EmulateConfig
 		json control.Emulation
 	}{
 		{"delay and jitter", "egress", "bulk",
 			control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: &on, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaper.DistNormal, Reorder: true, Loss: 1, Duplicate: 0.1, Corrupt: 0.01},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistNormal, Reorder: true, Loss: 1, Duplicate: 0.1, Corrupt: 0.01},
 			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: true, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"}},
 		{"a loss model replaces the loss", "egress", "bulk",
 			control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "2%", R: "30%"}}, Reorder: &off},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaper.DistNormal,
-				LossModel: &shaper.GilbertElliott{P: 2, R: 30, H: 0, K: 100}, Duplicate: 0.1, Corrupt: 0.01},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistNormal,
+				LossModel: &config.GilbertElliott{P: 2, R: 30, H: 0, K: 100}, Duplicate: 0.1, Corrupt: 0.01},
 			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal",
 				Loss: &control.Loss{Model: &control.LossModel{P: "2%", R: "30%", H: "0%", K: "100%"}}, Duplicate: "0.1%", Corrupt: "0.01%"}},
 		{"jitter 0 drops the distribution", "egress", "bulk",
 			control.EmulationChange{Jitter: "0s", Loss: &control.Loss{Percent: "none"}, Duplicate: "0%", Corrupt: "none"},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond},
+			config.EmulateConfig{Delay: 40 * time.Millisecond},
 			control.Emulation{Delay: "40ms"}},
 		{"rates", "egress", "bulk",
 			control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}}},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Rates: []shaper.RateStep{{At: 0, Rate: 1_500_000}, {At: time.Second, Rate: 375_000}, {At: 2 * time.Second}}},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Rates: []config.RateStep{{At: 0, Rate: 1_500_000}, {At: time.Second, Rate: 375_000}, {At: 2 * time.Second}}},
 			control.Emulation{Delay: "40ms", Rates: []control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}}}},
 		{"a trace replaces the rates", "egress", "bulk", control.EmulationChange{Trace: trace},
-			shaper.EmulateConfig{Delay: 40 * time.Millisecond, Trace: trace},
+			config.EmulateConfig{Delay: 40 * time.Millisecond, Trace: trace},
 			control.Emulation{Delay: "40ms", Trace: trace}},
 		{"delay 0 removes the delay line; trace none the trace", "egress", "bulk", control.EmulationChange{Delay: "0s", Trace: "none"},
-			shaper.EmulateConfig{}, control.Emulation{}},
+			config.EmulateConfig{}, control.Emulation{}},
 		{"a police class may have a delay line", "ingress", "pol", control.EmulationChange{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"},
-			shaper.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: shaper.DistPareto},
+			config.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: config.DistPareto},
 			control.Emulation{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"}},
 		{"delay 0 removes jitter, distribution and reorder", "ingress", "pol", control.EmulationChange{Delay: "0"},
-			shaper.EmulateConfig{}, control.Emulation{}},
+			config.EmulateConfig{}, control.Emulation{}},
 		{"the default class", "ingress", "default", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "10%", H: "20%", K: "99%"}}},
-			shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 1, R: 10, H: 20, K: 99}},
+			config.EmulateConfig{LossModel: &config.GilbertElliott{P: 1, R: 10, H: 20, K: 99}},
 			control.Emulation{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "10%", H: "20%", K: "99%"}}}},
 	}
 	for _, s := range steps {
@@ -99,25 +99,25 @@ func TestControlSetEmulationFailures(t *testing.T) {
 		req       control.EmulationChange
 		errorText string
 	}{
-		{"jitter above delay", control.EmulationChange{Jitter: "50ms"}, "egress.classes[0].jitter: 50ms is above the delay (40ms)"},
-		{"reorder without jitter", control.EmulationChange{Reorder: &on}, "egress.classes[0].reorder: reorder only matters with jitter"},
-		{"distribution without jitter", control.EmulationChange{Distribution: "normal"}, "egress.classes[0].distribution: the distribution only matters with jitter"},
-		{"delay too long", control.EmulationChange{Delay: "1m"}, "egress.classes[0].delay: 1m0s is out of range [0s, 10s]"},
-		{"delay unit", control.EmulationChange{Delay: "40"}, `delay: time: missing unit in duration "40"`},
+		{"jitter above delay", control.EmulationChange{Jitter: "50ms"}, "jitter: 50ms is above the delay (40ms)"},
+		{"reorder without jitter", control.EmulationChange{Reorder: &on}, "reorder: reorder only matters with jitter"},
+		{"distribution without jitter", control.EmulationChange{Distribution: "normal"}, "distribution: the distribution only matters with jitter"},
+		{"delay too long", control.EmulationChange{Delay: "1m"}, "delay: 1m0s is out of range [0s, 10s]"},
+		{"delay unit", control.EmulationChange{Delay: "40"}, `delay: invalid duration "40" (use a number and a unit: 40ms, 1.5s)`},
 		{"delay negative", control.EmulationChange{Delay: "-1ms"}, "delay: -1ms is negative"},
 		{"distribution", control.EmulationChange{Distribution: "gaussian"}, `distribution: unknown distribution "gaussian"`},
 		{"loss bare", control.EmulationChange{Loss: &control.Loss{Percent: "1"}}, `loss: percentage "1" needs a % sign`},
 		{"loss model without p", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{R: "1%"}}}, "loss: a Gilbert-Elliott loss model needs p"},
-		{"loss model k", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", K: "101%"}}}, "loss: k: 101% is above 100%"},
+		{"loss model k", control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", K: "101%"}}}, "loss.k: 101% is above 100%"},
 		{"duplicate", control.EmulationChange{Duplicate: "200%"}, "duplicate: 200% is above 100%"},
 		{"corrupt", control.EmulationChange{Corrupt: "-1%"}, `corrupt: "-1%" is negative`},
 		// These change the schedule before Validate refuses it.
-		{"rates late start", control.EmulationChange{Rates: &[]control.RateStep{{At: "1s", Rate: "1mbit"}, {At: "2s"}}}, "egress.classes[0].rates[0].at: the first step is at 0s, not 1s"},
-		{"rates without end", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}}}, "egress.classes[0].rates[0]: the last step ends the schedule"},
+		{"rates late start", control.EmulationChange{Rates: &[]control.RateStep{{At: "1s", Rate: "1mbit"}, {At: "2s"}}}, "rates[0].at: the first step is at 0s, not 1s"},
+		{"rates without end", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}}}, "rates[0]: the last step ends the schedule"},
 		{"rates with jitter above delay", control.EmulationChange{Jitter: "1s", Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}, {At: "2s"}}}, "jitter: 1s is above the delay"},
 		{"rates unit", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbits"}, {At: "2s"}}}, `rates[0].rate: unknown unit "mbits"`},
-		{"rates time", control.EmulationChange{Rates: &[]control.RateStep{{At: "soon", Rate: "1mbit"}}}, `rates[0].at: time: invalid duration "soon"`},
-		{"trace and rates", control.EmulationChange{Trace: "/x", Rates: &[]control.RateStep{}}, "give trace or rates, not both"},
+		{"rates time", control.EmulationChange{Rates: &[]control.RateStep{{At: "soon", Rate: "1mbit"}}}, `rates[0].at: invalid duration "soon" (use a number and a unit: 40ms, 1.5s)`},
+		{"trace and rates", control.EmulationChange{Trace: "/x", Rates: &[]control.RateStep{}}, "rates: give a trace or rates, not both"},
 		{"relative trace", control.EmulationChange{Trace: rel}, `trace: "lte.down": give an absolute path`},
 		{"missing trace", control.EmulationChange{Trace: "/nonexistent/lte.down"}, "trace: open /nonexistent/lte.down: no such file or directory"},
 	} {
@@ -138,17 +138,17 @@ func TestControlSetEmulationFailures(t *testing.T) {
 }
 
 func TestCloneConfigEmulation(t *testing.T) {
-	e := shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 1, R: 99, K: 100}, Rates: []shaper.RateStep{{Rate: 1}, {At: time.Second}}}
-	c := &shaper.Config{
-		Egress:  shaper.DirectionConfig{Emulate: e.Clone(), Classes: []shaper.ClassConfig{{Name: "a", Emulate: e.Clone()}}},
-		Ingress: shaper.DirectionConfig{Default: &shaper.ClassConfig{Name: "default", Emulate: e.Clone()}},
+	e := config.EmulateConfig{LossModel: &config.GilbertElliott{P: 1, R: 99, K: 100}, Rates: []config.RateStep{{Rate: 1}, {At: time.Second}}}
+	c := &config.Config{
+		Egress:  config.DirectionConfig{Emulate: e.Clone(), Classes: []config.ClassConfig{{Name: "a", Emulate: e.Clone()}}},
+		Ingress: config.DirectionConfig{Default: &config.ClassConfig{Name: "default", Emulate: e.Clone()}},
 	}
 	next := cloneConfig(c)
-	for _, got := range []*shaper.EmulateConfig{&next.Egress.Emulate, &next.Egress.Classes[0].Emulate, &next.Ingress.Default.Emulate} {
+	for _, got := range []*config.EmulateConfig{&next.Egress.Emulate, &next.Egress.Classes[0].Emulate, &next.Ingress.Default.Emulate} {
 		got.LossModel.P = 50
 		got.Rates[0].Rate = 7
 	}
-	for _, got := range []shaper.EmulateConfig{c.Egress.Emulate, c.Egress.Classes[0].Emulate, c.Ingress.Default.Emulate} {
+	for _, got := range []config.EmulateConfig{c.Egress.Emulate, c.Egress.Classes[0].Emulate, c.Ingress.Default.Emulate} {
 		if !reflect.DeepEqual(got, e) {
 			t.Errorf("editing the clone changed the original: %+v %+v", got.LossModel, got.Rates)
 		}
@@ -169,9 +169,9 @@ func TestControlAddEmulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.EmulateConfig{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Distribution: shaper.DistParetoNormal, Reorder: true,
-		LossModel: &shaper.GilbertElliott{P: 5, R: 95, H: 10, K: 100}, Duplicate: 1, Corrupt: 0.5,
-		Rates: []shaper.RateStep{{At: 0, Rate: 1_250_000}, {At: 500 * time.Millisecond, Rate: 125_000}, {At: time.Second}}}
+	want := config.EmulateConfig{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Distribution: config.DistParetoNormal, Reorder: true,
+		LossModel: &config.GilbertElliott{P: 5, R: 95, H: 10, K: 100}, Duplicate: 1, Corrupt: 0.5,
+		Rates: []config.RateStep{{At: 0, Rate: 1_250_000}, {At: 500 * time.Millisecond, Rate: 125_000}, {At: time.Second}}}
 	if got := emulationOf(d, "egress", "lossy"); !reflect.DeepEqual(got, want) {
 		t.Errorf("link runs %+v, want %+v", got, want)
 	}
@@ -265,8 +265,8 @@ func TestControlSetDirection(t *testing.T) {
 		{"nothing", "egress", control.EmulationChange{}, 400, "nothing to set: give delay, jitter"},
 		{"unknown direction", "up", control.EmulationChange{Delay: "1ms"}, 404, `unknown direction "up"`},
 		{"schedule without rate", "ingress", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}, {At: "1s"}}}, 400,
-			"ingress.rates: a schedule replaces the rate, which must be set too"},
-		{"jitter", "ingress", control.EmulationChange{Jitter: "1ms"}, 400, "ingress.jitter: 1ms is above the delay (0s)"},
+			"rates: a schedule replaces the rate, which must be set too"},
+		{"jitter", "ingress", control.EmulationChange{Jitter: "1ms"}, 400, "jitter: 1ms is above the delay (0s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.SetDirection(ctx, tc.dir, control.DirectionSetRequest{EmulationChange: tc.req})

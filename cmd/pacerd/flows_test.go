@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/stats/control"
@@ -113,7 +114,7 @@ func TestControlFlows(t *testing.T) {
 // of a link of fake devices and reads them back through the flows
 // endpoint, once the class has sent or dropped every packet.
 func TestControlFlowsTraffic(t *testing.T) {
-	cfg, err := shaper.ParseConfig("flows.yaml", []byte(`link:
+	cfg, err := config.Parse("flows.yaml", []byte(`link:
   inner: {name: fl-in}
   outer: {name: fl-out}
 egress:
@@ -123,7 +124,7 @@ egress:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := cfg.Egress.Classes[0].Queue; q != shaper.QueueFQ {
+	if q := cfg.Egress.Classes[0].Queue; q != config.QueueFQ {
 		t.Fatalf("class queue %v, want fq (the default)", q)
 	}
 	log := slog.New(slog.DiscardHandler)

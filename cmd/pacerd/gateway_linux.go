@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/tun/gateway"
 )
@@ -19,7 +20,7 @@ type routerGateway struct {
 // devices at all), and once the link runs it puts the link into the
 // router's forwarding path (Gateway.Install). On error nothing it made is
 // left.
-func openLink(cfg *shaper.Config, log *slog.Logger, opts ...shaper.OpenOption) (*shaper.Link, *routerGateway, error) {
+func openLink(cfg *config.Config, log *slog.Logger, opts ...shaper.OpenOption) (*shaper.Link, *routerGateway, error) {
 	var g *gateway.Gateway
 	if cfg.Gateway != nil {
 		var err error
@@ -60,7 +61,7 @@ func (r *routerGateway) close() error {
 
 // gatewayConfig is the gateway section (defaults filled in) for package
 // gateway.
-func gatewayConfig(cfg *shaper.Config) gateway.Config {
+func gatewayConfig(cfg *config.Config) gateway.Config {
 	g := cfg.Gateway
 	c := gateway.Config{
 		LAN: g.LAN, WAN: g.WAN, Inner: cfg.Link.Inner.Name, Outer: cfg.Link.Outer.Name,

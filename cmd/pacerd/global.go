@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/shaper/global"
 )
@@ -15,12 +16,12 @@ import (
 // pacerd drops its privileges. The host name it reports is the machine's
 // name and the link's inner device, unique in a fleet and the same after
 // a restart, so that a restarted pacerd takes back its reservation.
-func newGlobalClient(cfg *shaper.Config) (*global.Client, error) {
+func newGlobalClient(cfg *config.Config) (*global.Client, error) {
 	r := cfg.Redis
 	if r == nil {
 		return nil, nil
 	}
-	o := r.Options()
+	o := shaper.RedisOptions(r)
 	if r.PasswordFile != "" {
 		pw, err := readPassword(r.PasswordFile)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/tun"
@@ -53,7 +54,7 @@ func newPerDaemon(t *testing.T) (*daemon, *control.Client) {
 	t.Helper()
 	d, path, c := newControlDaemon(t)
 	writeFile(t, path, perTestConfig)
-	cfg, err := shaper.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +187,8 @@ func TestControlStatusPer(t *testing.T) {
 func TestControlSetPer(t *testing.T) {
 	d, c := newPerDaemon(t)
 	ctx := context.Background()
-	linkPer := func(dir, name string) *shaper.PerConfig { return d.link.Load().Class(dir, name).Config().Per }
-	runningPer := func(i int) shaper.PerConfig { return *d.running().Egress.Classes[i].Per }
+	linkPer := func(dir, name string) *config.PerConfig { return d.link.Load().Class(dir, name).Config().Per }
+	runningPer := func(i int) config.PerConfig { return *d.running().Egress.Classes[i].Per }
 
 	// The running config before a change keeps its values after it: the
 	// change edits a copy of the class's per-key limit.
@@ -214,8 +215,8 @@ func TestControlSetPer(t *testing.T) {
 	if _, err := c.Set(ctx, "egress", "clients", control.SetRequest{Rate: "30mbit", PerBurst: "16kb", PerPeak: "6mbit", PerKeys: 100, PerIdle: "5m"}); err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 375_000, Burst: 16 << 10, Peak: 750_000,
-		Keys: 100, Idle: 5 * time.Minute, Overrides: []shaper.PerOverride{{Match: netip.MustParsePrefix("198.18.0.10/32"), Rate: 1_000_000, Burst: 10_000}}}
+	want := config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 375_000, Burst: 16 << 10, Peak: 750_000,
+		Keys: 100, Idle: 5 * time.Minute, Overrides: []config.PerOverride{{Match: netip.MustParsePrefix("198.18.0.10/32"), Rate: 1_000_000, Burst: 10_000}}}
 	if p := linkPer("egress", "clients"); !reflect.DeepEqual(*p, want) {
 		t.Errorf("link runs per %+v, want %+v", *p, want)
 	}
@@ -233,7 +234,7 @@ func TestControlSetPer(t *testing.T) {
 	if _, err := c.Set(ctx, "ingress", "default", control.SetRequest{PerRate: "2mbit"}); err != nil {
 		t.Fatal(err)
 	}
-	if p := linkPer("ingress", "default"); p.Rate != 250_000 || p.Mode != shaper.ModePolice {
+	if p := linkPer("ingress", "default"); p.Rate != 250_000 || p.Mode != config.ModePolice {
 		t.Errorf("default: per %+v", p)
 	}
 
@@ -247,21 +248,21 @@ func TestControlSetPer(t *testing.T) {
 		req       control.SetRequest
 		errorText string
 	}{
-		{"peak at rate", "egress", "nets", control.SetRequest{PerPeak: "5mbit"}, "egress.classes[1].per.peak: 5mbit must be above the per-key rate (5mbit)"},
+		{"peak at rate", "egress", "nets", control.SetRequest{PerPeak: "5mbit"}, "per.peak: 5mbit must be above the per-key rate (5mbit)"},
 		{"rate above peak", "egress", "nets", control.SetRequest{PerRate: "20mbit"}, "per.peak: 10mbit must be above the per-key rate (20mbit)"},
-		{"burst below mtu", "egress", "nets", control.SetRequest{PerBurst: "1kb"}, "egress.classes[1].per.burst: 1kb is less than link.inner.mtu"},
-		{"keys", "egress", "nets", control.SetRequest{PerKeys: 1 << 25}, "egress.classes[1].per.keys: 33554432 is out of range [1, 16777216]"},
-		{"keys negative", "egress", "nets", control.SetRequest{PerKeys: -1}, "per_keys: -1: want a number of keys, 1 or more"},
-		{"idle", "egress", "nets", control.SetRequest{PerIdle: "100ms"}, "egress.classes[1].per.idle: 100ms is out of range [1s, 24h]"},
-		{"idle zero", "egress", "nets", control.SetRequest{PerIdle: "0s"}, "per_idle: must be above 0, not 0s"},
-		{"idle unit", "egress", "nets", control.SetRequest{PerIdle: "5"}, `per_idle: time: missing unit in duration "5"`},
-		{"rate unit", "egress", "nets", control.SetRequest{PerRate: "5mbits"}, `per_rate: unknown unit "mbits"`},
-		{"rate zero", "egress", "nets", control.SetRequest{PerRate: "0bit"}, "egress.classes[1].per.rate: a per-key limit needs a rate above 0"},
-		{"burst zero", "egress", "nets", control.SetRequest{PerBurst: "0"}, "per_burst: must be above 0"},
-		{"peak unit", "egress", "nets", control.SetRequest{PerPeak: "fast"}, `per_peak: "fast" does not start with a number`},
+		{"burst below mtu", "egress", "nets", control.SetRequest{PerBurst: "1kb"}, "per.burst: 1kb is less than link.inner.mtu"},
+		{"keys", "egress", "nets", control.SetRequest{PerKeys: 1 << 25}, "per.keys: 33554432 is out of range [1, 16777216]"},
+		{"keys negative", "egress", "nets", control.SetRequest{PerKeys: -1}, "per.keys: -1 is out of range [1, 16777216]"},
+		{"idle", "egress", "nets", control.SetRequest{PerIdle: "100ms"}, "per.idle: 100ms is out of range [1s, 24h]"},
+		{"idle zero", "egress", "nets", control.SetRequest{PerIdle: "0s"}, "per.idle: must be above 0, not 0s"},
+		{"idle unit", "egress", "nets", control.SetRequest{PerIdle: "5"}, `per.idle: invalid duration "5" (use a number and a unit: 100ms, 1.5s)`},
+		{"rate unit", "egress", "nets", control.SetRequest{PerRate: "5mbits"}, `per.rate: unknown unit "mbits"`},
+		{"rate zero", "egress", "nets", control.SetRequest{PerRate: "0bit"}, "per.rate: must be above 0 (a per-key limit needs a rate)"},
+		{"burst zero", "egress", "nets", control.SetRequest{PerBurst: "0"}, "per.burst: must be above 0 (omit it for the default)"},
+		{"peak unit", "egress", "nets", control.SetRequest{PerPeak: "fast"}, `per.peak: "fast" does not start with a number`},
 		{"with a good class setting", "egress", "nets", control.SetRequest{Rate: "30mbit", PerPeak: "1mbit"}, "per.peak: 1mbit must be above the per-key rate (5mbit)"},
-		{"no per-key limit", "egress", "bulk", control.SetRequest{PerRate: "1mbit"}, "per_rate: the class has no per-key limit"},
-		{"no per-key limit, idle", "egress", "bulk", control.SetRequest{PerIdle: "1m"}, "per_idle: the class has no per-key limit"},
+		{"no per-key limit", "egress", "bulk", control.SetRequest{PerRate: "1mbit"}, "per.rate: the class has no per-key limit"},
+		{"no per-key limit, idle", "egress", "bulk", control.SetRequest{PerIdle: "1m"}, "per.idle: the class has no per-key limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)
@@ -288,9 +289,9 @@ func TestControlAddPer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 24, Prefix6: 64, Rate: 250_000, Burst: 3000,
-		Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle,
-		Overrides: []shaper.PerOverride{{Match: netip.MustParsePrefix("198.18.1.0/24"), Rate: 1_250_000, Burst: 12_500}}}
+	want := &config.PerConfig{Kind: config.PerDst, Prefix4: 24, Prefix6: 64, Rate: 250_000, Burst: 3000,
+		Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle,
+		Overrides: []config.PerOverride{{Match: netip.MustParsePrefix("198.18.1.0/24"), Rate: 1_250_000, Burst: 12_500}}}
 	if got := d.link.Load().Class("egress", "keyed").Config().Per; !reflect.DeepEqual(got, want) {
 		t.Errorf("link runs per %+v, want %+v", got, want)
 	}
@@ -313,7 +314,7 @@ func TestControlAddPer(t *testing.T) {
 		Per: &control.Per{Key: "flow", Rate: "1mbit"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.link.Load().Class("egress", "default").Config().Per; got == nil || got.Kind != shaper.PerFlow || got.Mode != shaper.ModePolice {
+	if got := d.link.Load().Class("egress", "default").Config().Per; got == nil || got.Kind != config.PerFlow || got.Mode != config.ModePolice {
 		t.Errorf("default: per %+v, want flow keys, police", got)
 	}
 
@@ -346,7 +347,7 @@ func TestControlAddPer(t *testing.T) {
 // through the keys endpoint once the class has sent or dropped every
 // packet.
 func TestControlKeysTraffic(t *testing.T) {
-	cfg, err := shaper.ParseConfig("keys.yaml", []byte(`link:
+	cfg, err := config.Parse("keys.yaml", []byte(`link:
   inner: {name: ky-in}
   outer: {name: ky-out}
 egress:

@@ -31,7 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 )
 
@@ -75,7 +75,7 @@ func run(args []string, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	redis.SetLogger(global.RedisLogger{Log: log}) // go-redis's own messages (dial failures) at debug
 
-	cfg, err := shaper.LoadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if *check {
 		if err != nil {
 			fmt.Fprintf(stderr, "%v\n", err)

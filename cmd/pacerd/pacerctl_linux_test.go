@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
@@ -206,7 +206,7 @@ ingress:
 			out := td.pacerctl(t, "status")
 			rows := parseTable(t, out)
 			r := reading{tcp: achieved(t, rows, "egress", "bulk"), udp: achieved(t, rows, "ingress", "video")}
-			t.Logf("pacerctl status: egress bulk %s, ingress video %s", shaper.FormatRate(uint64(r.tcp)), shaper.FormatRate(uint64(r.udp)))
+			t.Logf("pacerctl status: egress bulk %s, ingress video %s", config.FormatRate(uint64(r.tcp)), config.FormatRate(uint64(r.udp)))
 			res.readings = append(res.readings, r)
 			time.Sleep(2 * time.Second)
 		}
@@ -282,7 +282,7 @@ func achieved(t *testing.T, rows []map[string]string, dir, class string) float64
 	t.Helper()
 	for _, r := range rows {
 		if r["DIRECTION"] == dir && r["CLASS"] == class {
-			v, err := shaper.ParseRate(r["ACHIEVED"])
+			v, err := config.ParseRate(r["ACHIEVED"])
 			if err != nil {
 				t.Fatalf("%s %s: ACHIEVED %q: %v", dir, class, r["ACHIEVED"], err)
 			}

@@ -14,9 +14,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/pacer-dev/pacer/config"
 	"golang.org/x/sys/unix"
-
-	"github.com/pacer-dev/pacer/shaper"
 )
 
 // checkPrivileges tells, before setup touches anything, whether pacerd may
@@ -24,7 +23,7 @@ import (
 // and may open /dev/net/tun. The error names what is missing and why
 // pacerd needs it. If pacerd cannot read its own capabilities it says
 // nothing, and setup's own errors speak.
-func checkPrivileges(cfg *shaper.Config) error {
+func checkPrivileges(cfg *config.Config) error {
 	tc, err := readThreadCaps("/proc/thread-self/status")
 	if err != nil {
 		return nil
@@ -43,7 +42,7 @@ func checkPrivileges(cfg *shaper.Config) error {
 // gatherSetupFacts reads what setupNeeds decides by: the config, whether
 // the named namespaces exist (/run/netns, as ip netns keeps them) and the
 // lowest port that needs no privilege.
-func gatherSetupFacts(cfg *shaper.Config) setupFacts {
+func gatherSetupFacts(cfg *config.Config) setupFacts {
 	f := setupFacts{
 		devices:               []string{cfg.Link.Inner.Name, cfg.Link.Outer.Name},
 		gateway:               cfg.Gateway != nil,

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
 // A reload may catch the config file while a writer that rewrites it in
@@ -19,8 +19,8 @@ const (
 )
 
 // loadSettled reads the config at path once it has stopped changing and
-// parses it (see shaper.ParseConfig).
-func loadSettled(path string) (*shaper.Config, error) {
+// parses it (see config.Parse).
+func loadSettled(path string) (*config.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
@@ -39,5 +39,5 @@ func loadSettled(path string) (*shaper.Config, error) {
 		}
 		data = again
 	}
-	return shaper.ParseConfig(path, data)
+	return config.Parse(path, data)
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/tun/shell"
 	"gopkg.in/yaml.v3"
@@ -111,7 +112,7 @@ func runShell(args []string, stderr io.Writer) int {
 		if r.text == "" {
 			continue
 		}
-		v, err := shaper.ParseRate(r.text)
+		v, err := config.ParseRate(r.text)
 		if err != nil {
 			fmt.Fprintf(stderr, "pacerd shell: -%s: %v\n", r.flag, err)
 			return exitUsage
@@ -120,7 +121,7 @@ func runShell(args []string, stderr io.Writer) int {
 	}
 	set.delay = *delay
 	if *loss != "" {
-		p, err := shaper.ParsePercent(*loss)
+		p, err := config.ParsePercent(*loss)
 		if err != nil {
 			fmt.Fprintf(stderr, "pacerd shell: -loss: %v\n", err)
 			return exitUsage
@@ -185,7 +186,7 @@ func runShell(args []string, stderr io.Writer) int {
 	}
 	inner, outer := linkConfig(sh.Link())
 	defaultControl := shellSocket(sh.ID)
-	load := func() (*shaper.Config, error) {
+	load := func() (*config.Config, error) {
 		return shellConfig(set, inner, outer, defaultControl)
 	}
 	cfg, err := load()
@@ -196,7 +197,7 @@ func runShell(args []string, stderr io.Writer) int {
 	}
 	d, err := start(cfg, set.path, log, func(d *daemon) {
 		if set.path == "" {
-			d.load = func() (*shaper.Config, error) {
+			d.load = func() (*config.Config, error) {
 				return nil, errors.New("pacerd shell runs without -config: there is no file to reload")
 			}
 		} else {
@@ -315,7 +316,7 @@ func uidOf(inv shell.Invoker) string {
 
 // printShellBanner says where the shell is and how to watch it: the
 // dashboard (the metrics server's "/"), the metrics and the control socket.
-func printShellBanner(w io.Writer, sh *shell.Shell, cfg *shaper.Config, d *daemon, uplink, downlink string) {
+func printShellBanner(w io.Writer, sh *shell.Shell, cfg *config.Config, d *daemon, uplink, downlink string) {
 	rate := func(s string) string {
 		if s == "" {
 			return "unlimited"
@@ -339,8 +340,8 @@ func printShellBanner(w io.Writer, sh *shell.Shell, cfg *shaper.Config, d *daemo
 // defaultControl when neither the file nor the command line sets them.
 // A file needs no link section (one is assumed); if it has one, it must
 // be valid for the daemon.
-func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultControl string) (*shaper.Config, error) {
-	cfg := &shaper.Config{Link: shaper.LinkPairConfig{Offload: true, GRO: true}}
+func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultControl string) (*config.Config, error) {
+	cfg := &config.Config{Link: config.LinkPairConfig{Offload: true, GRO: true}}
 	if set.path != "" {
 		data, err := os.ReadFile(set.path)
 		if err != nil {
@@ -351,7 +352,7 @@ func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultContr
 			// Appended, so the file's own lines keep their numbers in errors.
 			data = append(data, "\nlink:\n  inner: {name: shell-inner}\n  outer: {name: shell-outer}\n"...)
 		}
-		file, err := shaper.ParseConfig(set.path, data)
+		file, err := config.Parse(set.path, data)
 		if err != nil {
 			if keys["link"] {
 				err = fmt.Errorf("%w\n(pacerd shell replaces the link section's devices: a file for the shell needs none)", err)
@@ -359,7 +360,7 @@ func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultContr
 			return nil, err
 		}
 		// Only these sections apply to a shell; any other (gateway) does not.
-		cfg = &shaper.Config{Link: file.Link, Egress: file.Egress, Ingress: file.Ingress}
+		cfg = &config.Config{Link: file.Link, Egress: file.Egress, Ingress: file.Ingress}
 		if keys["metrics"] {
 			cfg.Metrics = file.Metrics
 		}
@@ -391,7 +392,7 @@ func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultContr
 		shellRate(&cfg.Ingress, set.downlink)
 	}
 	for _, d := range []struct {
-		dc    *shaper.DirectionConfig
+		dc    *config.DirectionConfig
 		trace string
 		flag  string
 	}{{&cfg.Egress, set.uplinkTrace, "-uplink"}, {&cfg.Ingress, set.downlinkTrace, "-downlink"}} {
@@ -421,9 +422,9 @@ func shellConfig(set shellSettings, inner, outer shaper.LinkConfig, defaultContr
 }
 
 // linkConfig turns the shell's two endpoints into the link's config.
-func linkConfig(inner, outer shell.Endpoint) (shaper.LinkConfig, shaper.LinkConfig) {
-	conv := func(e shell.Endpoint) shaper.LinkConfig {
-		return shaper.LinkConfig{Name: e.Name, Netns: e.Netns, MTU: shaper.DefaultMTU,
+func linkConfig(inner, outer shell.Endpoint) (config.LinkConfig, config.LinkConfig) {
+	conv := func(e shell.Endpoint) config.LinkConfig {
+		return config.LinkConfig{Name: e.Name, Netns: e.Netns, MTU: config.DefaultMTU,
 			Addresses: []netip.Prefix{e.Address}, Peer: e.Peer, Routes: e.Routes}
 	}
 	return conv(inner), conv(outer)
@@ -433,9 +434,9 @@ func linkConfig(inner, outer shell.Endpoint) (shaper.LinkConfig, shaper.LinkConf
 // without classes gets it as its default class, so that all of the
 // shell's traffic is fair-queued with AQM (a class's default queue)
 // instead of waiting in one FIFO; with classes it is the direction's total.
-func shellRate(dc *shaper.DirectionConfig, rate uint64) {
+func shellRate(dc *config.DirectionConfig, rate uint64) {
 	if len(dc.Classes) == 0 && dc.Default == nil {
-		dc.Default = &shaper.ClassConfig{Name: shaper.DefaultClass, Rate: rate}
+		dc.Default = &config.ClassConfig{Name: shaper.DefaultClass, Rate: rate}
 		return
 	}
 	dc.Rate, dc.Burst = rate, 0

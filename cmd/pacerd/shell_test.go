@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
 // TestShellConfig: a shell's config takes the file's classes, replaces its
@@ -14,10 +14,10 @@ import (
 // metrics and control endpoints unless the file or the command line set
 // them.
 func TestShellConfig(t *testing.T) {
-	inner := shaper.LinkConfig{Name: "pacer-i-abc123", Netns: "pacer-shell-abc123", MTU: 1500,
+	inner := config.LinkConfig{Name: "pacer-i-abc123", Netns: "pacer-shell-abc123", MTU: 1500,
 		Addresses: []netip.Prefix{netip.MustParsePrefix("100.64.0.2/32")}, Peer: netip.MustParseAddr("100.64.0.1"),
 		Routes: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}
-	outer := shaper.LinkConfig{Name: "pacer-o-abc123", MTU: 1500,
+	outer := config.LinkConfig{Name: "pacer-o-abc123", MTU: 1500,
 		Addresses: []netip.Prefix{netip.MustParsePrefix("100.64.0.1/32")}, Peer: netip.MustParseAddr("100.64.0.2")}
 	const sock = "/run/pacer-shell-abc123.sock"
 	dir := t.TempDir()
@@ -51,8 +51,8 @@ ingress:
 		}
 		// Without classes the rates become default classes (fair queued).
 		eg, in := cfg.Egress.Default, cfg.Ingress.Default
-		if eg == nil || in == nil || eg.Rate != 1.25e6 || in.Rate != 2.5e6 || eg.Burst != shaper.DefaultBurst(1.25e6, 1500) ||
-			eg.Queue != shaper.QueueFQ || cfg.Egress.Rate != 0 {
+		if eg == nil || in == nil || eg.Rate != 1.25e6 || in.Rate != 2.5e6 || eg.Burst != config.DefaultBurst(1.25e6, 1500) ||
+			eg.Queue != config.QueueFQ || cfg.Egress.Rate != 0 {
 			t.Errorf("egress %+v, ingress %+v: want default classes at -uplink's and -downlink's rates", cfg.Egress, cfg.Ingress)
 		}
 		if cfg.Link.Inner.Name != inner.Name || cfg.Link.Outer.Name != outer.Name || !cfg.Link.Offload {
@@ -71,7 +71,7 @@ ingress:
 			t.Errorf("classes %+v", cfg.Egress.Classes)
 		}
 		// -uplink replaces the file's 50mbit, and the burst follows it.
-		if cfg.Egress.Rate != 1.25e6 || cfg.Egress.Burst != shaper.DefaultBurst(1.25e6, 1500) {
+		if cfg.Egress.Rate != 1.25e6 || cfg.Egress.Burst != config.DefaultBurst(1.25e6, 1500) {
 			t.Errorf("egress rate %d burst %d, want -uplink's", cfg.Egress.Rate, cfg.Egress.Burst)
 		}
 		if cfg.Metrics.Listen != "127.0.0.1:0" || cfg.Control.Socket != sock {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 	"github.com/vishvananda/netlink"
@@ -103,10 +104,10 @@ func openShell(t *testing.T, host, etc, resolv string) (*Shell, *shaper.Link) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &shaper.Config{}
+	cfg := &config.Config{}
 	in, out := s.Link()
-	conv := func(e Endpoint) shaper.LinkConfig {
-		return shaper.LinkConfig{Name: e.Name, Netns: e.Netns, MTU: shaper.DefaultMTU,
+	conv := func(e Endpoint) config.LinkConfig {
+		return config.LinkConfig{Name: e.Name, Netns: e.Netns, MTU: config.DefaultMTU,
 			Addresses: []netip.Prefix{e.Address}, Peer: e.Peer, Routes: e.Routes}
 	}
 	cfg.Link.Inner, cfg.Link.Outer = conv(in), conv(out)

@@ -1,4 +1,4 @@
-package shaper
+package config
 
 import (
 	"fmt"

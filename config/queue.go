@@ -1,10 +1,9 @@
-package shaper
+package config
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper/fq"
 	"gopkg.in/yaml.v3"
 )
 
@@ -32,24 +31,120 @@ func (q QueueKind) String() string {
 	return "QueueKind(?)"
 }
 
+// AQM names the active queue management of a QueueFQ class's flows.
+type AQM uint8
+
+// The AQMs. The zero value is COBALT, the default.
+const (
+	// AQMCobalt is CAKE's COBALT: CoDel's control law on each flow's
+	// sojourn time, plus BLUE, a drop probability that rises while the
+	// queue overflows and that ignores ECN.
+	AQMCobalt AQM = iota
+	// AQMCoDel is CoDel (RFC 8289) as fq_codel runs it on each flow.
+	AQMCoDel
+	// AQMNone queues until the limits; only the backlog bound and the
+	// overlimit drops apply.
+	AQMNone
+)
+
+var aqmNames = [...]string{"cobalt", "codel", "none"}
+
+// String returns the AQM's config name ("cobalt", "codel", "none").
+func (a AQM) String() string {
+	if int(a) < len(aqmNames) {
+		return aqmNames[a]
+	}
+	return fmt.Sprintf("AQM(%d)", a)
+}
+
+// ParseAQM reads an AQM's config name.
+func ParseAQM(s string) (AQM, error) {
+	for i, n := range aqmNames {
+		if s == n {
+			return AQM(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown aqm %q (use cobalt, codel or none)", s)
+}
+
+// Isolation says what a QueueFQ class shares fairly between: flows, or
+// hosts first and each host's flows within its share (CAKE's host
+// isolation).
+type Isolation uint8
+
+// The isolation modes. The zero value is per-flow fairness.
+const (
+	// IsolateFlows: every flow (5-tuple) gets an equal share.
+	IsolateFlows Isolation = iota
+	// IsolateSrcHost: every source address gets an equal share, split
+	// between its flows (CAKE's dual-srchost).
+	IsolateSrcHost
+	// IsolateDstHost: every destination address gets an equal share
+	// (CAKE's dual-dsthost).
+	IsolateDstHost
+	// IsolateHosts: a flow's share is divided by the larger of its
+	// source's and its destination's flow count (CAKE's triple-isolate).
+	IsolateHosts
+)
+
+var isolationNames = [...]string{"flows", "src-host", "dst-host", "hosts"}
+
+// String returns the mode's config name ("flows", "src-host", ...).
+func (i Isolation) String() string {
+	if int(i) < len(isolationNames) {
+		return isolationNames[i]
+	}
+	return fmt.Sprintf("Isolation(%d)", i)
+}
+
+// ParseIsolation reads an isolation mode's config name.
+func ParseIsolation(s string) (Isolation, error) {
+	for i, n := range isolationNames {
+		if s == n {
+			return Isolation(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown isolate %q (use flows, src-host, dst-host or hosts)", s)
+}
+
+// Defaults and bounds of the fq settings, as fq_codel and CAKE use them.
+// Package shaper/fq has the same values (a shaper test checks that they
+// agree).
+const (
+	DefaultFQTarget   = 5 * time.Millisecond
+	DefaultFQInterval = 100 * time.Millisecond
+	DefaultFQFlows    = 1024
+	// MinFQFlows and MaxFQFlows bound FQConfig.Flows (a power of two).
+	MinFQFlows = 8
+	MaxFQFlows = 65536
+)
+
+// CheckFQFlows reports whether n is a valid flow table size.
+func CheckFQFlows(n int) error {
+	if n < MinFQFlows || n > MaxFQFlows || n&(n-1) != 0 {
+		return fmt.Errorf("%d flows: must be a power of two from %d to %d", n, MinFQFlows, MaxFQFlows)
+	}
+	return nil
+}
+
 // FQConfig is a class's fair-queueing settings (for QueueFQ). The zero
 // value asks for every default.
 type FQConfig struct {
 	// AQM is the per-flow AQM (default COBALT).
-	AQM fq.AQM
+	AQM AQM
 	// NoECN drops ECN-capable packets where the AQM would mark them.
 	NoECN bool
 	// Target and Interval are the AQM's; SetDefaults sets 0 to 5 ms and
 	// 100 ms. At low rates the data path raises them to their floors (see
-	// fq.Params.Resolve).
+	// package fq's Params.Resolve).
 	Target, Interval time.Duration
 	// Flows is the number of flow queues per worker (a power of two from 8
 	// to 65536); SetDefaults sets 0 to 1024.
 	Flows int
 	// Isolate chooses fairness between flows (default) or hosts.
-	Isolate fq.Isolation
+	Isolate Isolation
 	// Quantum is the bytes a flow may send per round; 0 follows the rate
-	// (fq.Quantum).
+	// (package fq's Quantum).
 	Quantum uint64
 }
 
@@ -59,7 +154,7 @@ const (
 	maxTarget   = time.Second
 	maxInterval = 10 * time.Second
 	// minQuantum and maxQuantum bound a quantum set in the config (0
-	// follows the rate, within fq.MinQuantum and fq.MaxQuantum).
+	// follows the rate, within package fq's MinQuantum and MaxQuantum).
 	minQuantum = 64
 	maxQuantum = 1 << 20
 )
@@ -109,7 +204,7 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 	f := &cc.FQ
 	return []field{
 		{"queue", named(d, &cc.Queue, "fq or fifo", ParseQueueKind)},
-		{"aqm", named(d, &f.AQM, "cobalt, codel or none", fq.ParseAQM)},
+		{"aqm", named(d, &f.AQM, "cobalt, codel or none", ParseAQM)},
 		{"ecn", func(v *yaml.Node, p string) {
 			ecn := !f.NoECN
 			d.boolean(&ecn)(v, p)
@@ -117,25 +212,9 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 		}},
 		{"target", d.duration(&f.Target)},
 		{"interval", d.duration(&f.Interval)},
-		{"flows", d.integer(&f.Flows, fq.MinFlows, fq.MaxFlows)},
-		{"isolate", named(d, &f.Isolate, "flows, src-host, dst-host or hosts", fq.ParseIsolation)},
+		{"flows", d.integer(&f.Flows, MinFQFlows, MaxFQFlows)},
+		{"isolate", named(d, &f.Isolate, "flows, src-host, dst-host or hosts", ParseIsolation)},
 		{"quantum", d.size(&f.Quantum)},
-	}
-}
-
-// named decodes a name that parse turns into a value of an enumeration.
-func named[T any](d *decoder, dst *T, what string, parse func(string) (T, error)) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, what)
-		if !ok {
-			return
-		}
-		v, err := parse(s)
-		if err != nil {
-			d.failf(n, path, "%v", err)
-			return
-		}
-		*dst = v
 	}
 }
 
@@ -197,10 +276,10 @@ func (v *validator) queue(path string, cc *ClassConfig) {
 }
 
 func (v *validator) fq(path string, f *FQConfig) {
-	if _, err := fq.ParseAQM(f.AQM.String()); err != nil {
+	if _, err := ParseAQM(f.AQM.String()); err != nil {
 		v.errorf(path+".aqm", "%v", err)
 	}
-	if _, err := fq.ParseIsolation(f.Isolate.String()); err != nil {
+	if _, err := ParseIsolation(f.Isolate.String()); err != nil {
 		v.errorf(path+".isolate", "%v", err)
 	}
 	switch {
@@ -217,7 +296,7 @@ func (v *validator) fq(path string, f *FQConfig) {
 	case f.Interval > maxInterval:
 		v.errorf(path+".interval", "%v is above %v", f.Interval, maxInterval)
 	}
-	if err := fq.CheckFlows(f.Flows); err != nil {
+	if err := CheckFQFlows(f.Flows); err != nil {
 		v.errorf(path+".flows", "%v", err)
 	}
 	if q := f.Quantum; q != 0 && (q < minQuantum || q > maxQuantum) {
@@ -228,12 +307,12 @@ func (v *validator) fq(path string, f *FQConfig) {
 // setDefaults fills in an fq class's AQM times and flow count.
 func (f *FQConfig) setDefaults() {
 	if f.Target == 0 {
-		f.Target = fq.DefaultTarget
+		f.Target = DefaultFQTarget
 	}
 	if f.Interval == 0 {
-		f.Interval = fq.DefaultInterval
+		f.Interval = DefaultFQInterval
 	}
 	if f.Flows == 0 {
-		f.Flows = fq.DefaultFlows
+		f.Flows = DefaultFQFlows
 	}
 }

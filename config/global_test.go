@@ -1,53 +1,45 @@
-package shaper_test
+package config_test
 
 import (
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/global"
+	"github.com/pacer-dev/pacer/config"
 )
 
 func TestParseConfigGlobal(t *testing.T) {
 	y := base + "redis: {address: '127.0.0.1:6379'}\negress:\n  classes:\n  - name: a\n    global: {key: tenant-x, rate: 100mbit}\n" +
 		"  default:\n    global: {key: rest, rate: 1gbit, burst: 4mb, period: 250ms, lease: 2s, on_unreachable: hold}\n"
-	c, err := shaper.ParseConfig("global.yaml", []byte(y))
+	c, err := config.Parse("global.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := c.Egress.Classes[0]
-	want := &shaper.GlobalConfig{Key: "tenant-x", Rate: 12_500_000, Burst: 2_500_000, Period: 100 * time.Millisecond, Lease: time.Second}
+	want := &config.GlobalConfig{Key: "tenant-x", Rate: 12_500_000, Burst: 2_500_000, Period: 100 * time.Millisecond, Lease: time.Second}
 	if !reflect.DeepEqual(a.Global, want) || a.Rate != 12_500_000 {
 		t.Errorf("class a: global %+v rate %d, want %+v at rate 12500000", a.Global, a.Rate, want)
 	}
-	want = &shaper.GlobalConfig{Key: "rest", Rate: 125_000_000, Burst: 4 << 20, Period: 250 * time.Millisecond, Lease: 2 * time.Second, OnUnreachable: global.FallbackHold}
+	want = &config.GlobalConfig{Key: "rest", Rate: 125_000_000, Burst: 4 << 20, Period: 250 * time.Millisecond, Lease: 2 * time.Second, OnUnreachable: config.FallbackHold}
 	if d := c.Egress.Default; !reflect.DeepEqual(d.Global, want) || d.Rate != 125_000_000 {
 		t.Errorf("default: global %+v rate %d, want %+v", d.Global, d.Rate, want)
 	}
-	if r := c.Redis; r == nil || r.Address != "127.0.0.1:6379" || r.Timeout != shaper.DefaultRedisTimeout {
+	if r := c.Redis; r == nil || r.Address != "127.0.0.1:6379" || r.Timeout != config.DefaultRedisTimeout {
 		t.Errorf("redis %+v", r)
-	}
-	if lim := a.Global.Limit(); lim.Key != "tenant-x" || lim.Rate != 12_500_000 || lim.OnUnreachable != global.FallbackShare {
-		t.Errorf("limit %+v", lim)
 	}
 
 	y = base + "redis:\n  sentinel: {master: m, addresses: ['10.0.0.1:26379', 'sentinel2:26379']}\n  password_file: /etc/pass\n" +
 		"  tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, server_name: redis}\n  timeout: 200ms\n" +
 		"ingress:\n  classes:\n  - {name: b, global: {key: b, rate: 8kbit}}\n"
-	c, err = shaper.ParseConfig("global.yaml", []byte(y))
+	c, err = config.Parse("global.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantR := &shaper.RedisConfig{Sentinel: &shaper.SentinelConfig{Master: "m", Addresses: []string{"10.0.0.1:26379", "sentinel2:26379"}},
-		PasswordFile: "/etc/pass", TLS: &shaper.RedisTLSConfig{CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", ServerName: "redis"},
+	wantR := &config.RedisConfig{Sentinel: &config.SentinelConfig{Master: "m", Addresses: []string{"10.0.0.1:26379", "sentinel2:26379"}},
+		PasswordFile: "/etc/pass", TLS: &config.RedisTLSConfig{CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", ServerName: "redis"},
 		Timeout: 200 * time.Millisecond}
 	if !reflect.DeepEqual(c.Redis, wantR) {
 		t.Errorf("redis %+v, want %+v", c.Redis, wantR)
-	}
-	o := c.Redis.Options()
-	if o.SentinelMaster != "m" || len(o.SentinelAddrs) != 2 || o.TLS == nil || o.TLS.ServerName != "redis" || o.Timeout != 200*time.Millisecond {
-		t.Errorf("options %+v", o)
 	}
 	// The smallest burst is the MTU.
 	if g := c.Ingress.Classes[0].Global; g.Burst != 1500 {
@@ -106,11 +98,11 @@ func TestParseConfigGlobalErrors(t *testing.T) {
 func TestParseConfigDirectionGlobal(t *testing.T) {
 	y := base + "redis: {address: '127.0.0.1:6379'}\negress:\n  global: {key: site, rate: 1gbit, on_unreachable: hold}\n" +
 		"  classes:\n  - {name: a, rate: 100mbit}\n"
-	c, err := shaper.ParseConfig("global.yaml", []byte(y))
+	c, err := config.Parse("global.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &shaper.GlobalConfig{Key: "site", Rate: 125_000_000, Burst: 25_000_000, Period: 100 * time.Millisecond, Lease: time.Second, OnUnreachable: global.FallbackHold}
+	want := &config.GlobalConfig{Key: "site", Rate: 125_000_000, Burst: 25_000_000, Period: 100 * time.Millisecond, Lease: time.Second, OnUnreachable: config.FallbackHold}
 	if e := c.Egress; !reflect.DeepEqual(e.Global, want) || e.Rate != 125_000_000 || e.Burst == 0 {
 		t.Errorf("egress: global %+v rate %d burst %d, want %+v at rate 125000000", e.Global, e.Rate, e.Burst, want)
 	}

@@ -1,11 +1,11 @@
-package shaper_test
+package config_test
 
 import (
 	"net/netip"
 	"reflect"
 	"testing"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
 func TestParseConfigGateway(t *testing.T) {
@@ -19,14 +19,14 @@ func TestParseConfigGateway(t *testing.T) {
 	tests := []struct {
 		name    string
 		section string
-		want    *shaper.GatewayConfig
+		want    *config.GatewayConfig
 	}{
 		{name: "none", section: "", want: nil},
 		{name: "empty section", section: "gateway:\n", want: nil},
 		{
 			name:    "defaults",
 			section: "gateway: {lan: eth1, wan: eth0, prefixes: [192.168.1.0/24]}\n",
-			want: &shaper.GatewayConfig{LAN: "eth1", WAN: "eth0", Prefixes: pfx("192.168.1.0/24"),
+			want: &config.GatewayConfig{LAN: "eth1", WAN: "eth0", Prefixes: pfx("192.168.1.0/24"),
 				Table: 7450, Priority: 7450, Zone: 7450, Mark: 0x1000000},
 		},
 		{
@@ -40,25 +40,25 @@ func TestParseConfigGateway(t *testing.T) {
   zone: 9
   mark: 0x80
 `,
-			want: &shaper.GatewayConfig{LAN: "br-lan", WAN: "wan0", Prefixes: pfx("192.168.1.0/24", "10.0.0.0/8", "2001:db8:1::/48"),
+			want: &config.GatewayConfig{LAN: "br-lan", WAN: "wan0", Prefixes: pfx("192.168.1.0/24", "10.0.0.0/8", "2001:db8:1::/48"),
 				Table: 100, Priority: 1000, Zone: 9, Mark: 0x80},
 		},
 		{
 			name:    "zone off, one prefix, decimal mark",
 			section: "gateway: {lan: a, wan: b, prefixes: 198.18.1.0/24, zone: off, mark: 16}\n",
-			want: &shaper.GatewayConfig{LAN: "a", WAN: "b", Prefixes: pfx("198.18.1.0/24"),
+			want: &config.GatewayConfig{LAN: "a", WAN: "b", Prefixes: pfx("198.18.1.0/24"),
 				Table: 7450, Priority: 7450, NoZone: true, Mark: 16},
 		},
 		{
 			name:    "largest table and priority",
 			section: "gateway: {lan: a, wan: b, prefixes: [198.18.1.0/24], table: 4294967294, priority: 32764, zone: 65535}\n",
-			want: &shaper.GatewayConfig{LAN: "a", WAN: "b", Prefixes: pfx("198.18.1.0/24"),
+			want: &config.GatewayConfig{LAN: "a", WAN: "b", Prefixes: pfx("198.18.1.0/24"),
 				Table: 1<<32 - 2, Priority: 32764, Zone: 65535, Mark: 0x1000000},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := shaper.ParseConfig("gw.yaml", []byte(base+tt.section))
+			c, err := config.Parse("gw.yaml", []byte(base+tt.section))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,16 +118,16 @@ func TestParseConfigGatewayErrors(t *testing.T) {
 }
 
 func TestValidateGoGatewayConfig(t *testing.T) {
-	c := &shaper.Config{
-		Link:    shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "in"}, Outer: shaper.LinkConfig{Name: "out"}},
-		Gateway: &shaper.GatewayConfig{LAN: "eth1", WAN: "eth0", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24")}},
+	c := &config.Config{
+		Link:    config.LinkPairConfig{Inner: config.LinkConfig{Name: "in"}, Outer: config.LinkConfig{Name: "out"}},
+		Gateway: &config.GatewayConfig{LAN: "eth1", WAN: "eth0", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24")}},
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	g := *c.Gateway
-	if g.Table != shaper.DefaultGatewayTable || g.Priority != shaper.DefaultGatewayPriority || g.Zone != shaper.DefaultGatewayZone || g.Mark != shaper.DefaultGatewayMark {
+	if g.Table != config.DefaultGatewayTable || g.Priority != config.DefaultGatewayPriority || g.Zone != config.DefaultGatewayZone || g.Mark != config.DefaultGatewayMark {
 		t.Errorf("defaults: %+v", g)
 	}
 	c.Gateway.NoZone = true

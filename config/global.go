@@ -1,15 +1,11 @@
-package shaper
+package config
 
 import (
 	"fmt"
-	"net"
 	"regexp"
-	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/pacer-dev/pacer/shaper/global"
 )
 
 // GlobalConfig is a class's or a direction's global limit: one rate
@@ -35,7 +31,41 @@ type GlobalConfig struct {
 	Lease time.Duration
 	// OnUnreachable is what the class does once its lease ran out
 	// without an answer from Redis (default share).
-	OnUnreachable global.Fallback
+	OnUnreachable Fallback
+}
+
+// Fallback is what a host does once its lease has run out without an
+// answer from Redis (on_unreachable).
+type Fallback uint8
+
+const (
+	// FallbackShare sets the local rate to the last known global rate
+	// divided by the last known host count (the default).
+	FallbackShare Fallback = iota
+	// FallbackHold sets the local rate to zero.
+	FallbackHold
+	// FallbackOpen lifts the local limit.
+	FallbackOpen
+)
+
+var fallbackNames = [...]string{"share", "hold", "open"}
+
+// String returns the fallback's config name.
+func (f Fallback) String() string {
+	if int(f) < len(fallbackNames) {
+		return fallbackNames[f]
+	}
+	return fmt.Sprintf("Fallback(%d)", uint8(f))
+}
+
+// ParseFallback reads a fallback's config name.
+func ParseFallback(s string) (Fallback, error) {
+	for i, n := range fallbackNames {
+		if s == n {
+			return Fallback(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown on_unreachable %q (use share, hold or open)", s)
 }
 
 // Bounds and defaults of a global limit.
@@ -90,24 +120,6 @@ func (g *GlobalConfig) Clone() *GlobalConfig {
 	return &c
 }
 
-// Limit returns the limit as package global runs it.
-func (g *GlobalConfig) Limit() global.Limit {
-	return global.Limit{Key: g.Key, Rate: g.Rate, Burst: g.Burst, Period: g.Period, Lease: g.Lease, OnUnreachable: g.OnUnreachable}
-}
-
-// Options returns the client options of r (without the password, which
-// pacerd reads from PasswordFile).
-func (r *RedisConfig) Options() global.Options {
-	o := global.Options{Addr: r.Address, Timeout: r.Timeout}
-	if s := r.Sentinel; s != nil {
-		o.SentinelMaster, o.SentinelAddrs = s.Master, s.Addresses
-	}
-	if t := r.TLS; t != nil {
-		o.TLS = &global.TLSOptions{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
-	}
-	return o
-}
-
 // globalField decodes a class's or a direction's global limit into *dst:
 //
 //	global: {key: tenant-x, rate: 1gbit, burst: 25mb, period: 100ms, lease: 1s, on_unreachable: share}
@@ -121,15 +133,18 @@ func (d *decoder) globalField(dst **GlobalConfig) field {
 			*dst = nil
 			return
 		}
-		g := &GlobalConfig{}
-		*dst = g
+		g := *dst // Apply changes a running one
+		if g == nil {
+			g = &GlobalConfig{}
+			*dst = g
+		}
 		d.mapping(n, path, []field{
 			{"key", d.str(&g.Key)},
 			{"rate", d.rate(&g.Rate, "a global limit needs a rate")},
 			{"burst", d.size(&g.Burst)},
 			{"period", d.duration(&g.Period)},
 			{"lease", d.duration(&g.Lease)},
-			{"on_unreachable", named(d, &g.OnUnreachable, "share, hold or open", global.ParseFallback)},
+			{"on_unreachable", named(d, &g.OnUnreachable, "share, hold or open", ParseFallback)},
 		})
 	}}
 }
@@ -140,8 +155,9 @@ func (d *decoder) globalRate(path string, g *GlobalConfig, what string) {
 	if g == nil {
 		return
 	}
-	if _, given := d.src.lines[path+".rate"]; given {
-		d.errs = append(d.errs, d.src.errorf(path+".rate", "a global %s's rate is its global.rate (its lease sets it): remove the rate", what))
+	p := joinPath(path, "rate")
+	if _, given := d.src.lines[p]; given {
+		d.errs = append(d.errs, d.src.errorf(p, "a global %s's rate is its global.rate (its lease sets it): remove the rate", what))
 	}
 }
 
@@ -265,7 +281,7 @@ func (v *validator) globalLimit(path string, g *GlobalConfig, mtu int, from stri
 	if g.Lease < 2*g.Period || g.Lease > MaxGlobalLease {
 		v.errorf(path+".lease", "%v is out of range [2 periods (%v), %v]", g.Lease, 2*g.Period, MaxGlobalLease)
 	}
-	if g.OnUnreachable > global.FallbackOpen {
+	if g.OnUnreachable > FallbackOpen {
 		v.errorf(path+".on_unreachable", "%v is not share, hold or open", g.OnUnreachable)
 	}
 }
@@ -330,17 +346,5 @@ func (v *validator) globals(c *Config) {
 	}
 	if t := r.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		v.errorf("redis.tls", "cert_file and key_file go together")
-	}
-}
-
-// hostPort checks a host:port with a non-empty host and a port 1 to 65535.
-func (v *validator) hostPort(path, s string) {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil || host == "" {
-		v.errorf(path, "%q is not host:port", s)
-		return
-	}
-	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		v.errorf(path, "port %q is not a number 1 to 65535", port)
 	}
 }

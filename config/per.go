@@ -1,4 +1,4 @@
-package shaper
+package config
 
 import (
 	"fmt"
@@ -187,8 +187,11 @@ func (d *decoder) perField(cc *ClassConfig) field {
 			cc.Per = nil
 			return
 		}
-		p := &PerConfig{}
-		cc.Per = p
+		p, fresh := cc.Per, cc.Per == nil // Apply changes a running one
+		if fresh {
+			p = &PerConfig{}
+			cc.Per = p
+		}
 		d.mapping(n, path, []field{
 			{"key", func(v *yaml.Node, path string) {
 				s, ok := d.scalar(v, path, "src, dst, flow, src/N or dst/N")
@@ -233,7 +236,7 @@ func (d *decoder) perField(cc *ClassConfig) field {
 				})
 			}},
 		})
-		if _, given := d.src.lines[path+".key"]; !given && d.node(n).Kind == yaml.MappingNode {
+		if _, given := d.src.lines[path+".key"]; fresh && !given && d.node(n).Kind == yaml.MappingNode {
 			d.failf(d.node(n), path, "a per-key limit needs a key (src, dst, flow, src/N or dst/N)")
 		}
 	}}
@@ -248,17 +251,6 @@ func (d *decoder) perMode(path string, cc *ClassConfig) {
 	if _, given := d.src.lines[path+".per.mode"]; !given {
 		cc.Per.Mode = cc.Mode
 	}
-}
-
-// parseMode reads a mode's config name ("shape" or "police").
-func parseMode(s string) (Mode, error) {
-	switch s {
-	case "shape":
-		return ModeShape, nil
-	case "police":
-		return ModePolice, nil
-	}
-	return 0, fmt.Errorf("unknown mode %q (use shape or police)", s)
 }
 
 // setDefaults fills in a per-key limit's burst (and its overrides'),

@@ -1,11 +1,10 @@
-package shaper
+package config
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -86,7 +85,7 @@ type EmulateConfig struct {
 	// at strictly increasing times from 0, the last one the end (see
 	// RateStep). At most one of them is set, and the rate they replace
 	// must be set too (it stays the burst's basis and the rate shown when
-	// idle). ParseConfig makes Trace absolute (a relative path is relative
+	// idle). Parse makes Trace absolute (a relative path is relative
 	// to the config file's directory) and reads the file to check it.
 	Trace string
 	Rates []RateStep
@@ -115,42 +114,6 @@ func ParseDistribution(s string) (Distribution, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown distribution %q (use uniform, normal, pareto or paretonormal)", s)
-}
-
-// ParsePercent reads a percentage as netem writes it, "1%" or "0.25%",
-// and returns it as a number from 0 to 100. The % sign is required (a
-// bare 0.01 reads as a fraction to some and as a percentage, as tc takes
-// it, to others), except in "0". Negative numbers, exponents and values
-// above 100% are errors.
-func ParsePercent(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	if t == "0" {
-		return 0, nil
-	}
-	num, ok := strings.CutSuffix(t, "%")
-	num = strings.TrimSpace(num)
-	switch {
-	case strings.HasPrefix(num, "-"):
-		return 0, fmt.Errorf("%q is negative", s)
-	case strings.Trim(num, "0123456789.") != "" || !validNumber(num) || len(num) > maxDigits:
-		return 0, fmt.Errorf("invalid percentage %q (want a number and a %% sign, such as 1%% or 0.5%%)", s)
-	case !ok:
-		return 0, fmt.Errorf("percentage %q needs a %% sign (such as %s%%)", s, num)
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid percentage %q", s)
-	}
-	if v > 100 {
-		return 0, fmt.Errorf("%s is above 100%%", t)
-	}
-	return v, nil
-}
-
-// FormatPercent writes a percentage as ParsePercent reads it, in the
-// fewest digits that read back the same: 1 gives "1%", 0.25 "0.25%".
-func FormatPercent(p float64) string {
-	return strconv.FormatFloat(p, 'f', -1, 64) + "%"
 }
 
 // NewGilbertElliott returns the Gilbert-Elliott model with chance p (in
@@ -260,13 +223,6 @@ func FormatRateSteps(steps []RateStep) string {
 	return strings.Join(parts, ",")
 }
 
-// CheckTrace reads the trace file at path and checks it, as ParseConfig
-// does for a config's trace settings.
-func CheckTrace(path string) error {
-	_, err := LoadTrace(path)
-	return err
-}
-
 // emulateFields decodes the link emulation settings of a class or a
 // direction:
 //
@@ -362,42 +318,6 @@ func (d *decoder) lossModel(n *yaml.Node, path string) *GilbertElliott {
 		d.failf(d.node(n), path, "a Gilbert-Elliott loss model needs p (the chance to go from the good to the bad state), such as {p: 1%%, r: 25%%}")
 	}
 	return NewGilbertElliott(p, opt[0], opt[1], opt[2])
-}
-
-// percent decodes a percentage (ParsePercent).
-func (d *decoder) percent(dst *float64) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a percentage such as 1%")
-		if !ok {
-			return
-		}
-		v, err := ParsePercent(s)
-		if err != nil {
-			d.failf(n, path, "%v", err)
-			return
-		}
-		*dst = v
-	}
-}
-
-// span decodes a duration that may be 0.
-func (d *decoder) span(dst *time.Duration) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a duration such as 40ms")
-		if !ok {
-			return
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			d.failf(n, path, "invalid duration %q (use a number and a unit: 40ms, 1.5s)", s)
-			return
-		}
-		if v < 0 {
-			d.failf(n, path, "%s is negative", s)
-			return
-		}
-		*dst = v
-	}
 }
 
 // emulate checks the link emulation of a class or a direction (path is

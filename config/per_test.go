@@ -1,4 +1,4 @@
-package shaper_test
+package config_test
 
 import (
 	"fmt"
@@ -8,29 +8,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
 func TestParsePerKey(t *testing.T) {
 	tests := []struct {
 		s                string
-		kind             shaper.PerKind
+		kind             config.PerKind
 		prefix4, prefix6 int
 	}{
-		{s: "src", kind: shaper.PerSrc, prefix4: 32, prefix6: 128},
-		{s: "dst", kind: shaper.PerDst, prefix4: 32, prefix6: 128},
-		{s: "flow", kind: shaper.PerFlow},
+		{s: "src", kind: config.PerSrc, prefix4: 32, prefix6: 128},
+		{s: "dst", kind: config.PerDst, prefix4: 32, prefix6: 128},
+		{s: "flow", kind: config.PerFlow},
 		// An IPv4 length: IPv6 keys are /64 subnets.
-		{s: "src/24", kind: shaper.PerSrc, prefix4: 24, prefix6: 64},
-		{s: "dst/1", kind: shaper.PerDst, prefix4: 1, prefix6: 64},
-		{s: "src/32", kind: shaper.PerSrc, prefix4: 32, prefix6: 64},
+		{s: "src/24", kind: config.PerSrc, prefix4: 24, prefix6: 64},
+		{s: "dst/1", kind: config.PerDst, prefix4: 1, prefix6: 64},
+		{s: "src/32", kind: config.PerSrc, prefix4: 32, prefix6: 64},
 		// An IPv6 length: IPv4 keys are whole addresses.
-		{s: "src/33", kind: shaper.PerSrc, prefix4: 32, prefix6: 33},
-		{s: "dst/64", kind: shaper.PerDst, prefix4: 32, prefix6: 64},
-		{s: "src/128", kind: shaper.PerSrc, prefix4: 32, prefix6: 128},
+		{s: "src/33", kind: config.PerSrc, prefix4: 32, prefix6: 33},
+		{s: "dst/64", kind: config.PerDst, prefix4: 32, prefix6: 64},
+		{s: "src/128", kind: config.PerSrc, prefix4: 32, prefix6: 128},
 	}
 	for _, tt := range tests {
-		kind, p4, p6, err := shaper.ParsePerKey(tt.s)
+		kind, p4, p6, err := config.ParsePerKey(tt.s)
 		if err != nil || kind != tt.kind || p4 != tt.prefix4 || p6 != tt.prefix6 {
 			t.Errorf("ParsePerKey(%q) = %v /%d /%d, %v; want %v /%d /%d", tt.s, kind, p4, p6, err, tt.kind, tt.prefix4, tt.prefix6)
 		}
@@ -48,7 +48,7 @@ func TestParsePerKey(t *testing.T) {
 		{"flow/24", `key "flow/24": flow keys on the 5-tuple and takes no prefix length`},
 		{"flow/", `takes no prefix length`},
 	} {
-		if _, _, _, err := shaper.ParsePerKey(tt.s); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, _, _, err := config.ParsePerKey(tt.s); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParsePerKey(%q): %v, want an error with %q", tt.s, err, tt.want)
 		}
 	}
@@ -61,7 +61,7 @@ func TestFormatPerKey(t *testing.T) {
 		keys = append(keys, fmt.Sprintf("src/%d", n), fmt.Sprintf("dst/%d", n))
 	}
 	for _, s := range keys {
-		kind, p4, p6, err := shaper.ParsePerKey(s)
+		kind, p4, p6, err := config.ParsePerKey(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,15 +74,15 @@ func TestFormatPerKey(t *testing.T) {
 		case "/128":
 			want = s[:3]
 		}
-		if got := shaper.FormatPerKey(kind, p4, p6); got != want {
+		if got := config.FormatPerKey(kind, p4, p6); got != want {
 			t.Errorf("FormatPerKey(ParsePerKey(%q)) = %q, want %q", s, got, want)
 		}
 	}
 	// Lengths no key writes.
-	if got := shaper.FormatPerKey(shaper.PerSrc, 24, 48); got != "src/24+/48" {
+	if got := config.FormatPerKey(config.PerSrc, 24, 48); got != "src/24+/48" {
 		t.Errorf("FormatPerKey(src, 24, 48) = %q", got)
 	}
-	p := &shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 16, Prefix6: 64}
+	p := &config.PerConfig{Kind: config.PerDst, Prefix4: 16, Prefix6: 64}
 	if got := p.Key(); got != "dst/16" {
 		t.Errorf("Key() = %q, want dst/16", got)
 	}
@@ -104,49 +104,49 @@ func TestParseConfigPer(t *testing.T) {
 		name string
 		mode string // the class's
 		per  string
-		want *shaper.PerConfig
+		want *config.PerConfig
 	}{
 		{name: "defaults", mode: "shape", per: "{key: src, rate: 2mbit}",
-			want: &shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 250_000, Burst: 3000,
-				Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 250_000, Burst: 3000,
+				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 		{name: "mode follows a police class", mode: "police", per: "{key: dst, rate: 2mbit}",
-			want: &shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 32, Prefix6: 128, Rate: 250_000, Burst: 3000,
-				Mode: shaper.ModePolice, Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerDst, Prefix4: 32, Prefix6: 128, Rate: 250_000, Burst: 3000,
+				Mode: config.ModePolice, Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 		{name: "mode before the class's", mode: "police", per: "{mode: police, key: flow, rate: 1mbit}",
-			want: &shaper.PerConfig{Kind: shaper.PerFlow, Rate: 125_000, Burst: 3000,
-				Mode: shaper.ModePolice, Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerFlow, Rate: 125_000, Burst: 3000,
+				Mode: config.ModePolice, Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 		{name: "police keys of a shape class", mode: "shape", per: "{key: flow, rate: 1mbit, mode: police}",
-			want: &shaper.PerConfig{Kind: shaper.PerFlow, Rate: 125_000, Burst: 3000,
-				Mode: shaper.ModePolice, Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerFlow, Rate: 125_000, Burst: 3000,
+				Mode: config.ModePolice, Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 		{name: "IPv4 prefix", mode: "shape", per: "{key: src/24, rate: 50mbit}",
-			want: &shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 24, Prefix6: 64, Rate: 6_250_000, Burst: 62_500,
-				Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 24, Prefix6: 64, Rate: 6_250_000, Burst: 62_500,
+				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 		{name: "IPv6 prefix", mode: "shape", per: "{key: dst/56, rate: 50mbit}",
-			want: &shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 32, Prefix6: 56, Rate: 6_250_000, Burst: 62_500,
-				Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerDst, Prefix4: 32, Prefix6: 56, Rate: 6_250_000, Burst: 62_500,
+				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 		{name: "everything", mode: "shape",
 			per: "{key: src, rate: 5mbit, burst: 16kb, peak: 10mbit, mode: shape, keys: 16777216, idle: 24h, " +
 				"overrides: [{match: 198.18.0.10, rate: 100mbit, burst: 1mb}, {match: 198.18.1.0/24, rate: 1mbit}, {match: '2001:db8::1', rate: 8mbit}]}",
-			want: &shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 625_000, Burst: 16 << 10, Peak: 1_250_000,
-				Keys: 1 << 24, Idle: 24 * time.Hour, Overrides: []shaper.PerOverride{
+			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 625_000, Burst: 16 << 10, Peak: 1_250_000,
+				Keys: 1 << 24, Idle: 24 * time.Hour, Overrides: []config.PerOverride{
 					{Match: pfx("198.18.0.10/32"), Rate: 12_500_000, Burst: 1 << 20},
 					{Match: pfx("198.18.1.0/24"), Rate: 125_000, Burst: 3000},
 					{Match: pfx("2001:db8::1/128"), Rate: 1_000_000, Burst: 10_000},
 				}}},
 		{name: "least keys and idle", mode: "shape", per: "{key: flow, rate: 1mbit, keys: 1, idle: 1s}",
-			want: &shaper.PerConfig{Kind: shaper.PerFlow, Rate: 125_000, Burst: 3000, Keys: 1, Idle: time.Second}},
+			want: &config.PerConfig{Kind: config.PerFlow, Rate: 125_000, Burst: 3000, Keys: 1, Idle: time.Second}},
 		{name: "no overrides", mode: "shape", per: "{key: src, rate: 1mbit, overrides: []}",
-			want: &shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 125_000, Burst: 3000,
-				Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle, Overrides: []shaper.PerOverride{}}},
+			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 125_000, Burst: 3000,
+				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle, Overrides: []config.PerOverride{}}},
 		{name: "null is none", mode: "shape", per: "null"},
 		{name: "a rate above the class's", mode: "shape", per: "{key: src, rate: 1gbit}",
-			want: &shaper.PerConfig{Kind: shaper.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 125_000_000, Burst: 1_250_000,
-				Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}},
+			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 125_000_000, Burst: 1_250_000,
+				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, dir := range []string{"classes", "default"} {
-				c, err := shaper.ParseConfig("per.yaml", []byte(perClass(dir, tt.mode, tt.per)))
+				c, err := config.Parse("per.yaml", []byte(perClass(dir, tt.mode, tt.per)))
 				if err != nil {
 					t.Fatalf("%s: %v", dir, err)
 				}
@@ -239,7 +239,7 @@ func TestParseConfigPerErrors(t *testing.T) {
 // A flow key's overrides are not checked against a key's prefix: a flow
 // has none.
 func TestParseConfigPerFlowOverride(t *testing.T) {
-	c, err := shaper.ParseConfig("per.yaml", []byte(perClass("classes", "shape", "{key: flow, rate: 1mbit, overrides: [{match: 198.18.0.7, rate: 2mbit}]}")))
+	c, err := config.Parse("per.yaml", []byte(perClass("classes", "shape", "{key: flow, rate: 1mbit, overrides: [{match: 198.18.0.7, rate: 2mbit}]}")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,23 +250,23 @@ func TestParseConfigPerFlowOverride(t *testing.T) {
 
 func TestSetDefaultsPer(t *testing.T) {
 	pfx := netip.MustParsePrefix
-	classes := []shaper.ClassConfig{
+	classes := []config.ClassConfig{
 		{Name: "none", Rate: 1000},
-		{Name: "src", Rate: 1000, Per: &shaper.PerConfig{Kind: shaper.PerSrc, Rate: 10_000_000,
-			Overrides: []shaper.PerOverride{{Match: pfx("198.18.0.1/32"), Rate: 100}, {Match: pfx("198.18.0.2/32"), Rate: 100, Burst: 5000}}}},
-		{Name: "dst", Rate: 1000, Per: &shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 24, Rate: 100}},
-		{Name: "flow", Rate: 1000, Mode: shaper.ModePolice, Per: &shaper.PerConfig{Kind: shaper.PerFlow, Rate: 100, Mode: shaper.ModePolice, Keys: 7, Idle: time.Hour}},
+		{Name: "src", Rate: 1000, Per: &config.PerConfig{Kind: config.PerSrc, Rate: 10_000_000,
+			Overrides: []config.PerOverride{{Match: pfx("198.18.0.1/32"), Rate: 100}, {Match: pfx("198.18.0.2/32"), Rate: 100, Burst: 5000}}}},
+		{Name: "dst", Rate: 1000, Per: &config.PerConfig{Kind: config.PerDst, Prefix4: 24, Rate: 100}},
+		{Name: "flow", Rate: 1000, Mode: config.ModePolice, Per: &config.PerConfig{Kind: config.PerFlow, Rate: 100, Mode: config.ModePolice, Keys: 7, Idle: time.Hour}},
 	}
-	want := []*shaper.PerConfig{
+	want := []*config.PerConfig{
 		nil,
-		{Kind: shaper.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 10_000_000, Burst: 100_000, Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle,
-			Overrides: []shaper.PerOverride{{Match: pfx("198.18.0.1/32"), Rate: 100, Burst: 3000}, {Match: pfx("198.18.0.2/32"), Rate: 100, Burst: 5000}}},
-		{Kind: shaper.PerDst, Prefix4: 24, Prefix6: 128, Rate: 100, Burst: 3000, Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle},
-		{Kind: shaper.PerFlow, Rate: 100, Burst: 3000, Mode: shaper.ModePolice, Keys: 7, Idle: time.Hour},
+		{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 10_000_000, Burst: 100_000, Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle,
+			Overrides: []config.PerOverride{{Match: pfx("198.18.0.1/32"), Rate: 100, Burst: 3000}, {Match: pfx("198.18.0.2/32"), Rate: 100, Burst: 5000}}},
+		{Kind: config.PerDst, Prefix4: 24, Prefix6: 128, Rate: 100, Burst: 3000, Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle},
+		{Kind: config.PerFlow, Rate: 100, Burst: 3000, Mode: config.ModePolice, Keys: 7, Idle: time.Hour},
 	}
-	c := &shaper.Config{
-		Link:   shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "a"}, Outer: shaper.LinkConfig{Name: "b"}},
-		Egress: shaper.DirectionConfig{Classes: classes, Default: &shaper.ClassConfig{Rate: 1000, Per: &shaper.PerConfig{Kind: shaper.PerDst, Rate: 100}}},
+	c := &config.Config{
+		Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
+		Egress: config.DirectionConfig{Classes: classes, Default: &config.ClassConfig{Rate: 1000, Per: &config.PerConfig{Kind: config.PerDst, Rate: 100}}},
 	}
 	c.SetDefaults()
 	c.SetDefaults() // changes nothing more
@@ -275,8 +275,8 @@ func TestSetDefaultsPer(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", cc.Name, cc.Per, want[i])
 		}
 	}
-	if got, want := c.Egress.Default.Per, (&shaper.PerConfig{Kind: shaper.PerDst, Prefix4: 32, Prefix6: 128, Rate: 100, Burst: 3000,
-		Keys: shaper.DefaultPerKeys, Idle: shaper.DefaultPerIdle}); !reflect.DeepEqual(got, want) {
+	if got, want := c.Egress.Default.Per, (&config.PerConfig{Kind: config.PerDst, Prefix4: 32, Prefix6: 128, Rate: 100, Burst: 3000,
+		Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}); !reflect.DeepEqual(got, want) {
 		t.Errorf("default: %+v, want %+v", got, want)
 	}
 	if err := c.Validate(); err != nil {
@@ -286,11 +286,11 @@ func TestSetDefaultsPer(t *testing.T) {
 
 // TestValidatePerGoConfig checks the values a config file cannot write.
 func TestValidatePerGoConfig(t *testing.T) {
-	valid := func() *shaper.Config {
-		c := &shaper.Config{
-			Link: shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "a"}, Outer: shaper.LinkConfig{Name: "b"}},
-			Egress: shaper.DirectionConfig{Classes: []shaper.ClassConfig{
-				{Name: "x", Rate: 1000, Per: &shaper.PerConfig{Kind: shaper.PerSrc, Rate: 100}},
+	valid := func() *config.Config {
+		c := &config.Config{
+			Link: config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
+			Egress: config.DirectionConfig{Classes: []config.ClassConfig{
+				{Name: "x", Rate: 1000, Per: &config.PerConfig{Kind: config.PerSrc, Rate: 100}},
 			}},
 		}
 		c.SetDefaults()
@@ -298,29 +298,29 @@ func TestValidatePerGoConfig(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		edit func(p *shaper.PerConfig)
+		edit func(p *config.PerConfig)
 		want string // the whole error text
 	}{
-		{"kind", func(p *shaper.PerConfig) { p.Kind = 9 }, "egress.classes[0].per.key: PerKind(?) is not src, dst or flow"},
-		{"flow with prefixes", func(p *shaper.PerConfig) { p.Kind = shaper.PerFlow },
+		{"kind", func(p *config.PerConfig) { p.Kind = 9 }, "egress.classes[0].per.key: PerKind(?) is not src, dst or flow"},
+		{"flow with prefixes", func(p *config.PerConfig) { p.Kind = config.PerFlow },
 			"egress.classes[0].per.key: flow keys on the 5-tuple and takes no prefix length (have /32 and /128)"},
-		{"prefix4", func(p *shaper.PerConfig) { p.Prefix4 = 33 }, "egress.classes[0].per.key: IPv4 prefix length 33 is out of range [1, 32]"},
-		{"prefix6", func(p *shaper.PerConfig) { p.Prefix6 = -1 }, "egress.classes[0].per.key: IPv6 prefix length -1 is out of range [1, 128]"},
-		{"prefixes zero", func(p *shaper.PerConfig) { p.Prefix4, p.Prefix6 = 0, 0 },
+		{"prefix4", func(p *config.PerConfig) { p.Prefix4 = 33 }, "egress.classes[0].per.key: IPv4 prefix length 33 is out of range [1, 32]"},
+		{"prefix6", func(p *config.PerConfig) { p.Prefix6 = -1 }, "egress.classes[0].per.key: IPv6 prefix length -1 is out of range [1, 128]"},
+		{"prefixes zero", func(p *config.PerConfig) { p.Prefix4, p.Prefix6 = 0, 0 },
 			"egress.classes[0].per.key: IPv4 prefix length 0 is out of range [1, 32]\negress.classes[0].per.key: IPv6 prefix length 0 is out of range [1, 128]"},
-		{"rate", func(p *shaper.PerConfig) { p.Rate = 0 }, "egress.classes[0].per.rate: a per-key limit needs a rate above 0"},
-		{"burst", func(p *shaper.PerConfig) { p.Burst = 0 }, "egress.classes[0].per.burst: must be above 0 (SetDefaults fills in a default)"},
-		{"mode", func(p *shaper.PerConfig) { p.Mode = 5 }, "egress.classes[0].per.mode: Mode(5) is not shape or police"},
-		{"keys zero", func(p *shaper.PerConfig) { p.Keys = 0 }, "egress.classes[0].per.keys: must be above 0 (SetDefaults fills in a default)"},
-		{"keys negative", func(p *shaper.PerConfig) { p.Keys = -1 }, "egress.classes[0].per.keys: -1 is out of range [1, 16777216]"},
-		{"idle zero", func(p *shaper.PerConfig) { p.Idle = 0 }, "egress.classes[0].per.idle: must be above 0 (SetDefaults fills in a default)"},
-		{"override prefix", func(p *shaper.PerConfig) { p.Overrides = []shaper.PerOverride{{Rate: 100, Burst: 3000}} },
+		{"rate", func(p *config.PerConfig) { p.Rate = 0 }, "egress.classes[0].per.rate: a per-key limit needs a rate above 0"},
+		{"burst", func(p *config.PerConfig) { p.Burst = 0 }, "egress.classes[0].per.burst: must be above 0 (SetDefaults fills in a default)"},
+		{"mode", func(p *config.PerConfig) { p.Mode = 5 }, "egress.classes[0].per.mode: Mode(5) is not shape or police"},
+		{"keys zero", func(p *config.PerConfig) { p.Keys = 0 }, "egress.classes[0].per.keys: must be above 0 (SetDefaults fills in a default)"},
+		{"keys negative", func(p *config.PerConfig) { p.Keys = -1 }, "egress.classes[0].per.keys: -1 is out of range [1, 16777216]"},
+		{"idle zero", func(p *config.PerConfig) { p.Idle = 0 }, "egress.classes[0].per.idle: must be above 0 (SetDefaults fills in a default)"},
+		{"override prefix", func(p *config.PerConfig) { p.Overrides = []config.PerOverride{{Rate: 100, Burst: 3000}} },
 			"egress.classes[0].per.overrides[0].match: invalid prefix"},
-		{"override rate", func(p *shaper.PerConfig) {
-			p.Overrides = []shaper.PerOverride{{Match: netip.MustParsePrefix("198.18.0.0/32")}}
+		{"override rate", func(p *config.PerConfig) {
+			p.Overrides = []config.PerOverride{{Match: netip.MustParsePrefix("198.18.0.0/32")}}
 		}, "egress.classes[0].per.overrides[0].rate: an override needs a rate above 0"},
-		{"override burst", func(p *shaper.PerConfig) {
-			p.Overrides = []shaper.PerOverride{{Match: netip.MustParsePrefix("198.18.0.0/32"), Rate: 100}}
+		{"override burst", func(p *config.PerConfig) {
+			p.Overrides = []config.PerOverride{{Match: netip.MustParsePrefix("198.18.0.0/32"), Rate: 100}}
 		}, "egress.classes[0].per.overrides[0].burst: must be above 0 (SetDefaults fills in a default)"},
 	}
 	if err := valid().Validate(); err != nil {
@@ -339,10 +339,10 @@ func TestValidatePerGoConfig(t *testing.T) {
 }
 
 func TestPerConfigClone(t *testing.T) {
-	if (*shaper.PerConfig)(nil).Clone() != nil {
+	if (*config.PerConfig)(nil).Clone() != nil {
 		t.Error("Clone of nil is not nil")
 	}
-	p := &shaper.PerConfig{Kind: shaper.PerSrc, Rate: 100, Overrides: []shaper.PerOverride{{Match: netip.MustParsePrefix("198.18.0.0/24"), Rate: 5}}}
+	p := &config.PerConfig{Kind: config.PerSrc, Rate: 100, Overrides: []config.PerOverride{{Match: netip.MustParsePrefix("198.18.0.0/24"), Rate: 5}}}
 	c := p.Clone()
 	if !reflect.DeepEqual(c, p) {
 		t.Fatalf("clone %+v, want %+v", c, p)
@@ -355,7 +355,7 @@ func TestPerConfigClone(t *testing.T) {
 
 func ExampleParsePerKey() {
 	for _, s := range []string{"src", "src/24", "dst/56", "flow", "flow/24"} {
-		kind, p4, p6, err := shaper.ParsePerKey(s)
+		kind, p4, p6, err := config.ParsePerKey(s)
 		if err != nil {
 			fmt.Println(err)
 			continue

@@ -1,4 +1,4 @@
-package shaper_test
+package config_test
 
 import (
 	"reflect"
@@ -6,39 +6,38 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
-	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/config"
 )
 
 // fqDefaults is what SetDefaults gives a shaped fq class that sets nothing.
-var fqDefaults = shaper.FQConfig{Target: fq.DefaultTarget, Interval: fq.DefaultInterval, Flows: fq.DefaultFlows}
+var fqDefaults = config.FQConfig{Target: config.DefaultFQTarget, Interval: config.DefaultFQInterval, Flows: config.DefaultFQFlows}
 
 func TestParseConfigQueue(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
 		name  string
 		class string // settings after "name: a, rate: 10mbit, "
-		queue shaper.QueueKind
-		fq    shaper.FQConfig
+		queue config.QueueKind
+		fq    config.FQConfig
 	}{
-		{name: "defaults", class: "", queue: shaper.QueueFQ, fq: fqDefaults},
+		{name: "defaults", class: "", queue: config.QueueFQ, fq: fqDefaults},
 		{name: "fq written out", class: "queue: fq, aqm: cobalt, ecn: true, isolate: flows", fq: fqDefaults},
-		{name: "fifo", class: "queue: fifo", queue: shaper.QueueFIFO},
+		{name: "fifo", class: "queue: fifo", queue: config.QueueFIFO},
 		{name: "police", class: "mode: police"},
-		{name: "codel", class: "aqm: codel", fq: shaper.FQConfig{AQM: fq.AQMCoDel, Target: 5 * ms, Interval: 100 * ms, Flows: 1024}},
-		{name: "no aqm", class: "aqm: none", fq: shaper.FQConfig{AQM: fq.AQMNone, Target: 5 * ms, Interval: 100 * ms, Flows: 1024}},
-		{name: "no ecn", class: "ecn: false", fq: shaper.FQConfig{NoECN: true, Target: 5 * ms, Interval: 100 * ms, Flows: 1024}},
-		{name: "times", class: "target: 10ms, interval: 1s", fq: shaper.FQConfig{Target: 10 * ms, Interval: time.Second, Flows: 1024}},
-		{name: "target only", class: "target: 20ms", fq: shaper.FQConfig{Target: 20 * ms, Interval: 100 * ms, Flows: 1024}},
-		{name: "flows", class: "flows: 8", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 8}},
-		{name: "flows max", class: "flows: 65536", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 65536}},
-		{name: "src-host", class: "isolate: src-host", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Isolate: fq.IsolateSrcHost}},
-		{name: "dst-host", class: "isolate: dst-host", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Isolate: fq.IsolateDstHost}},
-		{name: "hosts", class: "isolate: hosts", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Isolate: fq.IsolateHosts}},
-		{name: "quantum bytes", class: "quantum: 1514", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1514}},
-		{name: "quantum kb", class: "quantum: 1.5kb", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1536}},
-		{name: "quantum bounds", class: "quantum: 64", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 64}},
-		{name: "quantum 1mb", class: "quantum: 1mb", fq: shaper.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1 << 20}},
+		{name: "codel", class: "aqm: codel", fq: config.FQConfig{AQM: config.AQMCoDel, Target: 5 * ms, Interval: 100 * ms, Flows: 1024}},
+		{name: "no aqm", class: "aqm: none", fq: config.FQConfig{AQM: config.AQMNone, Target: 5 * ms, Interval: 100 * ms, Flows: 1024}},
+		{name: "no ecn", class: "ecn: false", fq: config.FQConfig{NoECN: true, Target: 5 * ms, Interval: 100 * ms, Flows: 1024}},
+		{name: "times", class: "target: 10ms, interval: 1s", fq: config.FQConfig{Target: 10 * ms, Interval: time.Second, Flows: 1024}},
+		{name: "target only", class: "target: 20ms", fq: config.FQConfig{Target: 20 * ms, Interval: 100 * ms, Flows: 1024}},
+		{name: "flows", class: "flows: 8", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 8}},
+		{name: "flows max", class: "flows: 65536", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 65536}},
+		{name: "src-host", class: "isolate: src-host", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Isolate: config.IsolateSrcHost}},
+		{name: "dst-host", class: "isolate: dst-host", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Isolate: config.IsolateDstHost}},
+		{name: "hosts", class: "isolate: hosts", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Isolate: config.IsolateHosts}},
+		{name: "quantum bytes", class: "quantum: 1514", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1514}},
+		{name: "quantum kb", class: "quantum: 1.5kb", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1536}},
+		{name: "quantum bounds", class: "quantum: 64", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 64}},
+		{name: "quantum 1mb", class: "quantum: 1mb", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1 << 20}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +48,7 @@ func TestParseConfigQueue(t *testing.T) {
 					class = strings.Replace(class, "name: a, ", "", 1)
 					section = "egress:\n  default: " + class + "\n"
 				}
-				c, err := shaper.ParseConfig("q.yaml", []byte(base+section))
+				c, err := config.Parse("q.yaml", []byte(base+section))
 				if err != nil {
 					t.Fatalf("%s: %v", dir, err)
 				}
@@ -125,21 +124,21 @@ func TestParseConfigQueueErrors(t *testing.T) {
 }
 
 func TestSetDefaultsQueue(t *testing.T) {
-	classes := []shaper.ClassConfig{
+	classes := []config.ClassConfig{
 		{Name: "fq", Rate: 1000},
-		{Name: "fifo", Rate: 1000, Queue: shaper.QueueFIFO},
-		{Name: "police", Rate: 1000, Mode: shaper.ModePolice},
-		{Name: "set", Rate: 1000, FQ: shaper.FQConfig{AQM: fq.AQMNone, Target: time.Millisecond, Flows: 16, Quantum: 300}},
+		{Name: "fifo", Rate: 1000, Queue: config.QueueFIFO},
+		{Name: "police", Rate: 1000, Mode: config.ModePolice},
+		{Name: "set", Rate: 1000, FQ: config.FQConfig{AQM: config.AQMNone, Target: time.Millisecond, Flows: 16, Quantum: 300}},
 	}
-	want := []shaper.FQConfig{
+	want := []config.FQConfig{
 		fqDefaults,
 		{},
 		{},
-		{AQM: fq.AQMNone, Target: time.Millisecond, Interval: fq.DefaultInterval, Flows: 16, Quantum: 300},
+		{AQM: config.AQMNone, Target: time.Millisecond, Interval: config.DefaultFQInterval, Flows: 16, Quantum: 300},
 	}
-	c := &shaper.Config{
-		Link:   shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "a"}, Outer: shaper.LinkConfig{Name: "b"}},
-		Egress: shaper.DirectionConfig{Classes: classes, Default: &shaper.ClassConfig{Rate: 1000}},
+	c := &config.Config{
+		Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
+		Egress: config.DirectionConfig{Classes: classes, Default: &config.ClassConfig{Rate: 1000}},
 	}
 	c.SetDefaults()
 	c.SetDefaults() // changes nothing more
@@ -159,35 +158,35 @@ func TestSetDefaultsQueue(t *testing.T) {
 // TestValidateQueueGoConfig checks the values a config file cannot write:
 // unknown kinds, and zero times without SetDefaults.
 func TestValidateQueueGoConfig(t *testing.T) {
-	valid := func() *shaper.Config {
-		c := &shaper.Config{
-			Link:   shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "a"}, Outer: shaper.LinkConfig{Name: "b"}},
-			Egress: shaper.DirectionConfig{Classes: []shaper.ClassConfig{{Name: "x", Rate: 1000}}},
+	valid := func() *config.Config {
+		c := &config.Config{
+			Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
+			Egress: config.DirectionConfig{Classes: []config.ClassConfig{{Name: "x", Rate: 1000}}},
 		}
 		c.SetDefaults()
 		return c
 	}
 	tests := []struct {
 		name string
-		edit func(cc *shaper.ClassConfig)
+		edit func(cc *config.ClassConfig)
 		want string // the whole error text
 	}{
-		{"queue kind", func(cc *shaper.ClassConfig) { cc.Queue = 7 }, "egress.classes[0].queue: QueueKind(?) is not fq or fifo"},
-		{"aqm", func(cc *shaper.ClassConfig) { cc.FQ.AQM = 9 }, `egress.classes[0].aqm: unknown aqm "AQM(9)" (use cobalt, codel or none)`},
-		{"isolate", func(cc *shaper.ClassConfig) { cc.FQ.Isolate = 9 }, `egress.classes[0].isolate: unknown isolate "Isolation(9)" (use flows, src-host, dst-host or hosts)`},
-		{"zero times", func(cc *shaper.ClassConfig) { cc.FQ.Target, cc.FQ.Interval = 0, 0 },
+		{"queue kind", func(cc *config.ClassConfig) { cc.Queue = 7 }, "egress.classes[0].queue: QueueKind(?) is not fq or fifo"},
+		{"aqm", func(cc *config.ClassConfig) { cc.FQ.AQM = 9 }, `egress.classes[0].aqm: unknown aqm "AQM(9)" (use cobalt, codel or none)`},
+		{"isolate", func(cc *config.ClassConfig) { cc.FQ.Isolate = 9 }, `egress.classes[0].isolate: unknown isolate "Isolation(9)" (use flows, src-host, dst-host or hosts)`},
+		{"zero times", func(cc *config.ClassConfig) { cc.FQ.Target, cc.FQ.Interval = 0, 0 },
 			"egress.classes[0].target: must be above 0 (SetDefaults fills in a default)\negress.classes[0].interval: must be above 0 (SetDefaults fills in a default)"},
-		{"zero flows", func(cc *shaper.ClassConfig) { cc.FQ.Flows = 0 }, "egress.classes[0].flows: 0 flows: must be a power of two from 8 to 65536"},
-		{"fifo with defaults", func(cc *shaper.ClassConfig) { cc.Queue = shaper.QueueFIFO },
+		{"zero flows", func(cc *config.ClassConfig) { cc.FQ.Flows = 0 }, "egress.classes[0].flows: 0 flows: must be a power of two from 8 to 65536"},
+		{"fifo with defaults", func(cc *config.ClassConfig) { cc.Queue = config.QueueFIFO },
 			"egress.classes[0].target: target applies to queue fq only\negress.classes[0].interval: interval applies to queue fq only\negress.classes[0].flows: flows applies to queue fq only"},
-		{"fifo no ecn", func(cc *shaper.ClassConfig) { cc.Queue, cc.FQ = shaper.QueueFIFO, shaper.FQConfig{NoECN: true} },
+		{"fifo no ecn", func(cc *config.ClassConfig) { cc.Queue, cc.FQ = config.QueueFIFO, config.FQConfig{NoECN: true} },
 			"egress.classes[0].ecn: ecn applies to queue fq only"},
-		{"police", func(cc *shaper.ClassConfig) {
-			cc.Mode, cc.Backlog, cc.Queue, cc.FQ = shaper.ModePolice, 0, shaper.QueueFIFO, shaper.FQConfig{AQM: fq.AQMCoDel, Quantum: 300}
+		{"police", func(cc *config.ClassConfig) {
+			cc.Mode, cc.Backlog, cc.Queue, cc.FQ = config.ModePolice, 0, config.QueueFIFO, config.FQConfig{AQM: config.AQMCoDel, Quantum: 300}
 		}, "egress.classes[0].queue: mode police drops instead of queueing: remove queue\n" +
 			"egress.classes[0].aqm: mode police drops instead of queueing: remove aqm\n" +
 			"egress.classes[0].quantum: mode police drops instead of queueing: remove quantum"},
-		{"police with fq defaults", func(cc *shaper.ClassConfig) { cc.Mode, cc.Backlog = shaper.ModePolice, 0 },
+		{"police with fq defaults", func(cc *config.ClassConfig) { cc.Mode, cc.Backlog = config.ModePolice, 0 },
 			"egress.classes[0].target: mode police drops instead of queueing: remove target\n" +
 				"egress.classes[0].interval: mode police drops instead of queueing: remove interval\n" +
 				"egress.classes[0].flows: mode police drops instead of queueing: remove flows"},
@@ -208,12 +207,12 @@ func TestValidateQueueGoConfig(t *testing.T) {
 }
 
 func TestParseQueueKind(t *testing.T) {
-	for _, k := range []shaper.QueueKind{shaper.QueueFQ, shaper.QueueFIFO} {
-		if got, err := shaper.ParseQueueKind(k.String()); err != nil || got != k {
+	for _, k := range []config.QueueKind{config.QueueFQ, config.QueueFIFO} {
+		if got, err := config.ParseQueueKind(k.String()); err != nil || got != k {
 			t.Errorf("ParseQueueKind(%q) = %v, %v", k.String(), got, err)
 		}
 	}
-	if _, err := shaper.ParseQueueKind("FQ"); err == nil || err.Error() != `unknown queue "FQ" (use fq or fifo)` {
+	if _, err := config.ParseQueueKind("FQ"); err == nil || err.Error() != `unknown queue "FQ" (use fq or fifo)` {
 		t.Errorf("ParseQueueKind(FQ): %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package shaper_test
+package config_test
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/config"
 )
 
 func TestParsePercent(t *testing.T) {
@@ -20,7 +20,7 @@ func TestParsePercent(t *testing.T) {
 		{"1%", 1}, {"0.5%", 0.5}, {"100%", 100}, {"0%", 0}, {"0", 0}, {" 2.25% ", 2.25},
 		{"0.001%", 0.001}, {"99.99%", 99.99}, {"1 %", 1}, {"007%", 7},
 	} {
-		got, err := shaper.ParsePercent(tt.s)
+		got, err := config.ParsePercent(tt.s)
 		if err != nil || got != tt.want {
 			t.Errorf("ParsePercent(%q) = %v, %v; want %v", tt.s, got, err, tt.want)
 		}
@@ -39,7 +39,7 @@ func TestParsePercent(t *testing.T) {
 		{"NaN%", `invalid percentage`},
 		{"one%", `invalid percentage`},
 	} {
-		if _, err := shaper.ParsePercent(tt.s); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := config.ParsePercent(tt.s); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParsePercent(%q): %v, want an error with %q", tt.s, err, tt.want)
 		}
 	}
@@ -50,7 +50,7 @@ func TestFormatPercent(t *testing.T) {
 		p    float64
 		want string
 	}{{1, "1%"}, {0.5, "0.5%"}, {0, "0%"}, {100, "100%"}, {0.1, "0.1%"}, {99.5, "99.5%"}} {
-		if got := shaper.FormatPercent(tt.p); got != tt.want {
+		if got := config.FormatPercent(tt.p); got != tt.want {
 			t.Errorf("FormatPercent(%v) = %q, want %q", tt.p, got, tt.want)
 		}
 	}
@@ -61,27 +61,27 @@ func FuzzParsePercent(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := shaper.ParsePercent(s)
+		p, err := config.ParsePercent(s)
 		if err != nil {
 			return
 		}
 		if !(p >= 0 && p <= 100) {
 			t.Fatalf("ParsePercent(%q) = %v, out of [0, 100]", s, p)
 		}
-		if back, err := shaper.ParsePercent(shaper.FormatPercent(p)); err != nil || back != p {
-			t.Fatalf("ParsePercent(%q) = %v, FormatPercent %q reads back %v, %v", s, p, shaper.FormatPercent(p), back, err)
+		if back, err := config.ParsePercent(config.FormatPercent(p)); err != nil || back != p {
+			t.Fatalf("ParsePercent(%q) = %v, FormatPercent %q reads back %v, %v", s, p, config.FormatPercent(p), back, err)
 		}
 	})
 }
 
 func TestParseDistribution(t *testing.T) {
-	for _, d := range []shaper.Distribution{shaper.DistUniform, shaper.DistNormal, shaper.DistPareto, shaper.DistParetoNormal} {
-		got, err := shaper.ParseDistribution(d.String())
+	for _, d := range []config.Distribution{config.DistUniform, config.DistNormal, config.DistPareto, config.DistParetoNormal} {
+		got, err := config.ParseDistribution(d.String())
 		if err != nil || got != d {
 			t.Errorf("ParseDistribution(%q) = %v, %v", d.String(), got, err)
 		}
 	}
-	if _, err := shaper.ParseDistribution("gaussian"); err == nil || err.Error() != `unknown distribution "gaussian" (use uniform, normal, pareto or paretonormal)` {
+	if _, err := config.ParseDistribution("gaussian"); err == nil || err.Error() != `unknown distribution "gaussian" (use uniform, normal, pareto or paretonormal)` {
 		t.Errorf("gaussian: %v", err)
 	}
 }
@@ -93,19 +93,19 @@ func TestNewGilbertElliott(t *testing.T) {
 		name    string
 		p       float64
 		r, h, k *float64
-		want    shaper.GilbertElliott
+		want    config.GilbertElliott
 		bern    bool
 	}{
 		// netem: "the only needed parameter is p while the others will be
 		// set to the default values r=1-p, 1-h=1 and 1-k=0".
-		{name: "Bernoulli", p: 1, want: shaper.GilbertElliott{P: 1, R: 99, H: 0, K: 100}, bern: true},
-		{name: "simple Gilbert", p: 1, r: pct(25.0), want: shaper.GilbertElliott{P: 1, R: 25, H: 0, K: 100}},
-		{name: "Gilbert", p: 1, r: pct(25.0), h: pct(30.0), want: shaper.GilbertElliott{P: 1, R: 25, H: 30, K: 100}},
-		{name: "Gilbert-Elliott", p: 1, r: pct(25.0), h: pct(30.0), k: pct(99.0), want: shaper.GilbertElliott{P: 1, R: 25, H: 30, K: 99}},
-		{name: "k only", p: 5, k: pct(99.9), want: shaper.GilbertElliott{P: 5, R: 95, H: 0, K: 99.9}},
-		{name: "zero r given", p: 5, r: pct(0.0), want: shaper.GilbertElliott{P: 5, R: 0, H: 0, K: 100}},
+		{name: "Bernoulli", p: 1, want: config.GilbertElliott{P: 1, R: 99, H: 0, K: 100}, bern: true},
+		{name: "simple Gilbert", p: 1, r: pct(25.0), want: config.GilbertElliott{P: 1, R: 25, H: 0, K: 100}},
+		{name: "Gilbert", p: 1, r: pct(25.0), h: pct(30.0), want: config.GilbertElliott{P: 1, R: 25, H: 30, K: 100}},
+		{name: "Gilbert-Elliott", p: 1, r: pct(25.0), h: pct(30.0), k: pct(99.0), want: config.GilbertElliott{P: 1, R: 25, H: 30, K: 99}},
+		{name: "k only", p: 5, k: pct(99.9), want: config.GilbertElliott{P: 5, R: 95, H: 0, K: 99.9}},
+		{name: "zero r given", p: 5, r: pct(0.0), want: config.GilbertElliott{P: 5, R: 0, H: 0, K: 100}},
 	} {
-		got := shaper.NewGilbertElliott(tt.p, tt.r, tt.h, tt.k)
+		got := config.NewGilbertElliott(tt.p, tt.r, tt.h, tt.k)
 		if *got != tt.want || got.IsBernoulli() != tt.bern {
 			t.Errorf("%s: %+v (Bernoulli %v), want %+v (%v)", tt.name, *got, got.IsBernoulli(), tt.want, tt.bern)
 		}
@@ -113,8 +113,8 @@ func TestNewGilbertElliott(t *testing.T) {
 }
 
 func TestParseLossModel(t *testing.T) {
-	got, err := shaper.ParseLossModel("1%", "", "10%", "")
-	if err != nil || *got != (shaper.GilbertElliott{P: 1, R: 99, H: 10, K: 100}) {
+	got, err := config.ParseLossModel("1%", "", "10%", "")
+	if err != nil || *got != (config.GilbertElliott{P: 1, R: 99, H: 10, K: 100}) {
 		t.Errorf("ParseLossModel(1%%, , 10%%, ) = %+v, %v", got, err)
 	}
 	for _, tt := range []struct {
@@ -126,23 +126,23 @@ func TestParseLossModel(t *testing.T) {
 		{"1%", "", "", "101%", "k: 101% is above 100%"},
 		{"x", "", "", "", `p: invalid percentage "x"`},
 	} {
-		if _, err := shaper.ParseLossModel(tt.p, tt.r, tt.h, tt.k); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := config.ParseLossModel(tt.p, tt.r, tt.h, tt.k); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseLossModel(%q, %q, %q, %q): %v, want %q", tt.p, tt.r, tt.h, tt.k, err, tt.want)
 		}
 	}
 }
 
 func TestRateSteps(t *testing.T) {
-	steps := []shaper.RateStep{{At: 0, Rate: 1_500_000}, {At: 1500 * time.Millisecond, Rate: 375_000}, {At: 2 * time.Second}}
-	s := shaper.FormatRateSteps(steps)
+	steps := []config.RateStep{{At: 0, Rate: 1_500_000}, {At: 1500 * time.Millisecond, Rate: 375_000}, {At: 2 * time.Second}}
+	s := config.FormatRateSteps(steps)
 	if s != "0s:12mbit,1.5s:3mbit,2s" {
 		t.Errorf("FormatRateSteps = %q", s)
 	}
-	back, err := shaper.ParseRateSteps(s)
+	back, err := config.ParseRateSteps(s)
 	if err != nil || !reflect.DeepEqual(back, steps) {
 		t.Errorf("ParseRateSteps(%q) = %+v, %v; want %+v", s, back, err, steps)
 	}
-	if got, err := shaper.ParseRateSteps(" 0s:1mbit , 1s "); err != nil || len(got) != 2 || got[1].At != time.Second {
+	if got, err := config.ParseRateSteps(" 0s:1mbit , 1s "); err != nil || len(got) != 2 || got[1].At != time.Second {
 		t.Errorf("spaces: %+v, %v", got, err)
 	}
 	for _, tt := range []struct{ s, want string }{
@@ -151,11 +151,11 @@ func TestRateSteps(t *testing.T) {
 		{"0s:1mbits,1s", `step 0: unknown unit "mbits"`},
 		{"0s:0bit,1s", "step 0: the rate must be above 0"},
 	} {
-		if _, err := shaper.ParseRateSteps(tt.s); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := config.ParseRateSteps(tt.s); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseRateSteps(%q): %v, want %q", tt.s, err, tt.want)
 		}
 	}
-	e := shaper.EmulateConfig{Rates: steps}
+	e := config.EmulateConfig{Rates: steps}
 	if e.Period() != 2*time.Second || !e.Scheduled() {
 		t.Errorf("Period %v, Scheduled %v", e.Period(), e.Scheduled())
 	}
@@ -178,36 +178,36 @@ func TestParseConfigEmulate(t *testing.T) {
 	tests := []struct {
 		name     string
 		settings string
-		want     shaper.EmulateConfig
+		want     config.EmulateConfig
 	}{
-		{name: "delay", settings: "delay: 40ms", want: shaper.EmulateConfig{Delay: 40 * time.Millisecond}},
-		{name: "zero delay", settings: "delay: 0s", want: shaper.EmulateConfig{}},
-		{name: "longest delay", settings: "delay: 10s", want: shaper.EmulateConfig{Delay: 10 * time.Second}},
-		{name: "jitter", settings: "delay: 40ms, jitter: 5ms", want: shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond}},
-		{name: "jitter as large as the delay", settings: "delay: 5ms, jitter: 5ms", want: shaper.EmulateConfig{Delay: 5 * time.Millisecond, Jitter: 5 * time.Millisecond}},
+		{name: "delay", settings: "delay: 40ms", want: config.EmulateConfig{Delay: 40 * time.Millisecond}},
+		{name: "zero delay", settings: "delay: 0s", want: config.EmulateConfig{}},
+		{name: "longest delay", settings: "delay: 10s", want: config.EmulateConfig{Delay: 10 * time.Second}},
+		{name: "jitter", settings: "delay: 40ms, jitter: 5ms", want: config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond}},
+		{name: "jitter as large as the delay", settings: "delay: 5ms, jitter: 5ms", want: config.EmulateConfig{Delay: 5 * time.Millisecond, Jitter: 5 * time.Millisecond}},
 		{name: "distribution", settings: "delay: 40ms, jitter: 5ms, distribution: paretonormal, reorder: true",
-			want: shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: shaper.DistParetoNormal, Reorder: true}},
-		{name: "uniform without jitter", settings: "distribution: uniform, reorder: false", want: shaper.EmulateConfig{}},
-		{name: "loss", settings: "loss: 1%", want: shaper.EmulateConfig{Loss: 1}},
-		{name: "loss fraction", settings: "loss: 0.5%", want: shaper.EmulateConfig{Loss: 0.5}},
-		{name: "loss model p", settings: "loss: {p: 1%}", want: shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 1, R: 99, H: 0, K: 100}}},
-		{name: "loss model", settings: "loss: {p: 1%, r: 25%, h: 0%, k: 100%}", want: shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 1, R: 25, H: 0, K: 100}}},
-		{name: "loss model k", settings: "loss: {k: 99%, p: 2%}", want: shaper.EmulateConfig{LossModel: &shaper.GilbertElliott{P: 2, R: 98, H: 0, K: 99}}},
-		{name: "duplicate and corrupt", settings: "duplicate: 0.1%, corrupt: 100%", want: shaper.EmulateConfig{Duplicate: 0.1, Corrupt: 100}},
+			want: config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistParetoNormal, Reorder: true}},
+		{name: "uniform without jitter", settings: "distribution: uniform, reorder: false", want: config.EmulateConfig{}},
+		{name: "loss", settings: "loss: 1%", want: config.EmulateConfig{Loss: 1}},
+		{name: "loss fraction", settings: "loss: 0.5%", want: config.EmulateConfig{Loss: 0.5}},
+		{name: "loss model p", settings: "loss: {p: 1%}", want: config.EmulateConfig{LossModel: &config.GilbertElliott{P: 1, R: 99, H: 0, K: 100}}},
+		{name: "loss model", settings: "loss: {p: 1%, r: 25%, h: 0%, k: 100%}", want: config.EmulateConfig{LossModel: &config.GilbertElliott{P: 1, R: 25, H: 0, K: 100}}},
+		{name: "loss model k", settings: "loss: {k: 99%, p: 2%}", want: config.EmulateConfig{LossModel: &config.GilbertElliott{P: 2, R: 98, H: 0, K: 99}}},
+		{name: "duplicate and corrupt", settings: "duplicate: 0.1%, corrupt: 100%", want: config.EmulateConfig{Duplicate: 0.1, Corrupt: 100}},
 		{name: "rates", settings: "rates: [{at: 0s, rate: 12mbit}, {at: 1s, rate: 3mbit}, {at: 2s}]",
-			want: shaper.EmulateConfig{Rates: []shaper.RateStep{{At: 0, Rate: 1_500_000}, {At: time.Second, Rate: 375_000}, {At: 2 * time.Second}}}},
+			want: config.EmulateConfig{Rates: []config.RateStep{{At: 0, Rate: 1_500_000}, {At: time.Second, Rate: 375_000}, {At: 2 * time.Second}}}},
 		{name: "one step", settings: "rates: [{at: 0s, rate: 12mbit}, {at: 100ms}]",
-			want: shaper.EmulateConfig{Rates: []shaper.RateStep{{At: 0, Rate: 1_500_000}, {At: 100 * time.Millisecond}}}},
-		{name: "no rates", settings: "rates: []", want: shaper.EmulateConfig{}},
-		{name: "null trace", settings: "trace: null", want: shaper.EmulateConfig{}},
+			want: config.EmulateConfig{Rates: []config.RateStep{{At: 0, Rate: 1_500_000}, {At: 100 * time.Millisecond}}}},
+		{name: "no rates", settings: "rates: []", want: config.EmulateConfig{}},
+		{name: "null trace", settings: "trace: null", want: config.EmulateConfig{}},
 		{name: "everything", settings: "delay: 40ms, jitter: 10ms, distribution: normal, reorder: true, loss: 5%, duplicate: 1%, corrupt: 0.01%, rates: [{at: 0s, rate: 1mbit}, {at: 1s}]",
-			want: shaper.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Distribution: shaper.DistNormal, Reorder: true,
-				Loss: 5, Duplicate: 1, Corrupt: 0.01, Rates: []shaper.RateStep{{At: 0, Rate: 125_000}, {At: time.Second}}}},
+			want: config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Distribution: config.DistNormal, Reorder: true,
+				Loss: 5, Duplicate: 1, Corrupt: 0.01, Rates: []config.RateStep{{At: 0, Rate: 125_000}, {At: time.Second}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, dir := range []string{"classes", "default", "direction"} {
-				c, err := shaper.ParseConfig("emulate.yaml", []byte(emulated(dir, tt.settings)))
+				c, err := config.Parse("emulate.yaml", []byte(emulated(dir, tt.settings)))
 				if err != nil {
 					t.Fatalf("%s: %v", dir, err)
 				}
@@ -221,7 +221,7 @@ func TestParseConfigEmulate(t *testing.T) {
 				if !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("%s: %+v, want %+v", dir, got, tt.want)
 				}
-				if got.IsZero() != reflect.DeepEqual(tt.want, shaper.EmulateConfig{}) {
+				if got.IsZero() != reflect.DeepEqual(tt.want, config.EmulateConfig{}) {
 					t.Errorf("%s: IsZero() = %v", dir, got.IsZero())
 				}
 			}
@@ -232,7 +232,7 @@ func TestParseConfigEmulate(t *testing.T) {
 // A police class never holds packets for tokens, but a delay line is
 // independent of shaping: a police class may have one.
 func TestParseConfigEmulatePolice(t *testing.T) {
-	c, err := shaper.ParseConfig("police.yaml", []byte(base+"egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: police, delay: 40ms, jitter: 1ms, loss: 1%}\n"))
+	c, err := config.Parse("police.yaml", []byte(base+"egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: police, delay: 40ms, jitter: 1ms, loss: 1%}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestLoadConfigTrace(t *testing.T) {
 	abs := writeTrace(t, t.TempDir(), "lte.up", "1\n")
 	cfg := base + "egress:\n  rate: 20mbit\n  trace: traces/lte.down\n  classes:\n  - {name: a, rate: 1mbit, trace: " + abs + "}\n"
 	path := writeTrace(t, dir, "pacer.yaml", cfg)
-	c, err := shaper.LoadConfig(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,20 +278,20 @@ func TestLoadConfigTrace(t *testing.T) {
 	}
 	// The same file read from elsewhere does not find the trace.
 	want := "pacer.yaml:6: egress.trace: trace: open " + absPath(t, "traces/lte.down") + ": no such file or directory"
-	if _, err := shaper.ParseConfig("pacer.yaml", []byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := config.Parse("pacer.yaml", []byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("trace relative to the working directory: %v, want %s", err, want)
 	}
 }
 
 func TestCheckTrace(t *testing.T) {
 	dir := t.TempDir()
-	if err := shaper.CheckTrace(writeTrace(t, dir, "ok", "1\n")); err != nil {
+	if err := config.CheckTrace(writeTrace(t, dir, "ok", "1\n")); err != nil {
 		t.Errorf("a good trace: %v", err)
 	}
-	if err := shaper.CheckTrace(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if err := config.CheckTrace(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing trace: %v", err)
 	}
-	if err := shaper.CheckTrace(dir); err == nil {
+	if err := config.CheckTrace(dir); err == nil {
 		t.Errorf("a directory as a trace: no error")
 	}
 	big := filepath.Join(dir, "big")
@@ -299,11 +299,11 @@ func TestCheckTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(shaper.MaxTraceBytes + 1); err != nil {
+	if err := f.Truncate(config.MaxTraceBytes + 1); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := shaper.CheckTrace(big); err == nil || !strings.Contains(err.Error(), "larger than 64mb") {
+	if err := config.CheckTrace(big); err == nil || !strings.Contains(err.Error(), "larger than 64mb") {
 		t.Errorf("a huge trace: %v", err)
 	}
 }
@@ -315,7 +315,7 @@ func TestExampleTraces(t *testing.T) {
 		t.Fatalf("no traces in configs/traces: %v", err)
 	}
 	for _, f := range files {
-		if err := shaper.CheckTrace(f); err != nil {
+		if err := config.CheckTrace(f); err != nil {
 			t.Error(err)
 		}
 	}
@@ -397,8 +397,8 @@ func TestParseConfigEmulateErrors(t *testing.T) {
 }
 
 func TestEmulateConfigClone(t *testing.T) {
-	e := shaper.EmulateConfig{Delay: time.Millisecond, LossModel: &shaper.GilbertElliott{P: 1, R: 2, H: 3, K: 4},
-		Rates: []shaper.RateStep{{At: 0, Rate: 1}, {At: time.Second}}}
+	e := config.EmulateConfig{Delay: time.Millisecond, LossModel: &config.GilbertElliott{P: 1, R: 2, H: 3, K: 4},
+		Rates: []config.RateStep{{At: 0, Rate: 1}, {At: time.Second}}}
 	c := e.Clone()
 	if !reflect.DeepEqual(c, e) {
 		t.Fatalf("clone %+v, want %+v", c, e)
@@ -408,7 +408,7 @@ func TestEmulateConfigClone(t *testing.T) {
 	if e.LossModel.P != 1 || e.Rates[0].Rate != 1 {
 		t.Errorf("the clone shares with the original: %+v %+v", e.LossModel, e.Rates)
 	}
-	var zero shaper.EmulateConfig
+	var zero config.EmulateConfig
 	if z := zero.Clone(); z.Rates != nil || z.LossModel != nil {
 		t.Errorf("clone of the zero value: %+v", z)
 	}
@@ -417,30 +417,30 @@ func TestEmulateConfigClone(t *testing.T) {
 // TestValidateEmulateGoConfig checks the values a config file cannot
 // write.
 func TestValidateEmulateGoConfig(t *testing.T) {
-	valid := func() *shaper.Config {
-		c := &shaper.Config{
-			Link:   shaper.LinkPairConfig{Inner: shaper.LinkConfig{Name: "a"}, Outer: shaper.LinkConfig{Name: "b"}},
-			Egress: shaper.DirectionConfig{Classes: []shaper.ClassConfig{{Name: "x", Rate: 1000}}},
+	valid := func() *config.Config {
+		c := &config.Config{
+			Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
+			Egress: config.DirectionConfig{Classes: []config.ClassConfig{{Name: "x", Rate: 1000}}},
 		}
 		c.SetDefaults()
 		return c
 	}
 	tests := []struct {
 		name string
-		edit func(e *shaper.EmulateConfig)
+		edit func(e *config.EmulateConfig)
 		want string // the whole error text
 	}{
-		{"negative delay", func(e *shaper.EmulateConfig) { e.Delay = -1 }, "egress.classes[0].delay: -1ns is out of range [0s, 10s]\negress.classes[0].jitter: 0s is above the delay (-1ns): the delay varies by the jitter either way and cannot go below 0"},
-		{"negative jitter", func(e *shaper.EmulateConfig) { e.Jitter = -1 }, "egress.classes[0].jitter: -1ns is negative"},
-		{"distribution", func(e *shaper.EmulateConfig) { e.Delay, e.Jitter, e.Distribution = 2, 1, 9 },
+		{"negative delay", func(e *config.EmulateConfig) { e.Delay = -1 }, "egress.classes[0].delay: -1ns is out of range [0s, 10s]\negress.classes[0].jitter: 0s is above the delay (-1ns): the delay varies by the jitter either way and cannot go below 0"},
+		{"negative jitter", func(e *config.EmulateConfig) { e.Jitter = -1 }, "egress.classes[0].jitter: -1ns is negative"},
+		{"distribution", func(e *config.EmulateConfig) { e.Delay, e.Jitter, e.Distribution = 2, 1, 9 },
 			"egress.classes[0].distribution: Distribution(?) is not uniform, normal, pareto or paretonormal"},
-		{"loss", func(e *shaper.EmulateConfig) { e.Loss = 100.5 }, "egress.classes[0].loss: 100.5% is out of range [0%, 100%]"},
-		{"loss NaN", func(e *shaper.EmulateConfig) { e.Loss = math.NaN() }, "egress.classes[0].loss: NaN% is out of range [0%, 100%]"},
-		{"duplicate", func(e *shaper.EmulateConfig) { e.Duplicate = -1 }, "egress.classes[0].duplicate: -1% is out of range [0%, 100%]"},
-		{"corrupt", func(e *shaper.EmulateConfig) { e.Corrupt = 101 }, "egress.classes[0].corrupt: 101% is out of range [0%, 100%]"},
-		{"loss and a model", func(e *shaper.EmulateConfig) { e.Loss, e.LossModel = 1, &shaper.GilbertElliott{P: 1, R: 99, K: 100} },
+		{"loss", func(e *config.EmulateConfig) { e.Loss = 100.5 }, "egress.classes[0].loss: 100.5% is out of range [0%, 100%]"},
+		{"loss NaN", func(e *config.EmulateConfig) { e.Loss = math.NaN() }, "egress.classes[0].loss: NaN% is out of range [0%, 100%]"},
+		{"duplicate", func(e *config.EmulateConfig) { e.Duplicate = -1 }, "egress.classes[0].duplicate: -1% is out of range [0%, 100%]"},
+		{"corrupt", func(e *config.EmulateConfig) { e.Corrupt = 101 }, "egress.classes[0].corrupt: 101% is out of range [0%, 100%]"},
+		{"loss and a model", func(e *config.EmulateConfig) { e.Loss, e.LossModel = 1, &config.GilbertElliott{P: 1, R: 99, K: 100} },
 			"egress.classes[0].loss: give a loss percentage or a Gilbert-Elliott model, not both"},
-		{"model", func(e *shaper.EmulateConfig) { e.LossModel = &shaper.GilbertElliott{P: -1, R: 101, H: 0, K: 100} },
+		{"model", func(e *config.EmulateConfig) { e.LossModel = &config.GilbertElliott{P: -1, R: 101, H: 0, K: 100} },
 			"egress.classes[0].loss.p: -1% is out of range [0%, 100%]\negress.classes[0].loss.r: 101% is out of range [0%, 100%]"},
 	}
 	if err := valid().Validate(); err != nil {

@@ -1,0 +1,117 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/config"
+)
+
+const applyBase = `link:
+  inner: {name: a}
+  outer: {name: b}
+egress:
+  classes:
+  - {name: bulk, rate: 10mbit, peak: 40mbit}
+  - {name: fifo, rate: 10mbit, queue: fifo}
+  - {name: pol, rate: 10mbit, mode: police}
+  - {name: keys, rate: 10mbit, per: {key: src, rate: 1mbit}}
+  - {name: g, global: {key: k, rate: 8mbit}}
+redis: {address: '127.0.0.1:6379'}
+`
+
+// TestApplyClass: ApplyClass decodes each change as the file does, keeps
+// the control API's rules, and names errors relative to the class.
+func TestApplyClass(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		class   int
+		changes []config.Change
+		check   func(cc *config.ClassConfig) bool
+		err     string
+	}{
+		{name: "burst follows the rate", changes: []config.Change{{Key: "rate", Value: "20mbit"}},
+			check: func(cc *config.ClassConfig) bool { return cc.Rate == 2_500_000 && cc.Burst == 25_000 }},
+		{name: "a given burst stays", changes: []config.Change{{Key: "rate", Value: "30mbit"}, {Key: "burst", Value: "64kb"}},
+			check: func(cc *config.ClassConfig) bool { return cc.Burst == 64<<10 }},
+		{name: "peak none", changes: []config.Change{{Key: "peak", Value: "none"}},
+			check: func(cc *config.ClassConfig) bool { return cc.Peak == 0 }},
+		{name: "fq settings", changes: []config.Change{{Key: "aqm", Value: "codel"}, {Key: "flows", Value: "64"}, {Key: "ecn", Value: "false"}, {Key: "quantum", Value: "1.5kb"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.FQ.AQM == config.AQMCoDel && cc.FQ.Flows == 64 && cc.FQ.NoECN && cc.FQ.Quantum == 1536
+			}},
+		{name: "fifo to fq starts from the defaults", class: 1, changes: []config.Change{{Key: "queue", Value: "fq"}, {Key: "isolate", Value: "hosts"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.Queue == config.QueueFQ && cc.FQ.Isolate == config.IsolateHosts && cc.FQ.Flows == config.DefaultFQFlows
+			}},
+		{name: "per rate, burst follows", class: 3, changes: []config.Change{{Key: "per.rate", Value: "2mbit"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.Per.Rate == 250_000 && cc.Per.Burst == 3000 && cc.Per.Key() == "src"
+			}},
+		{name: "global rate sets the class's", class: 4, changes: []config.Change{{Key: "global.rate", Value: "16mbit"}, {Key: "global.period", Value: "200ms"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.Rate == 2_000_000 && cc.Global.Lease == 2*time.Second && cc.Global.Burst == 800_000
+			}},
+		{name: "global none", class: 4, changes: []config.Change{{Key: "global.key", Value: "none"}},
+			check: func(cc *config.ClassConfig) bool { return cc.Global == nil && cc.Rate == 1_000_000 }},
+		{name: "emulation", changes: []config.Change{{Key: "delay", Value: "40ms"}, {Key: "loss", Value: map[string]string{"p": "1%"}},
+			{Key: "rates", Value: []map[string]string{{"at": "0s", "rate": "1mbit"}, {"at": "1s"}}}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.Emulate.Delay == 40*time.Millisecond && cc.Emulate.LossModel.P == 1 && cc.Emulate.Period() == time.Second
+			}},
+		{name: "bad unit", changes: []config.Change{{Key: "rate", Value: "10mbits"}}, err: `rate: unknown unit "mbits"`},
+		{name: "peak below rate", changes: []config.Change{{Key: "peak", Value: "5mbit"}}, err: "peak: 5mbit must be above the rate (10mbit)"},
+		{name: "fifo aqm", class: 1, changes: []config.Change{{Key: "aqm", Value: "cobalt"}}, err: "aqm: aqm applies to queue fq only"},
+		{name: "police quantum auto", class: 2, changes: []config.Change{{Key: "quantum", Value: "auto"}}, err: "quantum: mode police drops instead of queueing: remove quantum"},
+		{name: "no per", changes: []config.Change{{Key: "per.rate", Value: "1mbit"}}, err: "per.rate: the class has no per-key limit"},
+		{name: "no global", changes: []config.Change{{Key: "global.rate", Value: "1mbit"}}, err: "global: the class has no global limit: give global.key and global.rate"},
+		{name: "rate of a global class", class: 4, changes: []config.Change{{Key: "rate", Value: "1mbit"}}, err: "rate: a global class's rate is its global.rate"},
+		{name: "trace and rates", changes: []config.Change{{Key: "trace", Value: "/x"}, {Key: "rates", Value: []map[string]string{}}}, err: "rates: give a trace or rates, not both"},
+		{name: "unknown key", changes: []config.Change{{Key: "name", Value: "x"}}, err: `name: unknown key "name"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse("apply.yaml", []byte(applyBase))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc := &c.Egress.Classes[tc.class]
+			err = c.ApplyClass(config.Egress, cc, tc.changes)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
+				t.Fatalf("error %v, want %q", err, tc.err)
+			case tc.err == "" && !tc.check(cc):
+				t.Errorf("class %+v", *cc)
+			}
+		})
+	}
+}
+
+func TestApplyDirection(t *testing.T) {
+	c, err := config.Parse("apply.yaml", []byte(applyBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyDirection(config.Egress, []config.Change{{Key: "delay", Value: "10ms"}, {Key: "jitter", Value: "2ms"}, {Key: "distribution", Value: "normal"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Egress.Emulate; e.Delay != 10*time.Millisecond || e.Jitter != 2*time.Millisecond || e.Distribution != config.DistNormal {
+		t.Errorf("emulation %+v", e)
+	}
+	// No delay: no jitter, and then no distribution either.
+	if err := c.ApplyDirection(config.Egress, []config.Change{{Key: "delay", Value: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Egress.Emulate; !e.IsZero() || e.Distribution != config.DistUniform {
+		t.Errorf("emulation %+v", e)
+	}
+	err = c.ApplyDirection(config.Egress, []config.Change{{Key: "rates", Value: []map[string]string{{"at": "0s", "rate": "1mbit"}, {"at": "1s"}}}})
+	if err == nil || err.Error() != "rates: a schedule replaces the rate, which must be set too (it is the basis of the burst and the rate of the metrics when idle)" {
+		t.Errorf("schedule without a rate: %v", err)
+	}
+	if err := c.ApplyDirection("up", nil); err == nil {
+		t.Error("unknown direction accepted")
+	}
+}

@@ -1,0 +1,303 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DirectionConfig is one direction's policy. Rate and Burst bound the whole
+// direction; Rate 0 means unlimited (and then Burst must be 0). A packet
+// takes the first class whose Match it matches (see package shaper's Classifier), else
+// Default if set, else it is "unclassified" and passes unthrottled by any
+// class (the direction's own Rate still applies).
+type DirectionConfig struct {
+	// Rate in bytes per second; 0: unlimited.
+	Rate uint64
+	// Burst in bytes; SetDefaults sets 0 to DefaultBurst(Rate, MTU).
+	Burst   uint64
+	Classes []ClassConfig
+	// Default takes packets that match no class; its Match must be empty
+	// and its Name "" or "default" (SetDefaults sets "default").
+	Default *ClassConfig
+	// Emulate applies to every packet of the direction (classes may add
+	// their own); a trace or rate schedule here replaces Rate.
+	Emulate EmulateConfig
+	// Global, if set, makes Rate this host's part of a total shared across
+	// hosts, leased from Redis; Rate is then Global.Rate (SetDefaults) and
+	// the direction's bucket runs at the rate the lease sets.
+	Global *GlobalConfig
+}
+
+// Mode is what a class does with a packet that finds its bucket short.
+type Mode uint8
+
+const (
+	// ModeShape holds the packet until it conforms, up to the class's
+	// Backlog.
+	ModeShape Mode = iota
+	// ModePolice drops the packet.
+	ModePolice
+)
+
+// String returns "shape" or "police".
+func (m Mode) String() string {
+	switch m {
+	case ModeShape:
+		return "shape"
+	case ModePolice:
+		return "police"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ClassConfig is one traffic class.
+type ClassConfig struct {
+	// Name is unique in its direction: 1 to 64 bytes of letters, digits,
+	// '.', '_' and '-', and not "default" or "unclassified".
+	Name  string
+	Match MatchConfig
+	// Rate in bytes per second; more than 0.
+	Rate uint64
+	// Burst in bytes, at least the MTU of the endpoint the direction reads
+	// from; SetDefaults sets 0 to DefaultBurst(Rate, MTU).
+	Burst uint64
+	// Peak, if not 0, is a second, faster rate in bytes per second that
+	// bounds how fast a saved-up Burst drains (tbf's peakrate); it must be
+	// above Rate.
+	Peak uint64
+	// Backlog is the longest a shaped packet may wait; SetDefaults sets 0
+	// to DefaultBacklog in ModeShape. It must be 0 in ModePolice.
+	Backlog time.Duration
+	Mode    Mode
+	// Capped puts the class's bucket in capped mode: tokens come back
+	// only when a packet has really been written.
+	Capped bool
+	// Queue is how a shaped class holds waiting packets (default QueueFQ).
+	Queue QueueKind
+	// FQ are the fair-queueing settings, used with QueueFQ.
+	FQ FQConfig
+	// Per, if set, limits every key (host, prefix or flow) of the class
+	// to a rate of its own.
+	Per *PerConfig
+	// Emulate adds delay, jitter, loss and rate schedules (link emulation).
+	Emulate EmulateConfig
+	// Global, if set, makes Rate one host's part of a rate shared across
+	// hosts, leased from Redis; Rate is then Global.Rate (SetDefaults).
+	Global *GlobalConfig
+}
+
+// DefaultBurst is the burst used when a config gives a rate but no burst:
+// DefaultBurstTime (10 ms) worth of the rate in bytes per second, but at
+// least two packets of mtu bytes. The 10 ms absorb Go's timer and
+// scheduling jitter at high rates; the two packets keep a slow class from
+// stalling on one full-size packet while another is in flight. (tc's htb
+// default is rate/HZ + mtu; tbf has no default.)
+func DefaultBurst(rate uint64, mtu int) uint64 {
+	b := rate / uint64(time.Second/DefaultBurstTime)
+	return max(b, 2*uint64(max(mtu, 0)))
+}
+
+func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		d.mapping(n, path, append([]field{
+			{"rate", d.rate(&dc.Rate, "omit it for no limit")},
+			{"burst", d.size(&dc.Burst)},
+			{"classes", func(v *yaml.Node, p string) {
+				d.sequence(v, p, false, func(v *yaml.Node, p string) {
+					dc.Classes = append(dc.Classes, ClassConfig{})
+					d.class(v, p, &dc.Classes[len(dc.Classes)-1], false)
+				})
+			}},
+			{"default", func(v *yaml.Node, p string) {
+				if isNull(d.node(v)) {
+					return
+				}
+				dc.Default = &ClassConfig{Name: DefaultClass}
+				d.class(v, p, dc.Default, true)
+			}},
+			d.globalField(&dc.Global),
+		}, d.emulateFields(&dc.Emulate)...))
+		d.globalRate(path, dc.Global, "direction")
+	}
+}
+
+func (d *decoder) class(n *yaml.Node, path string, cc *ClassConfig, isDefault bool) {
+	d.mapping(n, path, d.classFields(cc, isDefault))
+	d.queueKeysUsed(path, cc)
+	d.perMode(path, cc)
+	d.globalRate(path, cc.Global, "class")
+}
+
+// classFields are the keys of a class and how each decodes into cc; the
+// default class has no name and no match.
+func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
+	fields := []field{
+		{"rate", d.rate(&cc.Rate, "a class needs a rate")},
+		{"burst", d.size(&cc.Burst)},
+		{"peak", d.rate(&cc.Peak, "omit it for no peak rate")},
+		{"backlog", d.duration(&cc.Backlog)},
+		{"mode", named(d, &cc.Mode, "shape or police", parseMode)},
+		{"capped", d.boolean(&cc.Capped)},
+	}
+	fields = append(fields, d.queueFields(cc)...)
+	fields = append(fields, d.perField(cc))
+	fields = append(fields, d.emulateFields(&cc.Emulate)...)
+	fields = append(fields, d.globalField(&cc.Global))
+	if !isDefault {
+		fields = append([]field{
+			{"name", d.str(&cc.Name)},
+			{"match", d.match(&cc.Match)},
+		}, fields...)
+	}
+	return fields
+}
+
+func (dc *DirectionConfig) setDefaults(mtu int) {
+	if g := dc.Global; g != nil {
+		g.setDefaults(mtu)
+		if dc.Rate == 0 {
+			dc.Rate = g.Rate
+		}
+	}
+	if dc.Rate > 0 && dc.Burst == 0 {
+		dc.Burst = DefaultBurst(dc.Rate, mtu)
+	}
+	for i := range dc.Classes {
+		dc.Classes[i].setDefaults(mtu)
+	}
+	if dc.Default != nil {
+		if dc.Default.Name == "" {
+			dc.Default.Name = DefaultClass
+		}
+		dc.Default.setDefaults(mtu)
+	}
+}
+
+func (cc *ClassConfig) setDefaults(mtu int) {
+	if g := cc.Global; g != nil {
+		g.setDefaults(mtu)
+		if cc.Rate == 0 {
+			cc.Rate = g.Rate
+		}
+	}
+	if cc.Rate > 0 && cc.Burst == 0 {
+		cc.Burst = DefaultBurst(cc.Rate, mtu)
+	}
+	if cc.Mode == ModeShape && cc.Backlog == 0 {
+		cc.Backlog = DefaultBacklog
+	}
+	if cc.Mode == ModeShape && cc.Queue == QueueFQ {
+		cc.FQ.setDefaults()
+	}
+	if cc.Per != nil {
+		cc.Per.setDefaults(mtu)
+	}
+}
+
+func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from string) {
+	switch {
+	case dc.Rate == 0 && dc.Burst != 0:
+		v.errorf(path+".burst", "a burst needs a rate")
+	case dc.Rate > 0:
+		v.burst(path+".burst", dc.Burst, mtu, from)
+	}
+	v.emulate(path, &dc.Emulate, dc.Rate)
+	v.directionGlobal(path, dc, mtu, from)
+	seen := map[string]int{}
+	for i := range dc.Classes {
+		cc := &dc.Classes[i]
+		p := fmt.Sprintf("%s.classes[%d]", path, i)
+		switch err := checkClassName(cc.Name); {
+		case err != nil:
+			v.errorf(p+".name", "%v", err)
+		default:
+			if j, dup := seen[cc.Name]; dup {
+				v.errorf(p+".name", "%q is also the name of %s.classes[%d]", cc.Name, path, j)
+			}
+			seen[cc.Name] = i
+		}
+		v.class(p, cc, mtu, from)
+	}
+	if dc.Default != nil {
+		p := path + ".default"
+		if dc.Default.Name != "" && dc.Default.Name != DefaultClass {
+			v.errorf(p, "the default class is named %q, not %q", DefaultClass, dc.Default.Name)
+		}
+		if !dc.Default.Match.isZero() {
+			v.errorf(p, "the default class takes what no class matches: it has no match")
+		}
+		v.class(p, dc.Default, mtu, from)
+	}
+}
+
+func checkClassName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("a class needs a name")
+	case s == DefaultClass || s == Unclassified:
+		return fmt.Errorf("%q is reserved", s)
+	case len(s) > 64:
+		return fmt.Errorf("%q is longer than 64 bytes", s)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q: use letters, digits, '.', '_' and '-' only", s)
+		}
+	}
+	return nil
+}
+
+func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
+	if cc.Rate == 0 {
+		if cc.Global == nil { // else global reports it
+			v.errorf(path+".rate", "a class needs a rate above 0")
+		}
+	} else {
+		v.burst(path+".burst", cc.Burst, mtu, from)
+	}
+	if cc.Peak != 0 && cc.Peak <= cc.Rate {
+		v.errorf(path+".peak", "%s must be above the rate (%s)", FormatRate(cc.Peak), FormatRate(cc.Rate))
+	}
+	switch cc.Mode {
+	case ModeShape:
+		if cc.Backlog <= 0 {
+			v.errorf(path+".backlog", "must be above 0 for mode shape")
+		}
+	case ModePolice:
+		if cc.Backlog != 0 {
+			v.errorf(path+".backlog", "mode police drops instead of queueing: remove the backlog")
+		}
+	default:
+		v.errorf(path+".mode", "%v is not shape or police", cc.Mode)
+	}
+	v.queue(path, cc)
+	v.per(path, cc, mtu, from)
+	v.global(path, cc, mtu, from)
+	v.emulate(path, &cc.Emulate, cc.Rate)
+	v.match(path+".match", &cc.Match)
+}
+
+// parseMode reads a mode's config name ("shape" or "police").
+func parseMode(s string) (Mode, error) {
+	switch s {
+	case "shape":
+		return ModeShape, nil
+	case "police":
+		return ModePolice, nil
+	}
+	return 0, fmt.Errorf("unknown mode %q (use shape or police)", s)
+}
+
+// The names of the classes that a direction has without a ClassConfig of
+// their own in Classes.
+const (
+	// DefaultClass is the name of a direction's default class.
+	DefaultClass = "default"
+	// Unclassified is the name under which packets that no class (and no
+	// default class) takes are counted.
+	Unclassified = "unclassified"
+)
