@@ -1,13 +1,18 @@
 package shaper
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 )
 
@@ -193,7 +198,7 @@ func emuSettings(e config.EmulateConfig) *emulate.Settings {
 }
 
 // keyOf returns the key of the packet whose headers are h.
-func (st *classState) keyOf(h *Headers) keyed.Key {
+func (st *classState) keyOf(h *classify.Headers) keyed.Key {
 	switch st.per.Kind {
 	case config.PerDst:
 		return keyed.AddrKey(h.Dst, st.per.Prefix4, st.per.Prefix6)
@@ -244,3 +249,82 @@ func fqParams(cfg config.ClassConfig) fq.Params {
 // super-packet) still passes: its grab leaves a deficiency that clears at
 // the peak rate, which is the pacing the peak rate asks for.
 func peakBurst(config.ClassConfig) uint64 { return 2 * config.DefaultMTU }
+
+// The config package names the settings and the data path's packages run
+// them; these turn the one into the other. The enumerations have the same
+// values in both (convert_test.go checks them by name).
+
+// fqAQM returns the fq package's AQM for a config's.
+func fqAQM(a config.AQM) fq.AQM { return fq.AQM(a) }
+
+// fqIsolation returns the fq package's isolation for a config's.
+func fqIsolation(i config.Isolation) fq.Isolation { return fq.Isolation(i) }
+
+// globalLimit returns a config's global limit as package global runs it.
+func globalLimit(g *config.GlobalConfig) global.Limit {
+	return global.Limit{Key: g.Key, Rate: g.Rate, Burst: g.Burst, Period: g.Period, Lease: g.Lease,
+		OnUnreachable: global.Fallback(g.OnUnreachable)}
+}
+
+// RedisOptions returns the client options of a config's redis section
+// (without the password, which pacerd reads from PasswordFile).
+func RedisOptions(r *config.RedisConfig) global.Options {
+	o := global.Options{Addr: r.Address, Timeout: r.Timeout}
+	if s := r.Sentinel; s != nil {
+		o.SentinelMaster, o.SentinelAddrs = s.Master, s.Addresses
+	}
+	if t := r.TLS; t != nil {
+		o.TLS = &global.TLSOptions{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+	}
+	return o
+}
+
+// LoadTrace reads a Mahimahi trace file into a rate schedule. Its errors
+// are those of config.CheckTrace, which checks the file for the config.
+func LoadTrace(path string) (*bucket.Schedule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if len(data) > config.MaxTraceBytes {
+		return nil, fmt.Errorf("trace %s: larger than %s", path, config.FormatSize(config.MaxTraceBytes))
+	}
+	s, err := bucket.ParseMahimahiTrace(namedReader{bytes.NewReader(data), path}, config.TraceMTU)
+	if err != nil {
+		return nil, fmt.Errorf("trace %w", err)
+	}
+	return s, nil
+}
+
+// namedReader gives a reader the Name that ParseMahimahiTrace puts in its
+// errors.
+type namedReader struct {
+	*bytes.Reader
+	name string
+}
+
+func (r namedReader) Name() string { return r.name }
+
+// emulateSchedule returns the rate schedule e asks for (nil: a constant
+// rate). Rates end with a step without a rate, whose time is the loop's
+// period.
+func emulateSchedule(e *config.EmulateConfig) (*bucket.Schedule, error) {
+	switch {
+	case e.Trace != "":
+		return LoadTrace(e.Trace)
+	case len(e.Rates) > 0:
+		steps := e.Rates
+		period := steps[len(steps)-1].At
+		if steps[len(steps)-1].Rate == 0 {
+			steps = steps[:len(steps)-1]
+		} else {
+			period = 0 // no end step: the last rate holds
+		}
+		bs := make([]bucket.Step, len(steps))
+		for i, s := range steps {
+			bs[i] = bucket.Step{At: s.At, Rate: s.Rate}
+		}
+		return bucket.NewRateSchedule(bs, period)
+	}
+	return nil, nil
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/global"
 )
@@ -144,7 +145,7 @@ func TestClassifierTestdata(t *testing.T) {
 			continue
 		}
 		for _, d := range []config.DirectionConfig{c.Egress, c.Ingress} {
-			if _, err := NewClassifier(d.Classes); err != nil {
+			if _, err := classify.NewClassifier(d.Classes); err != nil {
 				t.Errorf("%s: %v", f, err)
 			}
 		}

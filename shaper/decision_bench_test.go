@@ -9,6 +9,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/classify"
 )
 
 // benchClasses returns n classes that each match a different TCP
@@ -64,7 +65,7 @@ func BenchmarkDecision(b *testing.B) {
 				b.Fatal(err)
 			}
 			want := d.classes[n-1]
-			var h Headers
+			var h classify.Headers
 			start := time.Now()
 			var now int64
 			b.ReportAllocs()
@@ -74,7 +75,7 @@ func BenchmarkDecision(b *testing.B) {
 					now = int64(time.Since(start))
 				}
 				i++
-				if err := ParseHeaders(pkt, &h); err != nil {
+				if err := classify.ParseHeaders(pkt, &h); err != nil {
 					b.Fatal(err)
 				}
 				c := d.classOf(&h.Flow)
@@ -118,10 +119,10 @@ func benchPerKey(b *testing.B, run int) {
 	srcs := make([][4]byte, keys)
 	for i := range srcs {
 		srcs[i] = [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
-		var h Headers
+		var h classify.Headers
 		pkt := append([]byte(nil), base...)
 		copy(pkt[12:16], srcs[i][:])
-		if err := ParseHeaders(pkt, &h); err != nil {
+		if err := classify.ParseHeaders(pkt, &h); err != nil {
 			b.Fatal(err)
 		}
 		st.keys.Lookup(st.keyOf(&h), 0)
@@ -134,7 +135,7 @@ func benchPerKey(b *testing.B, run int) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		pkt := append([]byte(nil), base...)
-		var h Headers
+		var h classify.Headers
 		var now int64
 		i := 0
 		for pb.Next() {
@@ -143,7 +144,7 @@ func benchPerKey(b *testing.B, run int) {
 			}
 			copy(pkt[12:16], srcs[(i/run*7919)%keys][:])
 			i++
-			if err := ParseHeaders(pkt, &h); err != nil {
+			if err := classify.ParseHeaders(pkt, &h); err != nil {
 				b.Fatal(err)
 			}
 			cl := d.classOf(&h.Flow)

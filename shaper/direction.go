@@ -5,6 +5,7 @@ import (
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 )
 
@@ -12,7 +13,7 @@ import (
 // reload. Classes are shared with the previous policy by name.
 type direction struct {
 	name       string
-	classifier *Classifier
+	classifier *classify.Classifier
 	classes    []*Class // in config order; classifier indexes into it
 	def        *Class   // nil: no default class
 	unclass    *Class   // counters for unclassified and malformed packets
@@ -83,7 +84,7 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 		dc.Name = DefaultClass
 		d.def = get(dc, defSched)
 	}
-	cl, err := NewClassifier(cfg.Classes)
+	cl, err := classify.NewClassifier(cfg.Classes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -108,7 +109,7 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 
 // classOf returns the class for a parsed packet: the first matching class,
 // else the default class, else the unclassified counters.
-func (d *direction) classOf(f *Flow) *Class {
+func (d *direction) classOf(f *classify.Flow) *Class {
 	if i := d.classifier.Classify(f); i >= 0 {
 		return d.classes[i]
 	}

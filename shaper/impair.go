@@ -3,6 +3,7 @@ package shaper
 import (
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
@@ -23,7 +24,7 @@ type impairer struct {
 	dirImp  emulate.Impairment // the direction's emulation state
 	seeds   emulate.Rand       // seeds the impairments' random sources
 	hasher  *fq.Hasher         // the link's flow hash, for per-flow order
-	headers *Headers           // the packet arrive takes (parse)
+	headers *classify.Headers  // the packet arrive takes (parse)
 }
 
 // arrive applies the direction's and the class's loss to an arrival and

@@ -3,6 +3,7 @@ package shaper
 import (
 	"sync/atomic"
 
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
@@ -86,7 +87,7 @@ type queues struct {
 	out       *departure                 // where packets the gate let go go on
 	heldBytes int                        // bytes held, for all classes together
 	active    []*Class                   // classes holding packets on this worker
-	headers   *Headers                   // the packet enqueue takes (parse)
+	headers   *classify.Headers          // the packet enqueue takes (parse)
 	hasher    *fq.Hasher                 // the link's flow hash
 	segBufs   [][]byte                   // buffers for the segments of a split GSO packet
 	segSizes  []int

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/layers"
-
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
 	"github.com/pacer-dev/pacer/stats"
@@ -44,8 +42,8 @@ ingress:
 		inner.Close()
 		outer.Close()
 	}()
-	udp := pkt4(t, &layers.IPv4{}, "udp", 100)
-	tcp := pkt4(t, &layers.IPv4{}, "tcp", 10)
+	udp := rawIPv4(17, 40000, 100)
+	tcp := rawIPv4(6, 40001, 10)
 	for _, p := range [][]byte{udp, udp, tcp} {
 		if err := inner.Inject(0, p, tun.GSOInfo{}); err != nil {
 			t.Fatal(err)

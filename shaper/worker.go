@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
@@ -67,13 +68,13 @@ type worker struct {
 	wakePackets, wakeDeadline atomic.Uint64
 
 	// The stages, in the order a packet takes them (handle).
-	headers Headers   // parse
-	arr     arrival   // the packet on its way to its class's queue
-	imp     impairer  // impair on arrival (and the departure's randomness)
-	queues  queues    // the classes' queues on this worker (queue.go)
-	depart  departure // delay line, impair on departure (delay.go)
-	out     writer    // write batch, GRO, write, release (write.go)
-	hold    holder    // what the stages hold: buffers, the next wake-up
+	headers classify.Headers // parse
+	arr     arrival          // the packet on its way to its class's queue
+	imp     impairer         // impair on arrival (and the departure's randomness)
+	queues  queues           // the classes' queues on this worker (queue.go)
+	depart  departure        // delay line, impair on departure (delay.go)
+	out     writer           // write batch, GRO, write, release (write.go)
+	hold    holder           // what the stages hold: buffers, the next wake-up
 }
 
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
@@ -215,7 +216,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 // and dropped, the documented rule.
 func (w *worker) parse(a *arrival) bool {
 	p := a.pkt
-	if err := ParseHeaders(a.buf[tun.Headroom:tun.Headroom+p.Size], &w.headers); err != nil {
+	if err := classify.ParseHeaders(a.buf[tun.Headroom:tun.Headroom+p.Size], &w.headers); err != nil {
 		sh := &a.d.unclass.shards[w.idx]
 		sh.rxPackets.Add(1)
 		sh.rxBytes.Add(uint64(p.Cost))

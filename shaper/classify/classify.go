@@ -1,4 +1,9 @@
-package shaper
+// Package classify holds the first two stages of a packet's path through
+// pacer: the header parser (ParseHeaders), which reads what a class may
+// match on without allocating, and the class table (Classifier), which
+// finds the first class of a direction whose match the packet's flow
+// fits. Both are pure: no state but what they are built with.
+package classify
 
 import (
 	"cmp"

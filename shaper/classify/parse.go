@@ -1,8 +1,4 @@
-// Package shaper holds pacer's per-packet decisions and their configuration:
-// the header parser (ParseHeaders), the class table (Classifier) and the
-// YAML config loader (LoadConfig). The data path that queues, paces and
-// writes packets builds on these.
-package shaper
+package classify
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package shaper_test
+package classify_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/pacer-dev/pacer/config"
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/classify"
 )
 
 func u8(v uint8) *uint8 { return &v }
@@ -24,17 +24,17 @@ func pfx(ss ...string) []netip.Prefix {
 }
 
 // linear is the reference classifier: the first class whose match matches.
-func linear(classes []config.ClassConfig, f *shaper.Flow) int {
+func linear(classes []config.ClassConfig, f *classify.Flow) int {
 	for i := range classes {
-		if shaper.Matches(&classes[i].Match, f) {
+		if classify.Matches(&classes[i].Match, f) {
 			return i
 		}
 	}
 	return -1
 }
 
-func flow(src, dst string, proto uint8, sport, dport uint16, dscp uint8) shaper.Flow {
-	return shaper.Flow{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: proto, Sport: sport, Dport: dport, DSCP: dscp}
+func flow(src, dst string, proto uint8, sport, dport uint16, dscp uint8) classify.Flow {
+	return classify.Flow{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: proto, Sport: sport, Dport: dport, DSCP: dscp}
 }
 
 func TestClassify(t *testing.T) {
@@ -50,7 +50,7 @@ func TestClassify(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		flow shaper.Flow
+		flow classify.Flow
 		want int
 	}{
 		{name: "dscp first wins", flow: flow("198.18.0.1", "198.18.0.2", 17, 1, 5000, 46), want: 0},
@@ -67,10 +67,10 @@ func TestClassify(t *testing.T) {
 		{name: "icmp", flow: flow("10.0.0.1", "10.0.0.2", 1, 0, 0, 0), want: 6},
 		{name: "v4 prefix misses mapped v6", flow: flow("::ffff:198.51.100.1", "10.0.0.1", 6, 1, 1, 0), want: -1},
 		{name: "v4 prefix", flow: flow("198.51.100.1", "10.0.0.1", 6, 1, 1, 0), want: 7},
-		{name: "zero flow", flow: shaper.Flow{}, want: -1},
-		{name: "zero flow dscp", flow: shaper.Flow{DSCP: 46}, want: 0},
+		{name: "zero flow", flow: classify.Flow{}, want: -1},
+		{name: "zero flow dscp", flow: classify.Flow{DSCP: 46}, want: 0},
 	}
-	c, err := shaper.NewClassifier(classes)
+	c, err := classify.NewClassifier(classes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestClassifyEdgeCases(t *testing.T) {
 	tests := []struct {
 		name    string
 		classes []config.ClassConfig
-		flow    shaper.Flow
+		flow    classify.Flow
 		want    int
 	}{
 		{name: "no classes", flow: flow("1.2.3.4", "1.2.3.4", 6, 1, 1, 0), want: -1},
@@ -104,13 +104,13 @@ func TestClassifyEdgeCases(t *testing.T) {
 		{name: "port 65535", classes: []config.ClassConfig{{Match: config.MatchConfig{Dport: config.PortRange{Lo: 65535, Hi: 65535}}}},
 			flow: flow("::1", "::2", 6, 1, 65535, 0), want: 0},
 		{name: "zone ignored", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: pfx("fe80::/10")}}},
-			flow: shaper.Flow{Src: netip.MustParseAddr("fe80::1%eth0"), Dst: netip.MustParseAddr("fe80::2%eth0")}, want: 0},
+			flow: classify.Flow{Src: netip.MustParseAddr("fe80::1%eth0"), Dst: netip.MustParseAddr("fe80::2%eth0")}, want: 0},
 		{name: "host bits masked", classes: []config.ClassConfig{{Match: config.MatchConfig{Dst: []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.1.2.3"), 8)}}}},
 			flow: flow("1.1.1.1", "10.200.0.1", 6, 1, 1, 0), want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := shaper.NewClassifier(tt.classes)
+			c, err := classify.NewClassifier(tt.classes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func TestNewClassifierErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := shaper.NewClassifier([]config.ClassConfig{{Name: "x", Match: tt.match}}); err == nil {
+			if _, err := classify.NewClassifier([]config.ClassConfig{{Name: "x", Match: tt.match}}); err == nil {
 				t.Error("NewClassifier succeeded")
 			}
 		})
@@ -237,8 +237,8 @@ func (g *gen) class() config.ClassConfig {
 	return config.ClassConfig{Match: m}
 }
 
-func (g *gen) flow() shaper.Flow {
-	f := shaper.Flow{Src: g.addr(), Dst: g.addr(), Proto: []uint8{1, 6, 17, 58, 6, 17, 0, 255}[g.byte()%8]}
+func (g *gen) flow() classify.Flow {
+	f := classify.Flow{Src: g.addr(), Dst: g.addr(), Proto: []uint8{1, 6, 17, 58, 6, 17, 0, 255}[g.byte()%8]}
 	if f.Proto == 6 || f.Proto == 17 {
 		f.Sport, f.Dport = g.port(), g.port()
 	}
@@ -250,8 +250,8 @@ func (g *gen) flow() shaper.Flow {
 
 // edgeFlows returns flows at and beside every end of every prefix and
 // port range of the classes.
-func edgeFlows(classes []config.ClassConfig, base shaper.Flow) []shaper.Flow {
-	var out []shaper.Flow
+func edgeFlows(classes []config.ClassConfig, base classify.Flow) []classify.Flow {
+	var out []classify.Flow
 	around := func(a netip.Addr) []netip.Addr {
 		r := []netip.Addr{a}
 		if p := a.Prev(); p.IsValid() {
@@ -299,9 +299,9 @@ func edgeFlows(classes []config.ClassConfig, base shaper.Flow) []shaper.Flow {
 // checkAgainstLinear builds a classifier and compares it with linear on
 // the given flows and on flows at every edge of the classes (the first
 // flow moved to each edge).
-func checkAgainstLinear(t *testing.T, classes []config.ClassConfig, flows []shaper.Flow) {
+func checkAgainstLinear(t *testing.T, classes []config.ClassConfig, flows []classify.Flow) {
 	t.Helper()
-	c, err := shaper.NewClassifier(classes)
+	c, err := classify.NewClassifier(classes)
 	if err != nil {
 		t.Fatalf("NewClassifier: %v", err)
 	}
@@ -323,7 +323,7 @@ func TestClassifyAgreesWithLinear(t *testing.T) {
 		for i := range classes {
 			classes[i] = g.class()
 		}
-		flows := make([]shaper.Flow, 50)
+		flows := make([]classify.Flow, 50)
 		for i := range flows {
 			flows[i] = g.flow()
 		}
@@ -343,7 +343,7 @@ func FuzzClassify(f *testing.F) {
 		for i := range classes {
 			classes[i] = g.class()
 		}
-		flows := make([]shaper.Flow, 4)
+		flows := make([]classify.Flow, 4)
 		for i := range flows {
 			flows[i] = g.flow()
 		}
@@ -357,13 +357,13 @@ func TestClassifyConcurrent(t *testing.T) {
 	for i := range classes {
 		classes[i] = g.class()
 	}
-	flows := make([]shaper.Flow, 500)
+	flows := make([]classify.Flow, 500)
 	want := make([]int, len(flows))
 	for i := range flows {
 		flows[i] = g.flow()
 		want[i] = linear(classes, &flows[i])
 	}
-	c, err := shaper.NewClassifier(classes)
+	c, err := classify.NewClassifier(classes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestClassifyConcurrent(t *testing.T) {
 
 func TestClassifyAllocs(t *testing.T) {
 	classes, flows := realistic(1000, 64)
-	c, err := shaper.NewClassifier(classes)
+	c, err := classify.NewClassifier(classes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestClassifyAllocs(t *testing.T) {
 // a third of the flows come from the classes' own values, so that matches
 // spread over the whole list; the rest are random traffic in the same
 // ranges, mostly matching nothing or a broad class.
-func realistic(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
+func realistic(n, nflows int) ([]config.ClassConfig, []classify.Flow) {
 	rng := rand.New(rand.NewPCG(uint64(n), 42))
 	v4 := func() netip.Addr {
 		x := rng.Uint32N(1 << 17)
@@ -470,9 +470,9 @@ func realistic(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
 		}
 		classes[i] = config.ClassConfig{Name: "c" + strconv.Itoa(i), Match: m}
 	}
-	flows := make([]shaper.Flow, nflows)
+	flows := make([]classify.Flow, nflows)
 	for i := range flows {
-		f := shaper.Flow{Src: v4(), Dst: v4(), Proto: 6, Sport: uint16(32768 + rng.IntN(28000)), Dport: common[rng.IntN(len(common))]}
+		f := classify.Flow{Src: v4(), Dst: v4(), Proto: 6, Sport: uint16(32768 + rng.IntN(28000)), Dport: common[rng.IntN(len(common))]}
 		if rng.IntN(10) < 3 {
 			f.Proto = 17
 		}
@@ -514,7 +514,7 @@ func realistic(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
 // spread returns n specific classes (each one /32 or /24 destination,
 // TCP or UDP, one destination port) and flows of which half hit a class
 // chosen uniformly and half match nothing: the linear scan's bad case.
-func spread(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
+func spread(n, nflows int) ([]config.ClassConfig, []classify.Flow) {
 	rng := rand.New(rand.NewPCG(uint64(n), 43))
 	classes := make([]config.ClassConfig, n)
 	for i := range classes {
@@ -526,10 +526,10 @@ func spread(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
 			Dst: []netip.Prefix{p}, Proto: u8([]uint8{6, 17}[rng.IntN(2)]), Dport: config.PortRange{Lo: port, Hi: port},
 		}}
 	}
-	flows := make([]shaper.Flow, nflows)
+	flows := make([]classify.Flow, nflows)
 	for i := range flows {
 		m := classes[rng.IntN(n)].Match
-		f := shaper.Flow{Src: netip.MustParseAddr("198.18.0.1"), Dst: m.Dst[0].Addr(), Proto: *m.Proto, Sport: 40000, Dport: m.Dport.Lo}
+		f := classify.Flow{Src: netip.MustParseAddr("198.18.0.1"), Dst: m.Dst[0].Addr(), Proto: *m.Proto, Sport: 40000, Dport: m.Dport.Lo}
 		if i%2 == 1 {
 			f.Dport ^= 0x5555
 		}
@@ -541,7 +541,7 @@ func spread(n, nflows int) ([]config.ClassConfig, []shaper.Flow) {
 func BenchmarkClassify(b *testing.B) {
 	for _, mix := range []struct {
 		name string
-		gen  func(n, nflows int) ([]config.ClassConfig, []shaper.Flow)
+		gen  func(n, nflows int) ([]config.ClassConfig, []classify.Flow)
 	}{{"realistic", realistic}, {"spread", spread}} {
 		for _, n := range []int{1, 100, 10000} {
 			benchmarkClassify(b, mix.name, mix.gen, n)
@@ -549,10 +549,10 @@ func BenchmarkClassify(b *testing.B) {
 	}
 }
 
-func benchmarkClassify(b *testing.B, mix string, gen func(n, nflows int) ([]config.ClassConfig, []shaper.Flow), n int) {
+func benchmarkClassify(b *testing.B, mix string, gen func(n, nflows int) ([]config.ClassConfig, []classify.Flow), n int) {
 	{
 		classes, flows := gen(n, 1024)
-		c, err := shaper.NewClassifier(classes)
+		c, err := classify.NewClassifier(classes)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -587,7 +587,7 @@ func benchmarkClassify(b *testing.B, mix string, gen func(n, nflows int) ([]conf
 func BenchmarkNewClassifier(b *testing.B) {
 	for _, mix := range []struct {
 		name string
-		gen  func(n, nflows int) ([]config.ClassConfig, []shaper.Flow)
+		gen  func(n, nflows int) ([]config.ClassConfig, []classify.Flow)
 	}{{"realistic", realistic}, {"spread", spread}} {
 		for _, n := range []int{100, 10000} {
 			classes, _ := mix.gen(n, 1)
@@ -595,7 +595,7 @@ func BenchmarkNewClassifier(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				c, err := shaper.NewClassifier(classes)
+				c, err := classify.NewClassifier(classes)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -605,7 +605,7 @@ func BenchmarkNewClassifier(b *testing.B) {
 				runtime.KeepAlive(c)
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := shaper.NewClassifier(classes); err != nil {
+					if _, err := classify.NewClassifier(classes); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -625,12 +625,12 @@ func ExampleClassifier_Classify() {
 		}},
 		{Name: "web", Match: config.MatchConfig{Proto: proto(6), Dport: config.PortRange{Lo: 443, Hi: 443}}},
 	}
-	c, err := shaper.NewClassifier(classes)
+	c, err := classify.NewClassifier(classes)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, f := range []shaper.Flow{
+	for _, f := range []classify.Flow{
 		{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), Proto: 17, Sport: 40000, Dport: 5004},
 		{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.9"), Proto: 6, Sport: 40000, Dport: 443},
 		{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.9"), Proto: 1},

@@ -1,4 +1,4 @@
-package shaper_test
+package classify_test
 
 import (
 	"encoding/binary"
@@ -11,7 +11,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
-	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/shaper/classify"
 )
 
 // IP protocol numbers the tests use.
@@ -171,37 +171,37 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 func TestParseHeaders(t *testing.T) {
 	a4, b4 := addr("198.18.0.1"), addr("198.18.0.2")
 	a6, b6 := addr("2001:db8::1"), addr("2001:db8::2")
-	tcp4 := shaper.Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40000, Dport: 443}
-	tcp6 := shaper.Flow{Src: a6, Dst: b6, Proto: 6, Sport: 40000, Dport: 443}
-	udp6 := shaper.Flow{Src: a6, Dst: b6, Proto: 17, Sport: 5353, Dport: 5004}
-	withDSCP := func(f shaper.Flow, d uint8) shaper.Flow { f.DSCP = d; return f }
-	withProto := func(f shaper.Flow, p uint8) shaper.Flow { f.Proto = p; f.Sport, f.Dport = 0, 0; return f }
+	tcp4 := classify.Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40000, Dport: 443}
+	tcp6 := classify.Flow{Src: a6, Dst: b6, Proto: 6, Sport: 40000, Dport: 443}
+	udp6 := classify.Flow{Src: a6, Dst: b6, Proto: 17, Sport: 5353, Dport: 5004}
+	withDSCP := func(f classify.Flow, d uint8) classify.Flow { f.DSCP = d; return f }
+	withProto := func(f classify.Flow, p uint8) classify.Flow { f.Proto = p; f.Sport, f.Dport = 0, 0; return f }
 	tests := []struct {
 		name string
 		pkt  []byte
-		want shaper.Headers
+		want classify.Headers
 	}{
 		{
 			name: "v4 tcp",
 			pkt:  pkt4(t, &layers.IPv4{}, "tcp", 100),
-			want: shaper.Headers{Flow: tcp4, Version: 4, IPHdrLen: 20, HdrLen: 40, Len: 140},
+			want: classify.Headers{Flow: tcp4, Version: 4, IPHdrLen: 20, HdrLen: 40, Len: 140},
 		},
 		{
 			name: "v4 tcp options dscp ef ecn",
 			pkt:  pkt4(t, &layers.IPv4{TOS: 46<<2 | 3}, "tcpopts", 10),
-			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40001, Dport: 22, DSCP: 46},
+			want: classify.Headers{Flow: classify.Flow{Src: a4, Dst: b4, Proto: 6, Sport: 40001, Dport: 22, DSCP: 46},
 				Version: 4, IPHdrLen: 20, HdrLen: 20 + 32, Len: 62},
 		},
 		{
 			name: "v4 udp",
 			pkt:  pkt4(t, &layers.IPv4{TOS: 0xff}, "udp", 0),
-			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004, DSCP: 63},
+			want: classify.Headers{Flow: classify.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004, DSCP: 63},
 				Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 28},
 		},
 		{
 			name: "v4 icmp",
 			pkt:  pkt4(t, &layers.IPv4{}, "icmp", 56),
-			want: shaper.Headers{Flow: withProto(tcp4, 1), Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 84},
+			want: classify.Headers{Flow: withProto(tcp4, 1), Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 84},
 		},
 		{
 			name: "v4 ip options",
@@ -209,104 +209,104 @@ func TestParseHeaders(t *testing.T) {
 				{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}},   // router alert
 				{OptionType: 7, OptionLength: 11, OptionData: make([]byte, 9)}, // record route
 			}}, "udp", 4),
-			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004},
+			want: classify.Headers{Flow: classify.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004},
 				Version: 4, IPHdrLen: 36, HdrLen: 44, Len: 48},
 		},
 		{
 			name: "v4 gre unparsed",
 			pkt:  pkt4(t, &layers.IPv4{Protocol: 47}, "", 20),
-			want: shaper.Headers{Flow: withProto(tcp4, 47), Version: 4, L4: shaper.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 40},
+			want: classify.Headers{Flow: withProto(tcp4, 47), Version: 4, L4: classify.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 40},
 		},
 		{
 			name: "v4 first fragment",
 			pkt:  pkt4(t, &layers.IPv4{Flags: layers.IPv4MoreFragments}, "tcp", 32),
-			want: shaper.Headers{Flow: tcp4, Version: 4, Frag: shaper.FragFirst, IPHdrLen: 20, HdrLen: 40, Len: 72},
+			want: classify.Headers{Flow: tcp4, Version: 4, Frag: classify.FragFirst, IPHdrLen: 20, HdrLen: 40, Len: 72},
 		},
 		{
 			name: "v4 later fragment",
 			pkt:  pkt4(t, &layers.IPv4{FragOffset: 4, Protocol: 6}, "", 32),
-			want: shaper.Headers{Flow: withProto(tcp4, 6), Version: 4, Frag: shaper.FragLater, L4: shaper.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 52},
+			want: classify.Headers{Flow: withProto(tcp4, 6), Version: 4, Frag: classify.FragLater, L4: classify.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 52},
 		},
 		{
 			name: "v4 last fragment",
 			pkt:  pkt4(t, &layers.IPv4{FragOffset: 1, Flags: layers.IPv4MoreFragments, Protocol: 17}, "", 8),
-			want: shaper.Headers{Flow: withProto(tcp4, 17), Version: 4, Frag: shaper.FragLater, L4: shaper.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 28},
+			want: classify.Headers{Flow: withProto(tcp4, 17), Version: 4, Frag: classify.FragLater, L4: classify.L4Absent, IPHdrLen: 20, HdrLen: 20, Len: 28},
 		},
 		{
 			name: "v4 ah then tcp",
 			pkt:  pkt4(t, &layers.IPv4{Protocol: 51}, "", 0),
-			want: shaper.Headers{}, // replaced below: built by hand
+			want: classify.Headers{}, // replaced below: built by hand
 		},
 		{
 			name: "v4 udp empty transport",
 			pkt:  pkt4(t, &layers.IPv4{Protocol: 17}, "", 0),
-			want: shaper.Headers{Flow: withProto(tcp4, 17), Version: 4, L4: shaper.L4Invalid, IPHdrLen: 20, HdrLen: 20, Len: 20},
+			want: classify.Headers{Flow: withProto(tcp4, 17), Version: 4, L4: classify.L4Invalid, IPHdrLen: 20, HdrLen: 20, Len: 20},
 		},
 		{
 			name: "v6 tcp",
 			pkt:  pkt6(t, &layers.IPv6{}, nil, "tcp", 1000),
-			want: shaper.Headers{Flow: tcp6, Version: 6, IPHdrLen: 40, HdrLen: 60, Len: 1060},
+			want: classify.Headers{Flow: tcp6, Version: 6, IPHdrLen: 40, HdrLen: 60, Len: 1060},
 		},
 		{
 			name: "v6 udp traffic class",
 			pkt:  pkt6(t, &layers.IPv6{TrafficClass: 34<<2 | 1}, nil, "udp", 20),
-			want: shaper.Headers{Flow: withDSCP(udp6, 34), Version: 6, IPHdrLen: 40, HdrLen: 48, Len: 68},
+			want: classify.Headers{Flow: withDSCP(udp6, 34), Version: 6, IPHdrLen: 40, HdrLen: 48, Len: 68},
 		},
 		{
 			name: "v6 icmpv6",
 			pkt:  pkt6(t, &layers.IPv6{}, nil, "icmpv6", 8),
-			want: shaper.Headers{Flow: withProto(tcp6, 58), Version: 6, IPHdrLen: 40, HdrLen: 44, Len: 56},
+			want: classify.Headers{Flow: withProto(tcp6, 58), Version: 6, IPHdrLen: 40, HdrLen: 44, Len: 56},
 		},
 		{
 			name: "v6 no next header",
 			pkt:  pkt6(t, &layers.IPv6{}, nil, "", 0),
-			want: shaper.Headers{Flow: withProto(tcp6, 59), Version: 6, L4: shaper.L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
+			want: classify.Headers{Flow: withProto(tcp6, 59), Version: 6, L4: classify.L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
 		},
 		{
 			name: "v6 hbh tcp",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{hbh(6)}, "tcp", 0),
-			want: shaper.Headers{Flow: tcp6, Version: 6, IPHdrLen: 48, HdrLen: 68, Len: 68},
+			want: classify.Headers{Flow: tcp6, Version: 6, IPHdrLen: 48, HdrLen: 68, Len: 68},
 		},
 		{
 			name: "v6 hbh routing dstopts udp",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{hbh(14), rt(22), dst(6)}, "udp", 3),
-			want: shaper.Headers{Flow: udp6, Version: 6, IPHdrLen: 40 + 16 + 24 + 8, HdrLen: 96, Len: 99},
+			want: classify.Headers{Flow: udp6, Version: 6, IPHdrLen: 40 + 16 + 24 + 8, HdrLen: 96, Len: 99},
 		},
 		{
 			name: "v6 dstopts ah tcp",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{dst(6), ah(4)}, "tcp", 0),
-			want: shaper.Headers{Flow: tcp6, Version: 6, IPHdrLen: 40 + 8 + 24, HdrLen: 92, Len: 92},
+			want: classify.Headers{Flow: tcp6, Version: 6, IPHdrLen: 40 + 8 + 24, HdrLen: 92, Len: 92},
 		},
 		{
 			name: "v6 atomic fragment",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{frag(0, false)}, "udp", 0),
-			want: shaper.Headers{Flow: udp6, Version: 6, IPHdrLen: 48, HdrLen: 56, Len: 56},
+			want: classify.Headers{Flow: udp6, Version: 6, IPHdrLen: 48, HdrLen: 56, Len: 56},
 		},
 		{
 			name: "v6 first fragment",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{hbh(6), frag(0, true)}, "tcp", 16),
-			want: shaper.Headers{Flow: tcp6, Version: 6, Frag: shaper.FragFirst, IPHdrLen: 56, HdrLen: 76, Len: 92},
+			want: classify.Headers{Flow: tcp6, Version: 6, Frag: classify.FragFirst, IPHdrLen: 56, HdrLen: 76, Len: 92},
 		},
 		{
 			name: "v6 later fragment",
 			pkt:  pkt6(t, &layers.IPv6{}, []ext{frag(3, true), dst(6)}, "udp", 16),
-			want: shaper.Headers{Flow: withProto(udp6, 60), Version: 6, Frag: shaper.FragLater, L4: shaper.L4Absent, IPHdrLen: 48, HdrLen: 48, Len: 80},
+			want: classify.Headers{Flow: withProto(udp6, 60), Version: 6, Frag: classify.FragLater, L4: classify.L4Absent, IPHdrLen: 48, HdrLen: 48, Len: 80},
 		},
 		{
 			name: "v6 esp stops the chain",
 			pkt:  pkt6(t, &layers.IPv6{NextHeader: 50}, nil, "", 0),
-			want: shaper.Headers{Flow: withProto(tcp6, 59), Version: 6, L4: shaper.L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
+			want: classify.Headers{Flow: withProto(tcp6, 59), Version: 6, L4: classify.L4Absent, IPHdrLen: 40, HdrLen: 40, Len: 40},
 		},
 		{
 			name: "v6 tcp over mapped v4 addresses",
 			pkt:  pkt6(t, &layers.IPv6{SrcIP: net.ParseIP("::ffff:198.18.0.1"), DstIP: net.ParseIP("::ffff:198.18.0.2")}, nil, "tcp", 0),
-			want: shaper.Headers{Flow: shaper.Flow{Src: addr("::ffff:198.18.0.1"), Dst: addr("::ffff:198.18.0.2"), Proto: 6, Sport: 40000, Dport: 443},
+			want: classify.Headers{Flow: classify.Flow{Src: addr("::ffff:198.18.0.1"), Dst: addr("::ffff:198.18.0.2"), Proto: 6, Sport: 40000, Dport: 443},
 				Version: 6, IPHdrLen: 40, HdrLen: 60, Len: 60},
 		},
 		{
 			name: "v4 trailing bytes ignored",
 			pkt:  append(pkt4(t, &layers.IPv4{}, "udp", 2), 0xde, 0xad),
-			want: shaper.Headers{Flow: shaper.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004}, Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 30},
+			want: classify.Headers{Flow: classify.Flow{Src: a4, Dst: b4, Proto: 17, Sport: 5353, Dport: 5004}, Version: 4, IPHdrLen: 20, HdrLen: 28, Len: 30},
 		},
 	}
 	// AH in IPv4: gopacket cannot build AH, so put it in by hand.
@@ -318,7 +318,7 @@ func TestParseHeaders(t *testing.T) {
 		body := append(extBytes([]ext{ah(1)}, ipProtoTCP), serialize(t, l4(ip, "tcp", 0)...)...)
 		tests[i].pkt = pkt4(t, ip, "", len(body))
 		copy(tests[i].pkt[20:], body)
-		tests[i].want = shaper.Headers{Flow: tcp4, Version: 4, IPHdrLen: 32, HdrLen: 52, Len: 52}
+		tests[i].want = classify.Headers{Flow: tcp4, Version: 4, IPHdrLen: 32, HdrLen: 52, Len: 52}
 	}
 	// The esp test: the chain stops at 50, whatever follows.
 	for i := range tests {
@@ -329,12 +329,12 @@ func TestParseHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h shaper.Headers
-			if err := shaper.ParseHeaders(tt.pkt, &h); err != nil {
-				t.Fatalf("shaper.ParseHeaders: %v", err)
+			var h classify.Headers
+			if err := classify.ParseHeaders(tt.pkt, &h); err != nil {
+				t.Fatalf("classify.ParseHeaders: %v", err)
 			}
 			if h != tt.want {
-				t.Errorf("shaper.ParseHeaders =\n%+v\nwant\n%+v", h, tt.want)
+				t.Errorf("classify.ParseHeaders =\n%+v\nwant\n%+v", h, tt.want)
 			}
 			checkTruncations(t, tt.pkt, h)
 		})
@@ -343,14 +343,14 @@ func TestParseHeaders(t *testing.T) {
 
 // checkTruncations cuts pkt at every length. Cut alone, the IP length field
 // no longer fits: malformed. With the length field set to the cut, the
-// packet is malformed iff the cut is inside the IP header chain, shaper.L4Invalid
+// packet is malformed iff the cut is inside the IP header chain, classify.L4Invalid
 // if inside a parsed transport header, and otherwise parses as full.
-func checkTruncations(t *testing.T, pkt []byte, full shaper.Headers) {
+func checkTruncations(t *testing.T, pkt []byte, full classify.Headers) {
 	t.Helper()
-	var h shaper.Headers
+	var h classify.Headers
 	for n := 0; n < full.Len; n++ {
-		if err := shaper.ParseHeaders(pkt[:n], &h); !errors.Is(err, shaper.ErrMalformed) {
-			t.Errorf("cut at %d: err = %v, want shaper.ErrMalformed", n, err)
+		if err := classify.ParseHeaders(pkt[:n], &h); !errors.Is(err, classify.ErrMalformed) {
+			t.Errorf("cut at %d: err = %v, want classify.ErrMalformed", n, err)
 		}
 		cut := append([]byte(nil), pkt[:n]...)
 		if n >= 6 {
@@ -360,17 +360,17 @@ func checkTruncations(t *testing.T, pkt []byte, full shaper.Headers) {
 				binary.BigEndian.PutUint16(cut[4:6], uint16(n-40))
 			}
 		}
-		err := shaper.ParseHeaders(cut, &h)
+		err := classify.ParseHeaders(cut, &h)
 		switch {
 		case n < full.IPHdrLen:
-			if !errors.Is(err, shaper.ErrMalformed) {
-				t.Errorf("length %d inside the IP header (%d): err = %v, want shaper.ErrMalformed", n, full.IPHdrLen, err)
+			if !errors.Is(err, classify.ErrMalformed) {
+				t.Errorf("length %d inside the IP header (%d): err = %v, want classify.ErrMalformed", n, full.IPHdrLen, err)
 			}
 		case err != nil:
 			t.Errorf("length %d: %v", n, err)
 		case n < full.HdrLen:
 			want := full
-			want.L4, want.Sport, want.Dport, want.HdrLen, want.Len = shaper.L4Invalid, 0, 0, full.IPHdrLen, n
+			want.L4, want.Sport, want.Dport, want.HdrLen, want.Len = classify.L4Invalid, 0, 0, full.IPHdrLen, n
 			if h != want {
 				t.Errorf("length %d inside the transport header: got %+v, want %+v", n, h, want)
 			}
@@ -414,11 +414,11 @@ func TestParseHeadersMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := shaper.Headers{Flow: shaper.Flow{Src: addr("192.0.2.1"), Sport: 7}, Version: 9, HdrLen: 99}
+			before := classify.Headers{Flow: classify.Flow{Src: addr("192.0.2.1"), Sport: 7}, Version: 9, HdrLen: 99}
 			h := before
-			err := shaper.ParseHeaders(tt.pkt, &h)
-			if !errors.Is(err, shaper.ErrMalformed) {
-				t.Fatalf("err = %v, want shaper.ErrMalformed", err)
+			err := classify.ParseHeaders(tt.pkt, &h)
+			if !errors.Is(err, classify.ErrMalformed) {
+				t.Fatalf("err = %v, want classify.ErrMalformed", err)
 			}
 			if h != before {
 				t.Errorf("h changed on error: %+v", h)
@@ -431,16 +431,16 @@ func TestParseHeadersMalformed(t *testing.T) {
 }
 
 func TestParseHeadersReusesHeaders(t *testing.T) {
-	var h shaper.Headers
-	if err := shaper.ParseHeaders(pkt6(t, &layers.IPv6{TrafficClass: 0xff}, []ext{frag(0, true)}, "tcp", 0), &h); err != nil {
+	var h classify.Headers
+	if err := classify.ParseHeaders(pkt6(t, &layers.IPv6{TrafficClass: 0xff}, []ext{frag(0, true)}, "tcp", 0), &h); err != nil {
 		t.Fatal(err)
 	}
 	p := pkt4(t, &layers.IPv4{FragOffset: 2, Protocol: 17}, "", 0)
-	if err := shaper.ParseHeaders(p, &h); err != nil {
+	if err := classify.ParseHeaders(p, &h); err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.Headers{Flow: shaper.Flow{Src: addr("198.18.0.1"), Dst: addr("198.18.0.2"), Proto: 17},
-		Version: 4, L4: shaper.L4Absent, Frag: shaper.FragLater, IPHdrLen: 20, HdrLen: 20, Len: 20}
+	want := classify.Headers{Flow: classify.Flow{Src: addr("198.18.0.1"), Dst: addr("198.18.0.2"), Proto: 17},
+		Version: 4, L4: classify.L4Absent, Frag: classify.FragLater, IPHdrLen: 20, HdrLen: 20, Len: 20}
 	if h != want {
 		t.Errorf("got %+v, want %+v", h, want)
 	}
@@ -450,14 +450,14 @@ func TestParseHeadersAllocs(t *testing.T) {
 	p4 := pkt4(t, &layers.IPv4{}, "tcp", 100)
 	p6 := pkt6(t, &layers.IPv6{}, []ext{hbh(6)}, "udp", 100)
 	bad := p4[:10]
-	var h shaper.Headers
+	var h classify.Headers
 	n := testing.AllocsPerRun(1000, func() {
-		_ = shaper.ParseHeaders(p4, &h)
-		_ = shaper.ParseHeaders(p6, &h)
-		_ = shaper.ParseHeaders(bad, &h)
+		_ = classify.ParseHeaders(p4, &h)
+		_ = classify.ParseHeaders(p6, &h)
+		_ = classify.ParseHeaders(bad, &h)
 	})
 	if n != 0 {
-		t.Errorf("shaper.ParseHeaders allocates %v times per run, want 0", n)
+		t.Errorf("classify.ParseHeaders allocates %v times per run, want 0", n)
 	}
 }
 
@@ -473,10 +473,10 @@ func BenchmarkParseHeaders(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			var h shaper.Headers
+			var h classify.Headers
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := shaper.ParseHeaders(c.pkt, &h); err != nil {
+				if err := classify.ParseHeaders(c.pkt, &h); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -505,7 +505,7 @@ func BenchmarkGopacketParse(b *testing.B) {
 	}
 }
 
-// FuzzParseHeaders checks that shaper.ParseHeaders never panics, that a success
+// FuzzParseHeaders checks that classify.ParseHeaders never panics, that a success
 // leaves h consistent, and that its fields agree with gopacket's decode of
 // the same bytes wherever gopacket decodes them.
 func FuzzParseHeaders(f *testing.F) {
@@ -524,11 +524,11 @@ func FuzzParseHeaders(f *testing.F) {
 	f.Add(pkt6(f, &layers.IPv6{}, []ext{frag(5, false)}, "udp", 4))
 	f.Add(pkt6(f, &layers.IPv6{}, []ext{ah(2)}, "tcp", 4))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var h shaper.Headers
-		err := shaper.ParseHeaders(data, &h)
+		var h classify.Headers
+		err := classify.ParseHeaders(data, &h)
 		if err != nil {
-			if !errors.Is(err, shaper.ErrMalformed) {
-				t.Fatalf("error %v does not wrap shaper.ErrMalformed", err)
+			if !errors.Is(err, classify.ErrMalformed) {
+				t.Fatalf("error %v does not wrap classify.ErrMalformed", err)
 			}
 			return
 		}
@@ -537,7 +537,7 @@ func FuzzParseHeaders(f *testing.F) {
 	})
 }
 
-func checkInvariants(t *testing.T, data []byte, h *shaper.Headers) {
+func checkInvariants(t *testing.T, data []byte, h *classify.Headers) {
 	t.Helper()
 	switch {
 	case h.Len > len(data) || h.Len < h.HdrLen || h.HdrLen < h.IPHdrLen:
@@ -550,9 +550,9 @@ func checkInvariants(t *testing.T, data []byte, h *shaper.Headers) {
 		t.Fatalf("version %d", h.Version)
 	case h.DSCP > 63:
 		t.Fatalf("dscp %d", h.DSCP)
-	case h.L4 != shaper.L4Parsed && (h.Sport != 0 || h.Dport != 0 || h.HdrLen != h.IPHdrLen):
+	case h.L4 != classify.L4Parsed && (h.Sport != 0 || h.Dport != 0 || h.HdrLen != h.IPHdrLen):
 		t.Fatalf("ports or L4 length without a parsed L4 header: %+v", *h)
-	case h.Frag == shaper.FragLater && h.L4 != shaper.L4Absent:
+	case h.Frag == classify.FragLater && h.L4 != classify.L4Absent:
 		t.Fatalf("later fragment with L4 %v", h.L4)
 	}
 }
@@ -560,11 +560,11 @@ func checkInvariants(t *testing.T, data []byte, h *shaper.Headers) {
 // compareGopacket decodes data with gopacket and compares what both decode
 // the same way: version, addresses and DSCP when gopacket decodes the IP
 // header; protocol and ports when both find a TCP or UDP header at the same
-// offset. gopacket is looser where shaper.ParseHeaders is
+// offset. gopacket is looser where classify.ParseHeaders is
 // strict (it accepts an IPv4 total length past the buffer) and stricter
 // elsewhere (it checks IPv4 and TCP options, IPv6 hop-by-hop option TLVs),
 // and it does not stop at a fragment header; those cases compare less.
-func compareGopacket(t *testing.T, data []byte, h *shaper.Headers) {
+func compareGopacket(t *testing.T, data []byte, h *classify.Headers) {
 	t.Helper()
 	data = data[:h.Len]
 	// The IP header alone: a DecodingLayerParser would decode a tunnelled
@@ -572,18 +572,18 @@ func compareGopacket(t *testing.T, data []byte, h *shaper.Headers) {
 	if h.Version == 4 {
 		var ip4 layers.IPv4
 		if err := ip4.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err == nil {
-			got := shaper.Flow{Src: netip.AddrFrom4([4]byte(ip4.SrcIP)), Dst: netip.AddrFrom4([4]byte(ip4.DstIP)), DSCP: ip4.TOS >> 2}
+			got := classify.Flow{Src: netip.AddrFrom4([4]byte(ip4.SrcIP)), Dst: netip.AddrFrom4([4]byte(ip4.DstIP)), DSCP: ip4.TOS >> 2}
 			if got.Src != h.Src || got.Dst != h.Dst || got.DSCP != h.DSCP || ip4.Version != 4 ||
 				data[9] != ipProtoAH && int(ip4.IHL)*4 != h.IPHdrLen {
-				t.Fatalf("IPv4 header: gopacket %+v (ihl %d), shaper.ParseHeaders %+v", got, ip4.IHL, *h)
+				t.Fatalf("IPv4 header: gopacket %+v (ihl %d), classify.ParseHeaders %+v", got, ip4.IHL, *h)
 			}
 		}
 	} else {
 		var ip6 layers.IPv6
 		if err := ip6.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err == nil {
-			got := shaper.Flow{Src: netip.AddrFrom16([16]byte(ip6.SrcIP)), Dst: netip.AddrFrom16([16]byte(ip6.DstIP)), DSCP: ip6.TrafficClass >> 2}
+			got := classify.Flow{Src: netip.AddrFrom16([16]byte(ip6.SrcIP)), Dst: netip.AddrFrom16([16]byte(ip6.DstIP)), DSCP: ip6.TrafficClass >> 2}
 			if got.Src != h.Src || got.Dst != h.Dst || got.DSCP != h.DSCP || ip6.Version != 6 {
-				t.Fatalf("IPv6 header: gopacket %+v, shaper.ParseHeaders %+v", got, *h)
+				t.Fatalf("IPv6 header: gopacket %+v, classify.ParseHeaders %+v", got, *h)
 			}
 		}
 	}
@@ -616,16 +616,16 @@ func compareGopacket(t *testing.T, data []byte, h *shaper.Headers) {
 			off = cap(data) - cap(udp.Contents)
 		}
 	}
-	if proto != 0 && off == h.IPHdrLen && h.Frag != shaper.FragLater {
-		if h.L4 != shaper.L4Parsed || h.Proto != proto || h.Sport != sport || h.Dport != dport {
-			t.Fatalf("transport: gopacket proto %d ports %d>%d at %d, shaper.ParseHeaders %+v", proto, sport, dport, off, *h)
+	if proto != 0 && off == h.IPHdrLen && h.Frag != classify.FragLater {
+		if h.L4 != classify.L4Parsed || h.Proto != proto || h.Sport != sport || h.Dport != dport {
+			t.Fatalf("transport: gopacket proto %d ports %d>%d at %d, classify.ParseHeaders %+v", proto, sport, dport, off, *h)
 		}
 	}
 	// Without fragments or extension headers, both must find the same
 	// TCP or UDP header.
-	plain := h.Frag == shaper.FragNone && (h.Proto == ipProtoTCP || h.Proto == ipProtoUDP) &&
+	plain := h.Frag == classify.FragNone && (h.Proto == ipProtoTCP || h.Proto == ipProtoUDP) &&
 		(h.Version == 4 && data[9] == h.Proto || h.Version == 6 && h.IPHdrLen == 40)
 	if plain && proto != 0 && off != h.IPHdrLen {
-		t.Fatalf("gopacket found the transport header at %d, shaper.ParseHeaders at %d: %+v", off, h.IPHdrLen, *h)
+		t.Fatalf("gopacket found the transport header at %d, classify.ParseHeaders at %d: %+v", off, h.IPHdrLen, *h)
 	}
 }
