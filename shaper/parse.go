@@ -1,7 +1,8 @@
-// Package shaper holds pacer's per-packet decisions and their configuration:
-// the header parser (ParseHeaders), the class table (Classifier) and the
-// YAML config loader (LoadConfig). The data path that queues, paces and
-// writes packets builds on these.
+// Package shaper holds pacer's per-packet decisions: the header parser
+// (ParseHeaders) and the class table (Classifier), and the data path that
+// queues, paces and writes packets, built on these. It takes its settings
+// as a validated config (package config) and never parses one; convert.go
+// turns config's settings into the types of the packages below it.
 package shaper
 
 import (
