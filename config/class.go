@@ -45,14 +45,13 @@ const (
 
 // String returns "shape" or "police".
 func (m Mode) String() string {
-	switch m {
-	case ModeShape:
-		return "shape"
-	case ModePolice:
-		return "police"
+	if s, ok := modeNames.name(uint8(m)); ok {
+		return s
 	}
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
+
+var modeNames = enum{"shape", "police"}
 
 // ClassConfig is one traffic class.
 type ClassConfig struct {
@@ -283,13 +282,8 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 
 // parseMode reads a mode's config name ("shape" or "police").
 func parseMode(s string) (Mode, error) {
-	switch s {
-	case "shape":
-		return ModeShape, nil
-	case "police":
-		return ModePolice, nil
-	}
-	return 0, fmt.Errorf("unknown mode %q (use shape or police)", s)
+	v, err := modeNames.parse("mode", s)
+	return Mode(v), err
 }
 
 // The names of the classes that a direction has without a ClassConfig of

@@ -388,19 +388,41 @@ func (d *decoder) percent(dst *float64) func(*yaml.Node, string) {
 // span decodes a duration that may be 0.
 func (d *decoder) span(dst *time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a duration such as 40ms")
-		if !ok {
-			return
+		v, text, ok := d.parseDuration(n, path, "40ms", "1.5s")
+		switch {
+		case !ok:
+		case v < 0:
+			d.failf(n, path, "%s is negative", text)
+		default:
+			*dst = v
 		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			d.failf(n, path, "invalid duration %q (use a number and a unit: 40ms, 1.5s)", s)
-			return
-		}
-		if v < 0 {
-			d.failf(n, path, "%s is negative", s)
-			return
-		}
-		*dst = v
 	}
+}
+
+// enum is the config names of an enumeration's values 0, 1, ...: the
+// words that the file, the control API and pacerctl use for them.
+type enum []string
+
+// name returns the name of value v; ok is false for a value past the list.
+func (e enum) name(v uint8) (name string, ok bool) {
+	if int(v) < len(e) {
+		return e[v], true
+	}
+	return "", false
+}
+
+// parse returns the value named s; key names the setting in the error.
+func (e enum) parse(key, s string) (uint8, error) {
+	if i := slices.Index(e, s); i >= 0 {
+		return uint8(i), nil
+	}
+	return 0, fmt.Errorf("unknown %s %q (use %s)", key, s, e.list())
+}
+
+// list returns the names as "a, b or c".
+func (e enum) list() string {
+	if len(e) < 2 {
+		return strings.Join(e, "")
+	}
+	return strings.Join(e[:len(e)-1], ", ") + " or " + e[len(e)-1]
 }

@@ -29,18 +29,13 @@ const (
 
 // String returns the distribution's config name.
 func (d Distribution) String() string {
-	switch d {
-	case DistUniform:
-		return "uniform"
-	case DistNormal:
-		return "normal"
-	case DistPareto:
-		return "pareto"
-	case DistParetoNormal:
-		return "paretonormal"
+	if s, ok := distNames.name(uint8(d)); ok {
+		return s
 	}
 	return "Distribution(?)"
 }
+
+var distNames = enum{"uniform", "normal", "pareto", "paretonormal"}
 
 // GilbertElliott is netem's four-parameter loss model, in percent: P is
 // the chance to go from the good to the bad state, R from bad to good; in
@@ -108,12 +103,8 @@ const (
 // ParseDistribution reads a distribution's config name: uniform, normal,
 // pareto or paretonormal.
 func ParseDistribution(s string) (Distribution, error) {
-	for d := DistUniform; d <= DistParetoNormal; d++ {
-		if s == d.String() {
-			return d, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown distribution %q (use uniform, normal, pareto or paretonormal)", s)
+	v, err := distNames.parse("distribution", s)
+	return Distribution(v), err
 }
 
 // NewGilbertElliott returns the Gilbert-Elliott model with chance p (in

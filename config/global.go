@@ -48,24 +48,20 @@ const (
 	FallbackOpen
 )
 
-var fallbackNames = [...]string{"share", "hold", "open"}
+var fallbackNames = enum{"share", "hold", "open"}
 
 // String returns the fallback's config name.
 func (f Fallback) String() string {
-	if int(f) < len(fallbackNames) {
-		return fallbackNames[f]
+	if s, ok := fallbackNames.name(uint8(f)); ok {
+		return s
 	}
 	return fmt.Sprintf("Fallback(%d)", uint8(f))
 }
 
 // ParseFallback reads a fallback's config name.
 func ParseFallback(s string) (Fallback, error) {
-	for i, n := range fallbackNames {
-		if s == n {
-			return Fallback(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown on_unreachable %q (use share, hold or open)", s)
+	v, err := fallbackNames.parse("on_unreachable", s)
+	return Fallback(v), err
 }
 
 // Bounds and defaults of a global limit.

@@ -22,14 +22,13 @@ const (
 
 // String returns the kind's config name ("fq" or "fifo").
 func (q QueueKind) String() string {
-	switch q {
-	case QueueFQ:
-		return "fq"
-	case QueueFIFO:
-		return "fifo"
+	if s, ok := queueNames.name(uint8(q)); ok {
+		return s
 	}
 	return "QueueKind(?)"
 }
+
+var queueNames = enum{"fq", "fifo"}
 
 // AQM names the active queue management of a QueueFQ class's flows.
 type AQM uint8
@@ -47,24 +46,20 @@ const (
 	AQMNone
 )
 
-var aqmNames = [...]string{"cobalt", "codel", "none"}
+var aqmNames = enum{"cobalt", "codel", "none"}
 
 // String returns the AQM's config name ("cobalt", "codel", "none").
 func (a AQM) String() string {
-	if int(a) < len(aqmNames) {
-		return aqmNames[a]
+	if s, ok := aqmNames.name(uint8(a)); ok {
+		return s
 	}
 	return fmt.Sprintf("AQM(%d)", a)
 }
 
 // ParseAQM reads an AQM's config name.
 func ParseAQM(s string) (AQM, error) {
-	for i, n := range aqmNames {
-		if s == n {
-			return AQM(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown aqm %q (use cobalt, codel or none)", s)
+	v, err := aqmNames.parse("aqm", s)
+	return AQM(v), err
 }
 
 // Isolation says what a QueueFQ class shares fairly between: flows, or
@@ -87,24 +82,20 @@ const (
 	IsolateHosts
 )
 
-var isolationNames = [...]string{"flows", "src-host", "dst-host", "hosts"}
+var isolationNames = enum{"flows", "src-host", "dst-host", "hosts"}
 
 // String returns the mode's config name ("flows", "src-host", ...).
 func (i Isolation) String() string {
-	if int(i) < len(isolationNames) {
-		return isolationNames[i]
+	if s, ok := isolationNames.name(uint8(i)); ok {
+		return s
 	}
 	return fmt.Sprintf("Isolation(%d)", i)
 }
 
 // ParseIsolation reads an isolation mode's config name.
 func ParseIsolation(s string) (Isolation, error) {
-	for i, n := range isolationNames {
-		if s == n {
-			return Isolation(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown isolate %q (use flows, src-host, dst-host or hosts)", s)
+	v, err := isolationNames.parse("isolate", s)
+	return Isolation(v), err
 }
 
 // Defaults and bounds of the fq settings, as fq_codel and CAKE use them.
@@ -161,13 +152,8 @@ const (
 
 // ParseQueueKind reads a queue kind's config name ("fq" or "fifo").
 func ParseQueueKind(s string) (QueueKind, error) {
-	switch s {
-	case "fq":
-		return QueueFQ, nil
-	case "fifo":
-		return QueueFIFO, nil
-	}
-	return 0, fmt.Errorf("unknown queue %q (use fq or fifo)", s)
+	v, err := queueNames.parse("queue", s)
+	return QueueKind(v), err
 }
 
 // queueKeys are the config keys of a class's queue settings: queue, then

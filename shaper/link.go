@@ -1,3 +1,11 @@
+// Package shaper is pacer's data path: a Link of two TUN endpoints, with
+// one worker per queue and direction that takes each packet along its
+// stages (see worker.handle): parse and classify (package classify),
+// impair on arrival, its class's queue (fifo, fair queue, or none), the
+// gate of buckets it must pass, the delay line, impair on departure, the
+// write batch. It takes its settings as a validated config (package
+// config) and never parses one; class.go turns config's settings into the
+// types of the packages below it.
 package shaper
 
 import (

@@ -443,7 +443,7 @@ func shellRate(dc *config.DirectionConfig, rate uint64) {
 }
 
 // topLevelKeys returns the keys of a YAML document's top-level mapping;
-// none if it does not parse (ParseConfig then says why).
+// none if it does not parse (config.Parse then says why).
 func topLevelKeys(data []byte) map[string]bool {
 	keys := map[string]bool{}
 	var doc yaml.Node

@@ -32,16 +32,6 @@ func (a AQM) String() string {
 	return fmt.Sprintf("AQM(%d)", a)
 }
 
-// ParseAQM reads an AQM's config name.
-func ParseAQM(s string) (AQM, error) {
-	for i, n := range aqmNames {
-		if s == n {
-			return AQM(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown aqm %q (use cobalt, codel or none)", s)
-}
-
 // Isolation says what a Sched shares fairly between: flows, or hosts
 // first and each host's flows within its share (CAKE's host isolation).
 type Isolation uint8
@@ -70,16 +60,6 @@ func (i Isolation) String() string {
 		return isolationNames[i]
 	}
 	return fmt.Sprintf("Isolation(%d)", i)
-}
-
-// ParseIsolation reads an isolation mode's config name.
-func ParseIsolation(s string) (Isolation, error) {
-	for i, n := range isolationNames {
-		if s == n {
-			return Isolation(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown isolate %q (use flows, src-host, dst-host or hosts)", s)
 }
 
 // Defaults, as fq_codel and CAKE use them.

@@ -39,15 +39,3 @@ func ExampleStartLease() {
 	time.Sleep(time.Second)
 	fmt.Println(l.Status().State)
 }
-
-func ExampleParseFallback() {
-	for _, s := range []string{"share", "hold", "open", "drop"} {
-		f, err := global.ParseFallback(s)
-		fmt.Println(f, err)
-	}
-	// Output:
-	// share <nil>
-	// hold <nil>
-	// open <nil>
-	// share unknown on_unreachable "drop" (use share, hold or open)
-}

@@ -37,19 +37,6 @@ func (f Fallback) String() string {
 	return fmt.Sprintf("Fallback(%d)", uint8(f))
 }
 
-// ParseFallback reads a fallback's config name.
-func ParseFallback(s string) (Fallback, error) {
-	switch s {
-	case "share":
-		return FallbackShare, nil
-	case "hold":
-		return FallbackHold, nil
-	case "open":
-		return FallbackOpen, nil
-	}
-	return 0, fmt.Errorf("unknown on_unreachable %q (use share, hold or open)", s)
-}
-
 // Unlimited is the rate a Target is set to under FallbackOpen.
 const Unlimited = math.MaxUint64
 
