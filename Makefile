@@ -58,6 +58,7 @@ deps:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd tools/nfpm && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -72,9 +73,13 @@ fmt-check:
 # when they cannot run.
 # Packages run one at a time (-p 1): the traffic tests of different
 # packages would otherwise share the two cores and judge each other's load.
+# The packaging tests (package packaging: make install, make deb into a
+# scratch root with dpkg, make release) run in the second pass; the
+# packager's own module, tools/nfpm, is tested on its own.
 test: deps fmt-check vet
 	$(GO) test -race -short -count=1 -p 1 -timeout 10m $(PKGS)
 	$(GO) test -count=1 -p 1 -timeout 14m $(PKGS)
+	cd tools/nfpm && $(GO) test -count=1 ./...
 
 # test-short skips the traffic tests (no root needed).
 test-short:
@@ -241,11 +246,23 @@ ARCH  ?= $(shell $(GO) env GOARCH)
 DIST  ?= dist
 STAGE  = $(DIST)/stage-$(ARCH)
 
-deb: stage
-	cd tools/nfpm && $(GO) run . -format deb -arch $(ARCH) -version $(VERSION) -stage $(abspath $(STAGE)) -scripts $(abspath packaging/scripts) -out $(abspath $(DIST))
+NFPM   = $(DIST)/tools/nfpm
+PACKAGE = $(abspath $(NFPM)) -arch $(ARCH) -version $(VERSION) -stage $(abspath $(STAGE)) \
+	-scripts $(abspath packaging/scripts) -out $(abspath $(DIST))
 
-rpm: stage
-	cd tools/nfpm && $(GO) run . -format rpm -arch $(ARCH) -version $(VERSION) -stage $(abspath $(STAGE)) -scripts $(abspath packaging/scripts) -out $(abspath $(DIST))
+deb: stage $(NFPM)
+	$(PACKAGE) -format deb
+
+rpm: stage $(NFPM)
+	$(PACKAGE) -format rpm
+
+# tar is the release archive of ARCH (see release).
+.PHONY: tar
+tar: stage $(NFPM)
+	$(PACKAGE) -format tar
+
+$(NFPM):
+	cd tools/nfpm && $(GO) build -o $(abspath $(NFPM)) .
 
 .PHONY: stage
 stage:
@@ -260,10 +277,7 @@ stage:
 RELEASE_ARCHES ?= amd64 arm64
 release:
 	rm -rf $(DIST)
-	for a in $(RELEASE_ARCHES); do \
-		$(MAKE) --no-print-directory ARCH=$$a deb rpm || exit 1; \
-		(cd tools/nfpm && $(GO) run . -format tar -arch $$a -version $(VERSION) -stage $(abspath $(DIST))/stage-$$a -out $(abspath $(DIST))) || exit 1; \
-	done
-	rm -rf $(DIST)/stage-* $(DIST)/bin-*
+	for a in $(RELEASE_ARCHES); do $(MAKE) --no-print-directory ARCH=$$a tar deb rpm || exit 1; done
+	rm -rf $(DIST)/stage-* $(DIST)/bin-* $(DIST)/tools
 	cd $(DIST) && sha256sum *.tar.gz *.deb *.rpm >SHA256SUMS
 	@cat $(DIST)/SHA256SUMS
