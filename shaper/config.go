@@ -124,6 +124,11 @@ type MetricsConfig struct {
 	// Listen is host:port with an IP address (or "localhost", or no host
 	// for all addresses); SetDefaults sets "" to DefaultMetricsListen.
 	Listen string
+	// Hosts are the DNS names (no port, no scheme) the listener answers
+	// to besides IP addresses and localhost: a request whose Host header
+	// names anything else is refused (403), so that a web page cannot
+	// read the endpoint through DNS rebinding (see stats.CheckHost).
+	Hosts []string
 }
 
 // ControlConfig is the control API's endpoint.
@@ -813,7 +818,17 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 			})
 		}},
 		{"metrics", func(v *yaml.Node, p string) {
-			d.mapping(v, p, []field{{"listen", d.str(&c.Metrics.Listen)}})
+			d.mapping(v, p, []field{
+				{"listen", d.str(&c.Metrics.Listen)},
+				{"hosts", func(v *yaml.Node, p string) {
+					c.Metrics.Hosts = nil
+					d.sequence(v, p, true, func(v *yaml.Node, p string) {
+						if s, ok := d.scalar(v, p, "a host name"); ok {
+							c.Metrics.Hosts = append(c.Metrics.Hosts, s)
+						}
+					})
+				}},
+			})
 		}},
 		{"control", func(v *yaml.Node, p string) {
 			d.mapping(v, p, []field{{"socket", d.str(&c.Control.Socket)}})
@@ -1100,6 +1115,11 @@ func (c *Config) Validate() error {
 	v.link(c)
 	v.gateway(c)
 	v.listen("metrics.listen", c.Metrics.Listen)
+	for i, h := range c.Metrics.Hosts {
+		if !isHostName(h) {
+			v.errorf("metrics.hosts["+strconv.Itoa(i)+"]", "%q is not a host name (such as pacer.example.net: letters, digits, '-' and '.', no port)", h)
+		}
+	}
 	if s := c.Control.Socket; !strings.HasPrefix(s, "/") || len(s) > 107 {
 		v.errorf("control.socket", "must be an absolute path of at most 107 bytes (a unix socket address), not %q", s)
 	}
@@ -1188,6 +1208,25 @@ func (v *validator) prefix(path string, p netip.Prefix) {
 	case p.Masked() != p:
 		v.errorf(path, "%s has host bits set (did you mean %s?)", p, p.Masked())
 	}
+}
+
+// isHostName reports whether s is a DNS name a Host header can carry: dot-separated labels of
+// letters, digits and '-' (not at a label's start or end), at most 63 bytes each and 253 in all.
+func isHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (v *validator) listen(path, s string) {
