@@ -4,13 +4,40 @@ PKGS    := ./...
 BIN     := bin
 
 .PHONY: all build test test-short vet fmt-check deps bench bench-quick bench-deps clean demo web-assets dashboard-png fuzz soak
+.PHONY: install uninstall deb rpm release
 
 all: build
 
-# Without cgo: only then can pacerd drop its capabilities on all its
-# threads once its link runs (a binary with cgo warns and keeps them).
+# VERSION is pacer's version: the newest v* tag as git describe gives it
+# (v1.2.0, v1.2.0-3-gabcdef012345), or without a tag a Go pseudo-version
+# of the commit (v0.0.0-20260101120000-abcdef012345); "+dirty" when the
+# work tree has changes. REVISION is the commit. Both are linked into the
+# binaries (pacerd -version, pacer_build_info, the startup log line);
+# `make VERSION=v1.2.3` overrides.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell ./packaging/version.sh)
+endif
+ifeq ($(origin REVISION),undefined)
+REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+endif
+# SOURCE_DATE_EPOCH is the time written into packages and archives: the
+# commit's, so that one commit gives the same bytes.
+ifeq ($(origin SOURCE_DATE_EPOCH),undefined)
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+endif
+export SOURCE_DATE_EPOCH
+
+# Static, reproducible binaries: no cgo (only then can pacerd drop its
+# capabilities on all its threads once its link runs; a binary with cgo
+# warns and keeps them), no build paths (-trimpath), no symbol tables
+# (-s -w: stack traces still work), the version linked in. The same
+# commit and Go version give the same bytes.
+GOARCH_BUILD ?= $(shell $(GO) env GOARCH)
+LDFLAGS := -s -w -X github.com/pacer-dev/pacer/stats.linkVersion=$(VERSION) -X github.com/pacer-dev/pacer/stats.linkRevision=$(REVISION)
+GOBUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH_BUILD) $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+	$(GOBUILD) -o $(BIN)/ ./cmd/...
 
 # deps installs what the privileged tests need when it is missing: iperf3,
 # the Debian package prometheus (promtool and the prometheus server),
@@ -31,6 +58,7 @@ deps:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd tools/nfpm && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -45,9 +73,13 @@ fmt-check:
 # when they cannot run.
 # Packages run one at a time (-p 1): the traffic tests of different
 # packages would otherwise share the two cores and judge each other's load.
+# The packaging tests (package packaging: make install, make deb into a
+# scratch root with dpkg, make release) run in the second pass; the
+# packager's own module, tools/nfpm, is tested on its own.
 test: deps fmt-check vet
 	$(GO) test -race -short -count=1 -p 1 -timeout 10m $(PKGS)
 	$(GO) test -count=1 -p 1 -timeout 14m $(PKGS)
+	cd tools/nfpm && $(GO) test -count=1 ./...
 
 # test-short skips the traffic tests (no root needed).
 test-short:
@@ -102,7 +134,7 @@ fuzz:
 	GO="$(GO)" FUZZTIME="$(FUZZTIME)" FUZZFLAGS="$(FUZZFLAGS)" ./bench/fuzz.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
 
 # web-assets fetches the dashboard's chart library (uPlot, at the version
 # pinned in stats/web/fetch-uplot.sh) from npm again, checks it against the
@@ -122,3 +154,130 @@ dashboard-png: deps
 # (root: sudo make demo).
 demo: build deps
 	./configs/demo.sh
+
+# install puts pacer where a system daemon's files go (GNU conventions:
+# PREFIX, DESTDIR for staging):
+#   $(BINDIR)/pacerd, pacerctl                 (both in bin: pacerd -check
+#                                               and pacerd shell are for users too)
+#   $(UNITDIR)/pacerd.service                  the hardened unit, its paths
+#                                               set to BINDIR and SYSCONFDIR
+#   $(SYSCONFDIR)/pacer/pacer.yaml             the example config, only if
+#                                               there is none: a user's file
+#                                               is never overwritten (its
+#                                               trace paths point to DATADIR)
+#   $(DATADIR)/pacer/                          example.yaml, traces/,
+#                                               prometheus.yml, grafana-dashboard.json
+#   $(DOCDIR)/                                 README.md and docs/*.md
+#   $(BASHCOMPDIR)/pacerctl, $(ZSHCOMPDIR)/_pacerctl   shell completion
+# It installs what `make build` built (run that first as yourself, then
+# `sudo make install`). uninstall removes exactly these files and pacer's
+# own directories (with DESTDIR, every directory it leaves empty); the
+# config only if it is still the example, unchanged.
+# Neither enables, starts nor stops the unit.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+DATADIR     ?= $(PREFIX)/share
+DOCDIR      ?= $(DATADIR)/doc/pacer
+SYSCONFDIR  ?= /etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
+INSTALL     ?= install
+
+TRACES := $(wildcard configs/traces/*)
+DOCS   := README.md $(wildcard docs/*.md)
+SHARED := configs/prometheus.yml configs/grafana-dashboard.json
+
+# The binaries, if `make build` has not made them yet.
+$(BIN)/pacerd $(BIN)/pacerctl:
+	$(GOBUILD) -o $(BIN)/ ./cmd/...
+
+install: $(BIN)/pacerd $(BIN)/pacerctl
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/pacer \
+		$(DESTDIR)$(DATADIR)/pacer/traces $(DESTDIR)$(DOCDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	$(INSTALL) -m 0755 $(BIN)/pacerd $(BIN)/pacerctl $(DESTDIR)$(BINDIR)/
+	sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/pacer/|$(SYSCONFDIR)/pacer/|g' \
+		-e 's|/usr/share/doc/pacer/|$(DOCDIR)/|g' configs/pacerd.service >$(DESTDIR)$(UNITDIR)/pacerd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/pacerd.service
+	sed -e 's|trace: traces/|trace: $(DATADIR)/pacer/traces/|' configs/example.yaml >$(DESTDIR)$(DATADIR)/pacer/example.yaml
+	chmod 0644 $(DESTDIR)$(DATADIR)/pacer/example.yaml
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/pacer/pacer.yaml ]; then \
+		echo "$(DESTDIR)$(SYSCONFDIR)/pacer/pacer.yaml exists: kept (the example is $(DATADIR)/pacer/example.yaml)"; \
+	else \
+		echo "$(INSTALL) -m 0644 $(DESTDIR)$(DATADIR)/pacer/example.yaml $(DESTDIR)$(SYSCONFDIR)/pacer/pacer.yaml"; \
+		$(INSTALL) -m 0644 $(DESTDIR)$(DATADIR)/pacer/example.yaml $(DESTDIR)$(SYSCONFDIR)/pacer/pacer.yaml; \
+	fi
+	$(INSTALL) -m 0644 $(SHARED) $(DESTDIR)$(DATADIR)/pacer/
+	$(INSTALL) -m 0644 $(TRACES) $(DESTDIR)$(DATADIR)/pacer/traces/
+	$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 packaging/completion/pacerctl.bash $(DESTDIR)$(BASHCOMPDIR)/pacerctl
+	$(INSTALL) -m 0644 packaging/completion/_pacerctl $(DESTDIR)$(ZSHCOMPDIR)/_pacerctl
+
+uninstall:
+	@c=$(DESTDIR)$(SYSCONFDIR)/pacer/pacer.yaml; \
+	if [ -e $$c ] && cmp -s $$c $(DESTDIR)$(DATADIR)/pacer/example.yaml; then echo "rm -f $$c"; rm -f $$c; \
+	elif [ -e $$c ]; then echo "$$c: changed since install, kept"; fi
+	rm -f $(DESTDIR)$(DATADIR)/pacer/example.yaml
+	rm -f $(DESTDIR)$(BINDIR)/pacerd $(DESTDIR)$(BINDIR)/pacerctl $(DESTDIR)$(UNITDIR)/pacerd.service
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/pacer/,$(notdir $(SHARED)))
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/pacer/traces/,$(notdir $(TRACES)))
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/pacerctl $(DESTDIR)$(ZSHCOMPDIR)/_pacerctl
+	@for d in $(DESTDIR)$(DATADIR)/pacer/traces $(DESTDIR)$(DATADIR)/pacer $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/pacer; do \
+		if [ -d $$d ]; then rmdir $$d 2>/dev/null && echo "rmdir $$d" || echo "$$d: not empty, kept"; fi; \
+	done
+	@# In a staging tree (DESTDIR) the standard directories are install's
+	@# too: removed when empty, up to DESTDIR. On the system they stay.
+	@if [ -n "$(DESTDIR)" ]; then \
+		for d in $(BINDIR) $(UNITDIR) $(BASHCOMPDIR) $(ZSHCOMPDIR) $(DOCDIR) $(DATADIR) $(SYSCONFDIR); do \
+			while [ "$$d" != / ] && [ "$$d" != . ]; do \
+				if [ -d "$(DESTDIR)$$d" ]; then rmdir "$(DESTDIR)$$d" 2>/dev/null || break; fi; \
+				d=$$(dirname "$$d"); \
+			done; \
+		done; \
+	fi
+
+# deb and rpm build the packages into dist/ from a staging install
+# (PREFIX=/usr, the unit in /usr/lib/systemd/system) with nfpm, a Go
+# program of its own module (tools/nfpm: pacerd does not link it);
+# packaging/scripts holds the maintainer scripts. ARCH picks the
+# architecture (amd64, arm64). No dpkg-dev or rpmbuild needed.
+ARCH  ?= $(shell $(GO) env GOARCH)
+DIST  ?= dist
+STAGE  = $(DIST)/stage-$(ARCH)
+
+NFPM   = $(DIST)/tools/nfpm
+PACKAGE = $(abspath $(NFPM)) -arch $(ARCH) -version $(VERSION) -stage $(abspath $(STAGE)) \
+	-scripts $(abspath packaging/scripts) -out $(abspath $(DIST))
+
+deb: stage $(NFPM)
+	$(PACKAGE) -format deb
+
+rpm: stage $(NFPM)
+	$(PACKAGE) -format rpm
+
+# tar is the release archive of ARCH (see release).
+.PHONY: tar
+tar: stage $(NFPM)
+	$(PACKAGE) -format tar
+
+$(NFPM):
+	cd tools/nfpm && $(GO) build -o $(abspath $(NFPM)) .
+
+.PHONY: stage
+stage:
+	rm -rf $(STAGE)
+	$(MAKE) --no-print-directory GOARCH_BUILD=$(ARCH) BIN=$(DIST)/bin-$(ARCH) build
+	$(MAKE) --no-print-directory BIN=$(DIST)/bin-$(ARCH) DESTDIR=$(abspath $(STAGE)) PREFIX=/usr \
+		UNITDIR=/usr/lib/systemd/system ZSHCOMPDIR=/usr/share/zsh/vendor-completions install >/dev/null
+
+# release builds, for linux/amd64 and linux/arm64, a tar.gz of the files a
+# package installs (under pacer-VERSION-linux-ARCH/, laid out for /:
+# usr/bin/pacerd ...), the .deb and the .rpm, and dist/SHA256SUMS.
+RELEASE_ARCHES ?= amd64 arm64
+release:
+	rm -rf $(DIST)
+	for a in $(RELEASE_ARCHES); do $(MAKE) --no-print-directory ARCH=$$a tar deb rpm || exit 1; done
+	rm -rf $(DIST)/stage-* $(DIST)/bin-* $(DIST)/tools
+	cd $(DIST) && sha256sum *.tar.gz *.deb *.rpm >SHA256SUMS
+	@cat $(DIST)/SHA256SUMS

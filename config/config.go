@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -146,7 +147,17 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 			})
 		}},
 		{"metrics", func(v *yaml.Node, p string) {
-			d.mapping(v, p, []field{{"listen", d.str(&c.Metrics.Listen)}})
+			d.mapping(v, p, []field{
+				{"listen", d.str(&c.Metrics.Listen)},
+				{"hosts", func(v *yaml.Node, p string) {
+					c.Metrics.Hosts = nil
+					d.sequence(v, p, true, func(v *yaml.Node, p string) {
+						if s, ok := d.scalar(v, p, "a host name"); ok {
+							c.Metrics.Hosts = append(c.Metrics.Hosts, s)
+						}
+					})
+				}},
+			})
 		}},
 		{"control", func(v *yaml.Node, p string) {
 			d.mapping(v, p, []field{{"socket", d.str(&c.Control.Socket)}})
@@ -201,6 +212,11 @@ func (c *Config) Validate() error {
 	v.link(c)
 	v.gateway(c)
 	v.listen("metrics.listen", c.Metrics.Listen)
+	for i, h := range c.Metrics.Hosts {
+		if !isHostName(h) {
+			v.errorf("metrics.hosts["+strconv.Itoa(i)+"]", "%q is not a host name (such as pacer.example.net: letters, digits, '-' and '.', no port)", h)
+		}
+	}
 	if s := c.Control.Socket; !strings.HasPrefix(s, "/") || len(s) > 107 {
 		v.errorf("control.socket", "must be an absolute path of at most 107 bytes (a unix socket address), not %q", s)
 	}

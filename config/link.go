@@ -73,6 +73,11 @@ type MetricsConfig struct {
 	// Listen is host:port with an IP address (or "localhost", or no host
 	// for all addresses); SetDefaults sets "" to DefaultMetricsListen.
 	Listen string
+	// Hosts are the DNS names (no port, no scheme) the listener answers
+	// to besides IP addresses and localhost: a request whose Host header
+	// names anything else is refused (403), so that a web page cannot
+	// read the endpoint through DNS rebinding (see stats.CheckHost).
+	Hosts []string
 }
 
 // ControlConfig is the control API's endpoint.
@@ -151,6 +156,25 @@ func checkIfName(s string) error {
 		return fmt.Errorf("%q is not a valid interface name (no '/', ':' or white space; not . or ..)", s)
 	}
 	return nil
+}
+
+// isHostName reports whether s is a DNS name a Host header can carry: dot-separated labels of
+// letters, digits and '-' (not at a label's start or end), at most 63 bytes each and 253 in all.
+func isHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (v *validator) listen(path, s string) {

@@ -8,29 +8,49 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// BuildInfo is what pacer_build_info reports.
+// BuildInfo is what pacer_build_info reports, pacerd -version and
+// pacerctl -version print, and pacerd logs at start.
 type BuildInfo struct {
-	Version   string // the main module's version, "(devel)" for a local build
+	Version   string // pacer's version (v1.2.3), "(devel)" for a local build without make
 	Revision  string // the VCS revision, "unknown" when not recorded
 	GoVersion string
 }
 
-// ReadBuildInfo returns the running binary's BuildInfo.
+// linkVersion and linkRevision are set by the linker, never at run time:
+// make passes -X github.com/pacer-dev/pacer/stats.linkVersion=$(VERSION)
+// (and linkRevision) because go build records no VCS information in every
+// checkout (a git worktree, -buildvcs=false). Empty otherwise: then the
+// build info's own module version (go install ...@v1.2.3) and revision
+// count.
+var linkVersion, linkRevision string
+
+// ReadBuildInfo returns the running binary's BuildInfo: the version and
+// revision make linked in, else those of the build info, else "(devel)"
+// and "unknown". It never fails.
 func ReadBuildInfo() BuildInfo {
-	b := BuildInfo{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	if bi.Main.Version != "" {
-		b.Version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && s.Value != "" {
-			b.Revision = s.Value
+	b := BuildInfo{Version: "(devel)", Revision: "unknown", GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			b.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				b.Revision = s.Value
+			}
 		}
 	}
+	if linkVersion != "" {
+		b.Version = linkVersion
+	}
+	if linkRevision != "" {
+		b.Revision = linkRevision
+	}
 	return b
+}
+
+// String is the line -version prints: "v1.2.3 (revision abc..., go1.26.8)".
+func (b BuildInfo) String() string {
+	return b.Version + " (revision " + b.Revision + ", " + b.GoVersion + ")"
 }
 
 // Collector is a prometheus.Collector for pacer's own metrics (see the

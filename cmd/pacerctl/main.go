@@ -17,9 +17,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
+	"github.com/pacer-dev/pacer/stats"
 	"github.com/pacer-dev/pacer/stats/control"
 )
 
@@ -36,6 +38,7 @@ const defaultSocket = "/run/pacerd.sock"
 const usage = `pacerctl controls a running pacerd through its control socket.
 
 usage: pacerctl [-socket PATH] [-timeout DURATION] COMMAND [ARGUMENTS]
+       pacerctl -version
 
 commands:
   status [-json]
@@ -154,11 +157,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	socket := fs.String("socket", defaultSocket, "pacerd's control socket (its control.socket)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long one request may take")
+	version := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
+	}
+	if *version {
+		fmt.Fprintf(stdout, "pacerctl %v %s/%s\n", stats.ReadBuildInfo(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

@@ -189,7 +189,9 @@ func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daem
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	d.metricsAddr = mln.Addr()
-	d.metrics = serve(mln, stats.HandlerWithUI(reg, d.health, log, web.Handler(d.history, dashboardKeys{d}, log)), log, "metrics")
+	// Only for a Host that names this listener (DNS rebinding).
+	metrics := stats.CheckHost(stats.HandlerWithUI(reg, d.health, log, web.Handler(d.history, dashboardKeys{d}, log)), cfg.Metrics.Hosts)
+	d.metrics = serve(mln, metrics, log, "metrics")
 	log.Info("metrics listening", "addr", mln.Addr().String())
 
 	if removed, err := control.RemoveStale(cfg.Control.Socket); err != nil {

@@ -4,6 +4,7 @@
 //	pacerd -config /etc/pacer/pacer.yaml        run
 //	pacerd -check -config /etc/pacer/pacer.yaml  validate and exit 0 or 1
 //	pacerd shell -uplink 10mbit -- CMD [ARGS]     run CMD behind a shaped link (see shell.go)
+//	pacerd -version                               print the version, commit and Go version
 //
 // Signals: SIGTERM and SIGINT stop reading, drain held packets within
 // -drain, remove the devices pacerd created and exit 0. SIGHUP reloads the
@@ -20,12 +21,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -33,6 +36,7 @@ import (
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
+	"github.com/pacer-dev/pacer/stats"
 )
 
 // Exit codes.
@@ -45,6 +49,26 @@ const (
 	// Restart=on-failure does) and it makes its devices anew.
 	exitLinkLost = 75
 )
+
+// usage is what -h prints before the flags.
+const usage = `pacerd is pacer's daemon: it shapes the traffic between two TUN devices.
+
+usage:
+  pacerd [-config FILE] [-log-level LEVEL] [-drain DURATION]
+        run the daemon with the config file (root or CAP_NET_ADMIN)
+  pacerd -check [-config FILE]
+        validate the config and exit: 0, or 1 with file:line: reason
+  pacerd -version
+        print the version, commit and Go version
+  pacerd shell [-uplink RATE] [-downlink RATE] [-delay DURATION] ... [-- COMMAND [ARGS]]
+        run COMMAND (default $SHELL) behind a shaped link, as Mahimahi's
+        mm-link does (root); pacerd shell -h lists its flags
+
+The running daemon is steered with pacerctl (pacerctl -h). Docs:
+/usr/share/doc/pacer/ or https://github.com/pacer-dev/pacer/tree/main/docs
+
+flags:
+`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -60,8 +84,17 @@ func run(args []string, stderr io.Writer) int {
 	check := fs.Bool("check", false, "validate the config and exit: 0 if valid, 1 with the reasons if not")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	drain := fs.Duration("drain", 2*time.Second, "on SIGTERM, how long held packets may still be sent")
+	version := fs.Bool("version", false, "print the version, commit and Go version, and exit")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
+	}
+	if *version {
+		fmt.Fprintf(os.Stdout, "pacerd %v %s/%s\n", stats.ReadBuildInfo(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pacerd: unexpected arguments: %v\n", fs.Args())
@@ -95,6 +128,10 @@ func run(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	if err := checkSystem(cfg); err != nil {
+		log.Error("start", "err", err)
+		return exitFailure
+	}
 	if err := checkPrivileges(cfg); err != nil {
 		log.Error("start", "err", err)
 		return exitFailure
@@ -111,7 +148,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	log.Info("pacerd running", "config", *configPath, "inner", cfg.Link.Inner.Name, "outer", cfg.Link.Outer.Name,
+	log.Info("pacerd running", "version", stats.ReadBuildInfo().Version, "config", *configPath, "inner", cfg.Link.Inner.Name, "outer", cfg.Link.Outer.Name,
 		"queues", d.link.Load().Queues())
 	lost := d.link.Load().Lost()
 	for {

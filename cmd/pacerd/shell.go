@@ -173,6 +173,10 @@ func runShell(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pacerd shell: needs root (network namespaces, TUN devices, nftables): run it with sudo")
 		return exitFailure
 	}
+	if err := checkSystem(&config.Config{}); err != nil {
+		log.Error("shell", "err", err)
+		return exitFailure
+	}
 	// Before anything exists: from here on a signal ends CMD (once it
 	// runs) and then the shell, never pacerd before its cleanup.
 	sigs := make(chan os.Signal, 4)

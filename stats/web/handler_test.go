@@ -99,7 +99,7 @@ func TestHistoryJSONShape(t *testing.T) {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	if got, want := strings.Join(keysOf(doc), " "), "directions first interval_seconds last next_sample_in_seconds started times window_seconds"; got != want {
+	if got, want := strings.Join(keysOf(doc), " "), "directions first interval_seconds last next_sample_in_seconds started times version window_seconds"; got != want {
 		t.Errorf("top-level fields: %s, want %s", got, want)
 	}
 	if doc["first"] != 1.0 || doc["last"] != 2.0 || doc["interval_seconds"] != 1.0 || doc["window_seconds"] != 60.0 {

@@ -41,6 +41,9 @@ type Response struct {
 	// Directions has egress, then ingress (when the link runs; empty
 	// before).
 	Directions []Direction `json:"directions"`
+	// Version is the running pacerd's version (as pacerd -version and
+	// pacer_build_info give it); set by the handler.
+	Version string `json:"version,omitempty"`
 }
 
 // Direction is one direction's classes, in the order the direction

@@ -65,6 +65,7 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // handler serves the dashboard.
 type handler struct {
+	version string // the running binary's, from stats.ReadBuildInfo
 	history *History
 	keys    KeySource
 	log     *slog.Logger
@@ -89,7 +90,7 @@ func Handler(h *History, keys KeySource, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	hd := &handler{history: h, keys: keys, log: log, mux: http.NewServeMux()}
+	hd := &handler{version: stats.ReadBuildInfo().Version, history: h, keys: keys, log: log, mux: http.NewServeMux()}
 	hd.mux.HandleFunc("GET /{$}", hd.page)
 	hd.mux.HandleFunc("GET /assets/{file}", hd.asset)
 	hd.mux.HandleFunc("GET /api/v1/history", hd.historyJSON)
@@ -137,6 +138,7 @@ func (hd *handler) historyJSON(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp := hd.history.Snapshot(after, time.Now())
+	resp.Version = hd.version
 	hd.addKeys(resp)
 	w.Header().Add("Vary", "Accept-Encoding")
 	// A history of many classes is megabytes of numbers: a tenth of

@@ -553,6 +553,7 @@
   const dirsEl = document.getElementById('directions');
   const statusEl = document.getElementById('status');
   const bannerEl = document.getElementById('banner');
+  const versionEl = document.getElementById('version');
   const emptyEl = document.getElementById('empty');
 
   function render() {
@@ -603,6 +604,7 @@
         return;
       }
       merge(resp);
+      if (resp.version) versionEl.textContent = resp.version;
       render();
       // Ask again just after the next sample.
       wait = resp.next_sample_in_seconds > 0 ? resp.next_sample_in_seconds * 1000 + 120 : 250;
