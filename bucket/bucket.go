@@ -441,10 +441,18 @@ func (b *Bucket) refund(n uint64) uint64 {
 // nothing claimed. This is the policing decision: a packet that does not
 // conform is dropped, not queued.
 func (b *Bucket) TryGrab(n uint64, now int64) bool {
+	return b.TryGrabLeaving(n, 0, now)
+}
+
+// TryGrabLeaving is TryGrab for a claim that must leave at least leave
+// tokens in the bucket: it claims n only if n+leave conform right now. A
+// claimant of lower standing (a class borrowing spare) uses it so that
+// the last tokens stay for those owed them (a class within its rate).
+func (b *Bucket) TryGrabLeaving(n, leave uint64, now int64) bool {
 	b.Replenish(now)
 	for {
 		tail := b.tail.Load()
-		if int64(b.head.Load()-tail) < int64(n) {
+		if int64(b.head.Load()-tail) < int64(n+leave) {
 			return false
 		}
 		if b.tail.CompareAndSwap(tail, tail+n) {

@@ -580,6 +580,27 @@ func TestTryGrab(t *testing.T) {
 	})
 }
 
+func TestTryGrabLeaving(t *testing.T) {
+	forEachStart(t, func(t *testing.T, start uint64) {
+		b := New(1_000_000, 3000, WithThreshold(1), WithRovers(start))
+		if b.TryGrabLeaving(2000, 1500, 0) {
+			t.Fatal("TryGrabLeaving(2000, 1500) on a bucket of 3000 succeeded")
+		}
+		if got := b.Available(); got != 3000 {
+			t.Fatalf("a failed TryGrabLeaving claimed tokens: available %d", got)
+		}
+		if !b.TryGrabLeaving(2000, 1000, 0) {
+			t.Fatal("TryGrabLeaving(2000, 1000) on a bucket of 3000 failed")
+		}
+		if got := b.Available(); got != 1000 {
+			t.Fatalf("available %d after claiming 2000 of 3000, want 1000", got)
+		}
+		if !b.TryGrab(1000, 0) {
+			t.Fatal("TryGrab of the 1000 left for it failed")
+		}
+	})
+}
+
 func TestRefund(t *testing.T) {
 	forEachStart(t, func(t *testing.T, start uint64) {
 		b := New(1000, 3000, WithRovers(start))

@@ -61,6 +61,9 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 		return err
 	}
 	burstDefault := cc.Burst == DefaultBurst(cc.Rate, mtu)
+	ceilDefault, cburstDefault := cc.Ceil == cc.Rate, cc.CBurst == cc.Burst || cc.CBurst == DefaultBurst(cc.Ceil, mtu)
+	weightDefault := cc.Weight == DefaultWeight(cc.Rate)
+	oldRate := cc.Rate
 	var perBurstDefault bool
 	if p := cc.Per; p != nil {
 		perBurstDefault = p.Burst == DefaultBurst(p.Rate, mtu)
@@ -90,6 +93,7 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	if a.given("rate") && !a.given("burst") && burstDefault {
 		cc.Burst = 0 // setDefaults: the default of the new rate
 	}
+
 	if p := cc.Per; p != nil && a.given("per.rate") && !a.given("per.burst") && perBurstDefault {
 		p.Burst = 0
 	}
@@ -106,6 +110,21 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 			}
 			cc.Rate = g.Rate
 		}
+	}
+	// Link sharing: a ceil at the rate (no borrowing), a cburst and a
+	// weight at their defaults follow the rate (and the ceil).
+	rateMoved := cc.Rate != oldRate
+	if rateMoved && !a.given("ceil") && ceilDefault {
+		cc.Ceil = 0
+	}
+	if (rateMoved || a.given("burst") || a.given("ceil")) && !a.given("cburst") && cburstDefault {
+		cc.CBurst = 0
+	}
+	if rateMoved && !a.given("weight") && weightDefault {
+		cc.Weight = 0
+	}
+	if a.given("parent") && a.value("parent") == "none" {
+		cc.Parent = ""
 	}
 	cc.setDefaults(mtu)
 	v := &validator{}

@@ -35,6 +35,15 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool { return cc.Rate == 2_500_000 && cc.Burst == 25_000 }},
 		{name: "a given burst stays", changes: []config.Change{{Key: "rate", Value: "30mbit"}, {Key: "burst", Value: "64kb"}},
 			check: func(cc *config.ClassConfig) bool { return cc.Burst == 64<<10 }},
+		{name: "ceil follows the rate", changes: []config.Change{{Key: "rate", Value: "20mbit"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.Ceil == 2_500_000 && cc.CBurst == 25_000 && cc.Weight == config.DefaultWeight(2_500_000)
+			}},
+		{name: "borrowing", changes: []config.Change{{Key: "ceil", Value: "40mbit"}, {Key: "priority", Value: "1"}, {Key: "weight", Value: "7"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.Ceil == 5_000_000 && cc.CBurst == 50_000 && cc.PriorityOf() == 1 && cc.Weight == 7 && cc.Rate == 1_250_000
+			}},
+		{name: "ceil below rate", changes: []config.Change{{Key: "ceil", Value: "5mbit"}}, err: "ceil: 5mbit is below the rate (10mbit)"},
 		{name: "peak none", changes: []config.Change{{Key: "peak", Value: "none"}},
 			check: func(cc *config.ClassConfig) bool { return cc.Peak == 0 }},
 		{name: "fq settings", changes: []config.Change{{Key: "aqm", Value: "codel"}, {Key: "flows", Value: "64"}, {Key: "ecn", Value: "false"}, {Key: "quantum", Value: "1.5kb"}},

@@ -87,6 +87,21 @@ type ClassConfig struct {
 	// Global, if set, makes Rate one host's part of a rate shared across
 	// hosts, leased from Redis; Rate is then Global.Rate (SetDefaults).
 	Global *GlobalConfig
+
+	// Link sharing (see tree.go). Parent names the class's parent, another
+	// class of its direction ("": the direction). Rate is then what the
+	// class is guaranteed; Ceil (bytes per second, at least Rate;
+	// SetDefaults sets 0 to Rate: no borrowing) is the most it may reach
+	// by borrowing its ancestors' spare, with CBurst its burst
+	// (SetDefaults: Burst if Ceil is Rate, else DefaultBurst(Ceil, MTU)).
+	// Priority (0 first .. MaxPriority; nil: DefaultPriority) orders it
+	// for spare among its siblings, and Weight (SetDefaults: DefaultWeight)
+	// shares spare among siblings of one priority.
+	Parent   string
+	Ceil     uint64
+	CBurst   uint64
+	Priority *int
+	Weight   uint64
 }
 
 // DefaultBurst is the burst used when a config gives a rate but no burst:
@@ -146,6 +161,7 @@ func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	fields = append(fields, d.perField(cc))
 	fields = append(fields, d.emulateFields(&cc.Emulate)...)
 	fields = append(fields, d.globalField(&cc.Global))
+	fields = append(fields, d.treeFields(cc)...)
 	if !isDefault {
 		fields = append([]field{
 			{"name", d.str(&cc.Name)},
@@ -195,6 +211,7 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 	if cc.Per != nil {
 		cc.Per.setDefaults(mtu)
 	}
+	cc.treeDefaults(mtu)
 }
 
 func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from string) {
@@ -231,6 +248,7 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 		}
 		v.class(p, dc.Default, mtu, from)
 	}
+	v.tree(path, dc, from)
 }
 
 func checkClassName(s string) error {
@@ -278,6 +296,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	v.global(path, cc, mtu, from)
 	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
+	v.classTree(path, cc)
 }
 
 // parseMode reads a mode's config name ("shape" or "police").

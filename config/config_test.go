@@ -103,6 +103,8 @@ func TestLoadConfigFull(t *testing.T) {
 		Emulate: config.EmulateConfig{Delay: 20 * time.Millisecond, LossModel: &config.GilbertElliott{P: 0.5, R: 99.5, H: 0, K: 100},
 			Rates: []config.RateStep{{At: 0, Rate: 125_000_000}, {At: 1500 * time.Millisecond, Rate: 12_500_000}, {At: 2 * time.Second}}},
 	}
+	flatTree(&egress)
+	flatTree(&ingress)
 	for _, cmp := range []struct {
 		name      string
 		got, want any
@@ -259,7 +261,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -292,8 +294,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen", yaml: base + "metrics: {listen: nope}\n", line: 4, want: `metrics.listen: "nope" is not host:port`},
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
-		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceil: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceil: unknown key "ceil" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global)`},
+		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceiling: 2mbit\n", line: 8,
+			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,

@@ -1,6 +1,10 @@
 package config_test
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/pacer-dev/pacer/config"
+)
 
 func u8(v uint8) *uint8 { return &v }
 
@@ -10,4 +14,21 @@ func pfx(ss ...string) []netip.Prefix {
 		out[i] = netip.MustParsePrefix(s)
 	}
 	return out
+}
+
+// flatTree gives the classes of an expected direction the link-sharing
+// settings a config without them loads to: ceil = rate (no borrowing),
+// its burst, the default priority and weight.
+func flatTree(dc *config.DirectionConfig) {
+	set := func(cc *config.ClassConfig) {
+		cc.Ceil, cc.CBurst, cc.Weight = cc.Rate, cc.Burst, config.DefaultWeight(cc.Rate)
+		p := config.DefaultPriority
+		cc.Priority = &p
+	}
+	for i := range dc.Classes {
+		set(&dc.Classes[i])
+	}
+	if dc.Default != nil {
+		set(dc.Default)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/keyed"
+	"github.com/pacer-dev/pacer/shaper/share"
 )
 
 // Unclassified is the name under which packets that match no class (and no
@@ -46,6 +47,9 @@ type Class struct {
 	// last: 0 holds (also before the first grant), global.Unlimited
 	// opens. Applies keep it (see rateOf).
 	leased atomic.Uint64
+	// share is the class's state for link sharing (its place in its
+	// direction's tree is its state's node), kept while its buckets stay.
+	share *share.Class
 }
 
 // classState is a class's immutable settings and buckets. A reload or a
@@ -71,6 +75,9 @@ type classState struct {
 	perPolice bool
 	// emu is the class's link emulation (nil: none).
 	emu *emulate.Settings
+	// children are an inner class's children (link sharing): it takes no
+	// packets of its own, and its counters are theirs summed.
+	children []*Class
 }
 
 // Name returns the class's name.
@@ -83,12 +90,25 @@ func (c *Class) Config() config.ClassConfig { return c.state.Load().cfg }
 // counts the packets of a write batch once the write has returned, so a
 // packet may be on the other device a moment before it is counted as sent:
 // to see a packet's fate, poll the counters rather than wait for the packet.
+//
+// An inner class (link sharing) counts its subtree's packets.
 func (c *Class) Counters() Counters {
 	var s Counters
+	c.sum(&s)
+	return s
+}
+
+// sum adds the class's counters (its subtree's, for an inner class) to s.
+func (c *Class) sum(s *Counters) {
+	if st := c.state.Load(); st != nil && len(st.children) > 0 {
+		for _, ch := range st.children {
+			ch.sum(s)
+		}
+		return
+	}
 	for i := range c.shards {
 		s.add(&c.shards[i])
 	}
-	return s
 }
 
 func newClass(name string, workers int) *Class {
@@ -103,9 +123,13 @@ func newUnclassified(workers int) *Class {
 	return c
 }
 
-// apply installs cfg, reusing the class's buckets where it can so that the
-// tokens they hold and the tickets out on them stay valid.
-func (c *Class) apply(cfg config.ClassConfig, now int64) {
+// build returns the state cfg asks for, without installing it: it
+// reuses the class's buckets where it can so that the tokens they hold
+// and the tickets out on them stay valid.
+//
+// An inner class (some class's parent: inner) has a ceil bucket even at
+// its rate: every packet of its subtree takes from it.
+func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState {
 	// A trace or rate schedule replaces the constant rate (loaded by the
 	// caller: it may fail, and a failed apply must change nothing).
 	c.sched = c.nextSched
@@ -152,7 +176,29 @@ func (c *Class) apply(cfg config.ClassConfig, now int64) {
 			st.peak = bucket.New(cfg.Peak, limit, bucket.WithStart(now))
 		}
 	}
-	c.state.Store(st)
+	if cfg.Ceil > cfg.Rate || inner { // link sharing: its ceil
+		ceil, cburst := max(cfg.Ceil, rate), cfg.CBurst
+		if cburst == 0 {
+			cburst = cfg.Burst
+		}
+		if old != nil && old.ceil != nil {
+			st.ceil = old.ceil
+			st.ceil.SetRate(ceil)
+			st.ceil.SetLimit(cburst)
+		} else {
+			st.ceil = bucket.New(ceil, cburst, bucket.WithStart(now))
+		}
+	}
+	return st
+}
+
+// shareOf returns the class's state for link sharing with st's buckets:
+// the one it has while they stay, else a new one.
+func (c *Class) shareOf(st *classState) *share.Class {
+	if c.share == nil || c.share.Rate != st.rate || c.share.Ceil != st.ceil {
+		c.share = &share.Class{Rate: st.rate, Ceil: st.ceil}
+	}
+	return c.share
 }
 
 // applyPer installs the class's per-key table: the same table with new

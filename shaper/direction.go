@@ -7,6 +7,7 @@ import (
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
+	"github.com/pacer-dev/pacer/shaper/share"
 )
 
 // direction is one direction's compiled policy: immutable, swapped whole on
@@ -14,12 +15,18 @@ import (
 type direction struct {
 	name       string
 	classifier *classify.Classifier
-	classes    []*Class // in config order; classifier indexes into it
+	classes    []*Class // in config order, inner classes too
+	leaves     []*Class // the classes that take packets; classifier indexes into it
 	def        *Class   // nil: no default class
 	unclass    *Class   // counters for unclassified and malformed packets
 	link       *bucket.Bucket
 	emu        *emulate.Settings    // the direction's link emulation (nil: none)
 	global     *config.GlobalConfig // the direction's global limit (a copy; nil: none)
+	// tree is the direction's classes as a tree (link sharing; nil: the
+	// classes share the direction's rate first come, first served).
+	// Its root's cap is link, and spare its lender.
+	tree  *share.Tree
+	spare *bucket.Bucket
 }
 
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
@@ -43,6 +50,10 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 	if d.unclass == nil {
 		d.unclass = newUnclassified(workers)
 	}
+	// The classes' new states are built first and installed together at
+	// the end, once the tree (if any) has given each its node.
+	inner := cfg.Inner()
+	var states []builtClass
 	get := func(cc config.ClassConfig, sched *bucket.Schedule) *Class {
 		c := byName[cc.Name]
 		if c == nil {
@@ -51,7 +62,7 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 			sched = c.sched // unchanged: keep its phase
 		}
 		c.nextSched = sched
-		c.apply(cc, now)
+		states = append(states, builtClass{c, cc, c.build(cc, now, inner[cc.Name])})
 		return c
 	}
 	// Rate schedules first: a trace that cannot be read fails the whole
@@ -84,7 +95,14 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 		dc.Name = DefaultClass
 		d.def = get(dc, defSched)
 	}
-	cl, err := classify.NewClassifier(cfg.Classes)
+	var leaves []config.ClassConfig
+	for i, cc := range cfg.Classes {
+		if !inner[cc.Name] {
+			leaves = append(leaves, cc)
+			d.leaves = append(d.leaves, d.classes[i])
+		}
+	}
+	cl, err := classify.NewClassifier(leaves)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -104,14 +122,70 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 			d.link = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now))
 		}
 	}
+	if cfg.IsTree() {
+		if d.link != nil {
+			// The root's spare: at the direction's rate, charged by every
+			// packet, lent to the top-level classes.
+			if old != nil && old.spare != nil {
+				d.spare = old.spare
+				d.spare.SetRate(cfg.Rate)
+				d.spare.SetLimit(cfg.Burst)
+				d.spare.SetSchedule(d.link.Schedule())
+			} else {
+				d.spare = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now), bucket.WithSchedule(d.link.Schedule()))
+			}
+		}
+		d.tree = plantTree(states, d.link, d.spare)
+	}
+	for _, b := range states {
+		b.c.state.Store(b.st)
+	}
 	return d, nil
+}
+
+// builtClass is a class with the state a new policy will install.
+type builtClass struct {
+	c  *Class
+	cc config.ClassConfig
+	st *classState
+}
+
+// plantTree builds the tree of a direction's classes (whose states are
+// built but not installed) under the root's cap and spare buckets (nil:
+// unlimited), and gives each state its node.
+func plantTree(classes []builtClass, root, spare *bucket.Bucket) *share.Tree {
+	t := &share.Tree{Root: root, Spare: spare}
+	byName := make(map[string]*builtClass, len(classes))
+	for i := range classes {
+		byName[classes[i].cc.Name] = &classes[i]
+	}
+	nodes := make(map[string]*share.Node, len(classes))
+	var plant func(b *builtClass) *share.Node
+	plant = func(b *builtClass) *share.Node {
+		if n := nodes[b.cc.Name]; n != nil {
+			return n
+		}
+		var parent *share.Node
+		if p := byName[b.cc.Parent]; p != nil { // validated: no cycle
+			parent = plant(p)
+			p.st.children = append(p.st.children, b.c)
+		}
+		n := t.Add(parent, b.c.shareOf(b.st), uint8(b.cc.PriorityOf()), b.cc.Weight, b.cc.Ceil > b.cc.Rate)
+		nodes[b.cc.Name] = n
+		b.st.gate.node = n
+		return n
+	}
+	for i := range classes {
+		plant(&classes[i])
+	}
+	return t
 }
 
 // classOf returns the class for a parsed packet: the first matching class,
 // else the default class, else the unclassified counters.
 func (d *direction) classOf(f *classify.Flow) *Class {
 	if i := d.classifier.Classify(f); i >= 0 {
-		return d.classes[i]
+		return d.leaves[i]
 	}
 	if d.def != nil {
 		return d.def

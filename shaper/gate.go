@@ -5,6 +5,7 @@ import (
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/shaper/keyed"
+	"github.com/pacer-dev/pacer/shaper/share"
 )
 
 // The gate: the buckets a packet must pass before it may leave. A shaped
@@ -16,10 +17,25 @@ import (
 // shared by all workers: a worker grabs a packet's cost from each and
 // waits for the deficiency to clear (see package bucket).
 
-// gate is a class's own buckets, built with its state (Class.apply).
+// gate is a class's own buckets, built with its state (Class.build).
 type gate struct {
 	rate *bucket.Bucket // nil: unthrottled (class "unclassified")
 	peak *bucket.Bucket // nil: no peak rate
+	// Link sharing: the class's ceil (nil: it does not borrow), and its
+	// place in its direction's tree (nil: the direction is no tree). In a
+	// tree, node.Try lets a packet go (by the class's rate or by
+	// borrowing) where the rate bucket and then the direction's would.
+	ceil *bucket.Bucket
+	node *share.Node
+}
+
+// linkOf returns the direction's bucket as the gate's second stage: none
+// in a tree, whose root it is.
+func (g *gate) linkOf(d *direction) *bucket.Bucket {
+	if g.node != nil {
+		return nil
+	}
+	return d.link
 }
 
 // wait is how long a grab of n bytes now would wait in the gate's buckets
@@ -32,9 +48,13 @@ func (g *gate) wait(link *bucket.Bucket, n uint64, now int64) time.Duration {
 		link.Replenish(now)
 		wait = waitAfter(link, n)
 	}
-	if g.rate != nil {
-		g.rate.Replenish(now)
-		wait = max(wait, waitAfter(g.rate, n))
+	r := g.rate
+	if g.ceil != nil {
+		r = g.ceil // it may borrow: no sooner than its ceil lets it
+	}
+	if r != nil {
+		r.Replenish(now)
+		wait = max(wait, waitAfter(r, n))
 	}
 	if g.peak != nil {
 		g.peak.Replenish(now)
@@ -54,11 +74,34 @@ func waitAfter(b *bucket.Bucket, n uint64) time.Duration {
 
 // tryGrab claims cost from every bucket a policed packet is subject to
 // (its key's, the gate's, the direction's), only if all of them have the
-// tokens now; otherwise it claims nothing.
-func (g *gate) tryGrab(link *bucket.Bucket, key *keyed.Entry, cost uint64, now int64) bool {
+// tokens now; otherwise it claims nothing. In a tree it returns who lent.
+func (g *gate) tryGrab(link *bucket.Bucket, key *keyed.Entry, cost uint64, now int64) (share.Lender, bool) {
 	if key != nil && !policeKey(key, cost, now) {
-		return false
+		return share.None, false
 	}
+	if g.node != nil {
+		if g.peak != nil && !g.peak.TryGrab(cost, now) {
+			if key != nil {
+				refundKey(key, cost)
+			}
+			return share.None, false
+		}
+		lent, _ := g.node.Try(cost, now)
+		if lent == share.None {
+			if g.peak != nil {
+				g.peak.Refund(cost)
+			}
+			if key != nil {
+				refundKey(key, cost)
+			}
+		}
+		return lent, lent != share.None
+	}
+	return share.Own, g.tryGrabFlat(link, key, cost, now)
+}
+
+// tryGrabFlat is tryGrab outside a tree, past the key.
+func (g *gate) tryGrabFlat(link *bucket.Bucket, key *keyed.Entry, cost uint64, now int64) bool {
 	if !g.rate.TryGrab(cost, now) {
 		if key != nil {
 			refundKey(key, cost)
@@ -86,10 +129,14 @@ func (g *gate) tryGrab(link *bucket.Bucket, key *keyed.Entry, cost uint64, now i
 }
 
 // refund gives cost back to every bucket a packet that did not leave
-// paid: the gate's, the direction's (link, if it got that far) and its
-// key's (if keyPaid). Capped buckets count the refund as released.
-func (g *gate) refund(link *bucket.Bucket, key *keyed.Entry, keyPaid bool, cost uint64) {
-	if g.rate != nil {
+// paid: the gate's (in a tree, what lent charged), the direction's (link,
+// if it got that far) and its key's (if keyPaid). Capped buckets count
+// the refund as released.
+func (g *gate) refund(link *bucket.Bucket, key *keyed.Entry, keyPaid bool, lent share.Lender, cost uint64) {
+	switch {
+	case g.node != nil:
+		g.node.Refund(lent, cost)
+	case g.rate != nil:
 		g.rate.Refund(cost)
 	}
 	if g.peak != nil {
@@ -149,17 +196,24 @@ type passage struct {
 	key                      *keyed.Entry
 	keyRate, keyPeak         *bucket.Bucket
 	keyTicket, keyPeakTicket uint64
+	// In a tree (g.node): whether the node let it go, and who lent.
+	passed bool
+	lent   share.Lender
 }
 
 // grab claims cost from the first stage's buckets (the gate's, and its
-// key's unless keyPaid) and reports whether the claims are clear now.
-func (ps *passage) grab(cost uint64, keyPaid bool) bool {
+// key's unless keyPaid) and reports whether the claims are clear now. In a
+// tree the class's node takes the rate's place: if head (no packet of the
+// class is ahead of this one) it lets the packet go now (charging what it
+// lends from) or not yet (charging nothing); else the packet asks it once
+// it heads its queue (advance).
+func (ps *passage) grab(cost uint64, keyPaid bool, now int64, head bool) bool {
 	clear := true
 	if ps.key != nil && !keyPaid {
 		clear = ps.grabKey(cost)
 	}
 	g := ps.g
-	if g.rate != nil {
+	if g.rate != nil && g.node == nil {
 		ps.rateTicket = g.rate.Grab(cost)
 		clear = g.rate.Deficiency(ps.rateTicket) == 0
 	}
@@ -167,7 +221,28 @@ func (ps *passage) grab(cost uint64, keyPaid bool) bool {
 		ps.peakTicket = g.peak.Grab(cost)
 		clear = clear && g.peak.Deficiency(ps.peakTicket) == 0
 	}
+	if g.node != nil {
+		clear = clear && head && ps.pass(cost, now) == 0
+	}
 	return clear
+}
+
+// minTreeWait is the least a packet that its node did not let go waits
+// before it asks again.
+const minTreeWait = 10 * time.Microsecond
+
+// pass asks the class's node to let the packet go (once): 0 if it may,
+// else how long until it asks again.
+func (ps *passage) pass(cost uint64, now int64) time.Duration {
+	if ps.passed {
+		return 0
+	}
+	lent, wait := ps.g.node.Try(cost, now)
+	if lent == share.None {
+		return max(wait, minTreeWait)
+	}
+	ps.lent, ps.passed = lent, true
+	return 0
 }
 
 // grabKey claims cost from the packet's key's buckets and reports whether
@@ -189,7 +264,7 @@ func (ps *passage) advance(cost uint64, now int64) time.Duration {
 	if !ps.atLink {
 		g := ps.g
 		var wait time.Duration
-		if g.rate != nil {
+		if g.rate != nil && g.node == nil {
 			g.rate.Replenish(now)
 			wait = g.rate.Wait(ps.rateTicket)
 		}
@@ -207,6 +282,9 @@ func (ps *passage) advance(cost uint64, now int64) time.Duration {
 		}
 		if wait > 0 {
 			return wait
+		}
+		if g.node != nil {
+			return ps.pass(cost, now)
 		}
 		if ps.link == nil {
 			return 0

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/share"
 )
 
 // TestGateTryGrabAllOrNothing: a policed packet takes its cost from every
@@ -36,7 +37,7 @@ func TestGateTryGrabAllOrNothing(t *testing.T) {
 			// A bucket starts full: let the clock run so that it is.
 			now := int64(10 * time.Second)
 			before := avail(g.rate, g.peak, link, now)
-			if got := g.tryGrab(link, nil, cost, now); got != tc.want {
+			if _, got := g.tryGrab(link, nil, cost, now); got != tc.want {
 				t.Fatalf("tryGrab = %v, want %v", got, tc.want)
 			}
 			after := avail(g.rate, g.peak, link, now)
@@ -83,7 +84,7 @@ func TestGateTwoStages(t *testing.T) {
 
 	// 500 bytes more than the class holds: 0.5 s at its rate.
 	ps := passage{g: &st.gate, link: link}
-	if ps.grab(1500, false) {
+	if ps.grab(1500, false, now, true) {
 		t.Fatal("grab of 1500 from a bucket of 1000 is clear")
 	}
 	wait := ps.advance(1500, now)
@@ -99,7 +100,7 @@ func TestGateTwoStages(t *testing.T) {
 	if !ps.atLink || link.Available() != linkBefore-1500 {
 		t.Fatalf("the packet let go by its class did not claim the direction's tokens (atLink %v, %d left)", ps.atLink, link.Available())
 	}
-	st.refund(link, nil, false, 1500)
+	st.refund(link, nil, false, share.Own, 1500)
 	if link.Available() != linkBefore {
 		t.Fatalf("refund left the direction's bucket at %d, want %d", link.Available(), linkBefore)
 	}

@@ -260,6 +260,9 @@ func (l *Link) setDirLeased(i int, r uint64) {
 	l.global.dirLeased[i].Store(r)
 	if d := l.directionPtr(i).Load(); d != nil && d.global != nil && d.link != nil {
 		d.link.SetRate(localRate(r))
+		if d.spare != nil {
+			d.spare.SetRate(localRate(r))
+		}
 	}
 }
 

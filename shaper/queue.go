@@ -12,7 +12,7 @@ import (
 
 // The queue stage: how a class's packets wait for its gate on one worker.
 // Which queue a class has is chosen once, when its state is built
-// (Class.apply), from its mode and queue settings: a policed class has
+// (Class.build), from its mode and queue settings: a policed class has
 // none (policer), a shaped one a FIFO (fifoQueue) or a fair queue
 // (fairQueue), the counters of unclassified packets none unless the
 // direction has a rate (unthrottled). A queue sees of its worker only
@@ -161,7 +161,7 @@ type heldPacket struct {
 // that the gate let go.
 func (hp *heldPacket) out(c *Class) outMeta {
 	return outMeta{class: c, st: hp.st, link: hp.link, arrival: hp.arrival, slab: hp.buf,
-		key: hp.key, keyPaid: hp.key != nil, due: hp.due, planned: hp.planned}
+		key: hp.key, keyPaid: hp.key != nil, due: hp.due, planned: hp.planned, lent: hp.lent}
 }
 
 // unhold takes a held packet of class c off the worker's and the class's
@@ -178,7 +178,9 @@ func (q *queues) unhold(sh *shard, hp *heldPacket) {
 // enqueue lets a packet of a policed class pass its gate at once (its
 // key's buckets too) or drops it.
 func (policer) enqueue(q *queues, a *arrival) {
-	if !a.st.tryGrab(a.d.link, a.key, uint64(a.pkt.Cost), a.now) {
+	link := a.st.linkOf(a.d)
+	lent, ok := a.st.tryGrab(link, a.key, uint64(a.pkt.Cost), a.now)
+	if !ok {
 		a.sh.drops[DropPolice].Add(1)
 		if a.key != nil {
 			a.key.Dropped()
@@ -186,7 +188,7 @@ func (policer) enqueue(q *queues, a *arrival) {
 		return
 	}
 	m := a.out()
-	m.link = a.d.link
+	m.link, m.lent = link, lent
 	q.out.send(a.buf, *a.pkt, m)
 }
 

@@ -5,7 +5,7 @@ package shaper
 // class's backlog is dropped on arrival, grabbing nothing.
 func (fifoQueue) enqueue(q *queues, a *arrival) {
 	st, sh, ln, p, now := a.st, a.sh, a.ln, a.pkt, a.now
-	link := a.d.link
+	link := st.linkOf(a.d)
 	cost := uint64(p.Cost)
 	// The wait it would have is the deficiency it would create in each
 	// bucket (the direction's is a lower bound: it grabs there only once
@@ -24,9 +24,11 @@ func (fifoQueue) enqueue(q *queues, a *arrival) {
 	sh.observeDecision(int64(wait))
 	hp := heldPacket{pkt: *p, arrival: now, due: a.due, st: st, planned: now + int64(wait),
 		passage: passage{g: &st.gate, link: link, key: a.key}}
-	if hp.grab(cost, a.paid) && ln.held.len() == 0 {
+	head := ln.held.len() == 0
+	if hp.grab(cost, a.paid, now, head) && head {
 		if hp.toLink(cost) {
 			m := a.out()
+			m.lent = hp.lent
 			if hp.atLink {
 				m.link = link
 			}

@@ -214,7 +214,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
 			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, config.DefaultBacklog), fqParams: ln.fq.Params()}
 		}
-		link := q.dir.Load().link
+		link := st.linkOf(q.dir.Load())
 		if wait := q.fairWait(c, ln, st, now); wait > 0 {
 			q.wakeAt(now + int64(wait) + int64(slackOf(q.slack, st.rate, st.peak, link)))
 			return
@@ -241,7 +241,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 		key, paid := keyOf(p.Gate)
 		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, planned: planned,
 			passage: passage{g: &st.gate, link: link, key: key}}
-		hp.grab(cost, paid) // the packet waits as the class's picked one
+		hp.grab(cost, paid, now, true) // the packet waits as the class's picked one
 		if wt := ln.weight.Load(); wt > 0 {
 			ln.vt.Add(cost << 16 / wt)
 		}

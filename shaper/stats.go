@@ -94,6 +94,14 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 		DelayedPackets:     c.Delayed,
 		DuplicatedPackets:  c.Duplicated,
 		CorruptedPackets:   c.Corrupted,
+		Parent:             cfg.Parent,
+		Priority:           cfg.PriorityOf(),
+	}
+	if cfg.Rate > 0 {
+		s.CeilBytesPerSecond = max(cfg.Ceil, cfg.Rate)
+	}
+	if st := ci.state.Load(); st != nil && st.node != nil {
+		s.BorrowedBytes = st.node.Class.Borrowed()
 	}
 	switch {
 	case cfg.Rate == 0:

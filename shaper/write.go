@@ -8,6 +8,7 @@ import (
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/shaper/keyed"
+	"github.com/pacer-dev/pacer/shaper/share"
 	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/gro"
 )
@@ -37,8 +38,10 @@ type outMeta struct {
 	released bool
 	dup      bool
 	// planned is when the shaper expected the packet's tokens to be there
-	// (0: it did not wait for them); appendOut counts how late it is.
+	// (0: it did not wait for them); departure.send counts how late it is.
 	planned int64
+	// lent is who let it go in a tree (link sharing), for a refund.
+	lent share.Lender
 }
 
 // writer is a worker's write stage: the batch, its coalescing and its
@@ -122,7 +125,7 @@ func (w *writer) flush(decided, now int64) int64 {
 			// The packet did not leave: its tokens go back to every
 			// bucket it paid (capped: the refund counts as released).
 			sh.drops[DropWriteError].Add(1)
-			m.st.refund(m.link, m.key, m.keyPaid, cost)
+			m.st.refund(m.link, m.key, m.keyPaid, m.lent, cost)
 			if m.key != nil {
 				m.key.Dropped()
 			}

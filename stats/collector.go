@@ -75,6 +75,7 @@ type Collector struct {
 	scheduledRate                  *prometheus.Desc
 	rate, burst, peak              *prometheus.Desc
 	classInfo                      *prometheus.Desc
+	borrowed, ceil                 *prometheus.Desc
 	dirRate, dirBurst              *prometheus.Desc
 	groSuper, groPackets           *prometheus.Desc
 	writeLag                       *prometheus.Desc
@@ -116,7 +117,9 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		rate:            d("pacer_rate_bytes_per_second", "The class's configured rate (classes with a rate only).", class...),
 		burst:           d("pacer_burst_bytes", "The class's configured burst (classes with a rate only).", class...),
 		peak:            d("pacer_peak_rate_bytes_per_second", "The class's configured peak rate (classes with a peak rate only).", class...),
-		classInfo:       d("pacer_class_info", "A class, its mode (shape, police or unthrottled) and queue (fq, fifo, or empty); always 1.", "direction", "class", "mode", "capped", "queue"),
+		classInfo:       d("pacer_class_info", "A class, its mode (shape, police or unthrottled), queue (fq, fifo, or empty) and parent (link sharing; empty: the direction); always 1.", "direction", "class", "mode", "capped", "queue", "parent"),
+		borrowed:        d("pacer_class_borrowed_bytes_total", "On-wire IP bytes the class sent beyond its rate, borrowed from an ancestor for itself or a descendant (link sharing).", class...),
+		ceil:            d("pacer_ceil_bytes_per_second", "The most the class may reach by borrowing (link sharing: its ceil; its rate when it does not borrow).", class...),
 		dirRate:         d("pacer_direction_rate_bytes_per_second", "The direction's configured total rate (directions with one only).", "direction"),
 		dirBurst:        d("pacer_direction_burst_bytes", "The direction's configured total burst (directions with a rate only).", "direction"),
 		groSuper:        d("pacer_gro_super_packets_total", "GSO super-packets built from consecutive packets of a flow in a write batch (userspace GRO) and written: one write each.", "direction"),
@@ -135,7 +138,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.dropped,
 		c.backlogBytes, c.backlogPackets, c.delay, c.late, c.activeFlows, c.marked,
 		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
-		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo,
+		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo, c.borrowed, c.ceil,
 		c.dirRate, c.dirBurst, c.groSuper, c.groPackets, c.writeLag, c.wakeups, c.linkUp, c.buildInfo,
 	} {
 		ch <- d
@@ -174,7 +177,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, cs := range c.src.ClassStats() {
 		l := []string{cs.Direction, cs.Class}
-		gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped), cs.Queue)
+		gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped), cs.Queue, cs.Parent)
+		if cs.CeilBytesPerSecond > 0 {
+			counter(c.borrowed, cs.BorrowedBytes, l...)
+			gauge(c.ceil, float64(cs.CeilBytesPerSecond), l...)
+		}
 		counter(c.receivedPackets, cs.ReceivedPackets, l...)
 		counter(c.receivedBytes, cs.ReceivedBytes, l...)
 		counter(c.sentPackets, cs.SentPackets, l...)

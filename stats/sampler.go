@@ -14,6 +14,9 @@ type Rate struct {
 	// ReceivedBytesPerSecond is the rate offered to the class (read from
 	// the device, dropped packets included).
 	ReceivedBytesPerSecond float64 `json:"received_bytes_per_second"`
+	// BorrowedBytesPerSecond is the part of SentBytesPerSecond the class
+	// sent beyond its rate (link sharing).
+	BorrowedBytesPerSecond float64 `json:"borrowed_bytes_per_second,omitempty"`
 	// WindowSeconds is the time between the two samples the rates come
 	// from; 0 when there are not two samples yet (both rates are 0 then).
 	WindowSeconds float64 `json:"window_seconds"`
@@ -37,8 +40,8 @@ type Sampler struct {
 }
 
 type sample struct {
-	at             time.Time
-	sent, received uint64
+	at                       time.Time
+	sent, received, borrowed uint64
 }
 
 // NewSampler returns a sampler of src over window (for example one second).
@@ -71,9 +74,9 @@ func (s *Sampler) Sample(now time.Time) {
 	for _, cs := range stats {
 		k := Key{cs.Direction, cs.Class}
 		seen[k] = true
-		smp := sample{at: now, sent: cs.SentBytes, received: cs.ReceivedBytes}
+		smp := sample{at: now, sent: cs.SentBytes, received: cs.ReceivedBytes, borrowed: cs.BorrowedBytes}
 		ss := s.series[k]
-		if n := len(ss); n > 0 && (smp.sent < ss[n-1].sent || smp.received < ss[n-1].received) {
+		if n := len(ss); n > 0 && (smp.sent < ss[n-1].sent || smp.received < ss[n-1].received || smp.borrowed < ss[n-1].borrowed) {
 			ss = ss[:0] // counters went backwards: a new class of the same name
 		}
 		ss = append(ss, smp)
@@ -125,6 +128,7 @@ func rateOf(ss []sample) Rate {
 	}
 	return Rate{
 		SentBytesPerSecond:     float64(b.sent-a.sent) / dt,
+		BorrowedBytesPerSecond: float64(b.borrowed-a.borrowed) / dt,
 		ReceivedBytesPerSecond: float64(b.received-a.received) / dt,
 		WindowSeconds:          dt,
 	}

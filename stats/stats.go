@@ -29,7 +29,9 @@
 //	pacer_rate_bytes_per_second          gauge      configured rate (classes with a rate only)
 //	pacer_burst_bytes                    gauge      configured burst (classes with a rate only)
 //	pacer_peak_rate_bytes_per_second     gauge      configured peak rate (classes with a peak only)
-//	pacer_class_info                     gauge (1)  + labels mode (shape, police, unthrottled), capped,
+//	pacer_class_borrowed_bytes_total     counter    bytes sent beyond the class's rate (link sharing)
+//	pacer_ceil_bytes_per_second          gauge      the class's ceil (link sharing)
+//	pacer_class_info                     gauge (1)  + labels parent, mode (shape, police, unthrottled), capped,
 //	                                                  queue (fq, fifo; "" for police and unthrottled)
 //
 // and, only for classes with a per-key limit (a class without one has no
@@ -88,6 +90,14 @@ type ClassStats struct {
 	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
 	BurstBytes         uint64 `json:"burst_bytes"`
 	PeakBytesPerSecond uint64 `json:"peak_bytes_per_second"`
+
+	// Link sharing: the class's parent ("": the direction), its ceil (0
+	// for a class without a rate), its priority and the bytes it sent
+	// beyond its rate (borrowed).
+	Parent             string `json:"parent,omitempty"`
+	CeilBytesPerSecond uint64 `json:"ceil_bytes_per_second,omitempty"`
+	Priority           int    `json:"priority"`
+	BorrowedBytes      uint64 `json:"borrowed_bytes"`
 
 	ReceivedPackets uint64 `json:"received_packets"`
 	ReceivedBytes   uint64 `json:"received_bytes"`

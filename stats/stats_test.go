@@ -125,10 +125,10 @@ pacer_peak_rate_bytes_per_second{class="bulk",direction="egress"} 2.5e+06
 # TYPE pacer_backlog_bytes gauge
 pacer_backlog_bytes{class="bulk",direction="egress"} 1500
 pacer_backlog_bytes{class="unclassified",direction="egress"} 0
-# HELP pacer_class_info A class, its mode (shape, police or unthrottled) and queue (fq, fifo, or empty); always 1.
+# HELP pacer_class_info A class, its mode (shape, police or unthrottled), queue (fq, fifo, or empty) and parent (link sharing; empty: the direction); always 1.
 # TYPE pacer_class_info gauge
-pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape",queue="fq"} 1
-pacer_class_info{capped="false",class="unclassified",direction="egress",mode="unthrottled",queue=""} 1
+pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape",parent="",queue="fq"} 1
+pacer_class_info{capped="false",class="unclassified",direction="egress",mode="unthrottled",parent="",queue=""} 1
 # HELP pacer_active_flows Flows on the class's fair queues now (0 unless the class's queue is fq).
 # TYPE pacer_active_flows gauge
 pacer_active_flows{class="bulk",direction="egress"} 4

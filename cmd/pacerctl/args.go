@@ -140,10 +140,14 @@ func globalSettings(s map[string]string) *control.Global {
 	return g
 }
 
+// treeKeys are a class's link-sharing settings.
+var treeKeys = []string{"parent", "ceil", "cburst", "priority", "weight"}
+
 // parseSet reads set's arguments: rate=, burst=, peak=, backlog=, the
 // per-key, queue, emulation and global settings.
 func parseSet(args []string) (control.SetRequest, error) {
 	known := append([]string{"rate", "burst", "peak", "backlog", "per_rate", "per_burst", "per_peak", "per_keys", "per_idle"}, queueKeys...)
+	known = append(known, treeKeys...)
 	known = append(known, globalKeys...)
 	s, err := settings("set", args, append(known, emulationKeys...)...)
 	if err != nil {
@@ -168,6 +172,7 @@ func parseSet(args []string) (control.SetRequest, error) {
 		Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"],
 		Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"],
 		PerRate: s["per_rate"], PerBurst: s["per_burst"], PerPeak: s["per_peak"], PerIdle: s["per_idle"], PerKeys: perKeys,
+		Parent: s["parent"], Ceil: s["ceil"], CBurst: s["cburst"], Priority: s["priority"], Weight: s["weight"],
 		Global:          globalSettings(s),
 		EmulationChange: emu,
 	}, nil

@@ -13,7 +13,7 @@ import (
 func TestCompletionKnowsEverySetting(t *testing.T) {
 	commands := []string{"status", "watch", "set", "add", "direction", "remove", "flows", "keys", "reload", "help"}
 	settings := []string{"rate", "burst", "peak", "mode", "backlog", "capped", "before",
-		"per_rate", "per_burst", "per_peak", "per_keys", "per_idle",
+		"per_rate", "per_burst", "per_peak", "per_keys", "per_idle", "parent", "ceil", "cburst", "priority", "weight",
 		"match.src", "match.dst", "match.proto", "match.sport", "match.dport", "match.dscp"}
 	settings = append(settings, queueKeys...)
 	settings = append(settings, emulationKeys...)

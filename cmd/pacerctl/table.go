@@ -92,13 +92,18 @@ func writeTable(w io.Writer, st *control.Status) error {
 			fmt.Fprintf(w, "%s: %s\n", d.Name, strings.Join(parts, "; "))
 		}
 	}
-	emulated, globals := false, false
+	emulated, globals, tree := false, false, false
 	for _, c := range st.Classes {
 		emulated = emulated || !c.Config.Emulation.IsZero()
 		globals = globals || c.Global != nil
+		tree = tree || c.Parent != "" || c.CeilBytesPerSecond > c.RateBytesPerSecond
 	}
+	depth := treeDepths(st.Classes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tFLOWS\tDROPS")
+	if tree {
+		fmt.Fprint(tw, "\tPRIO\tBORROWED")
+	}
 	if emulated {
 		fmt.Fprint(tw, "\tEMULATION")
 	}
@@ -117,6 +122,9 @@ func writeTable(w io.Writer, st *control.Status) error {
 		if c.Config.Peak != "" {
 			rate += " peak " + c.Config.Peak
 		}
+		if c.CeilBytesPerSecond > c.RateBytesPerSecond && c.RateBytesPerSecond > 0 {
+			rate += " ceil " + formatBitRate(float64(c.CeilBytesPerSecond))
+		}
 		achieved, offered := "-", "-"
 		if c.Achieved.WindowSeconds > 0 {
 			achieved = formatBitRate(c.Achieved.SentBytesPerSecond)
@@ -130,8 +138,20 @@ func writeTable(w io.Writer, st *control.Status) error {
 		if c.MarkedPackets > 0 {
 			dropped += ", marked " + strconv.FormatUint(c.MarkedPackets, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", c.Direction, c.Class, c.Mode, rate, achieved, offered,
+		name := strings.Repeat("  ", depth[c.Direction+"/"+c.Class]) + c.Class
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", c.Direction, name, c.Mode, rate, achieved, offered,
 			backlog(c.BacklogBytes, c.BacklogPackets), flows, dropped)
+		if tree {
+			borrowed := "-"
+			if c.Achieved.WindowSeconds > 0 && c.RateBytesPerSecond > 0 {
+				borrowed = formatBitRate(c.Achieved.BorrowedBytesPerSecond)
+			}
+			prio := "-"
+			if c.RateBytesPerSecond > 0 {
+				prio = strconv.Itoa(c.Priority)
+			}
+			fmt.Fprint(tw, "\t"+prio+"\t"+borrowed)
+		}
 		if emulated {
 			e := emulation(c.Config.Emulation)
 			if e == "" {
@@ -145,6 +165,25 @@ func writeTable(w io.Writer, st *control.Status) error {
 		fmt.Fprint(tw, "\n")
 	}
 	return tw.Flush()
+}
+
+// treeDepths returns how many ancestors each class has (link sharing),
+// keyed "direction/class", for indenting the tree.
+func treeDepths(classes []control.Class) map[string]int {
+	parent := map[string]string{}
+	for _, c := range classes {
+		parent[c.Direction+"/"+c.Class] = c.Parent
+	}
+	out := map[string]int{}
+	for _, c := range classes {
+		n, p := 0, c.Parent
+		for p != "" && n <= 8 {
+			n++
+			p = parent[c.Direction+"/"+p]
+		}
+		out[c.Direction+"/"+c.Class] = n
+	}
+	return out
 }
 
 // globalLease writes a global class's lease: "tenant-x leased 25Mbit/s

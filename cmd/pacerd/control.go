@@ -283,6 +283,11 @@ func classChanges(req control.SetRequest) []config.Change {
 	ch.add("per.peak", req.PerPeak)
 	ch.addInt("per.keys", req.PerKeys)
 	ch.add("per.idle", req.PerIdle)
+	ch.add("parent", req.Parent)
+	ch.add("ceil", req.Ceil)
+	ch.add("cburst", req.CBurst)
+	ch.add("priority", req.Priority)
+	ch.add("weight", req.Weight)
 	if g := req.Global; g != nil {
 		ch.add("global.key", g.Key)
 		ch.add("global.rate", g.Rate)

@@ -114,12 +114,18 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%v\n", err)
 			return exitFailure
 		}
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(stderr, "%v\n", w)
+		}
 		fmt.Fprintf(stderr, "%s: ok\n", *configPath)
 		return exitOK
 	}
 	if err != nil {
 		log.Error("invalid config", "err", err)
 		return exitFailure
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("config", "warning", w)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

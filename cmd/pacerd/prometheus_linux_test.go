@@ -73,7 +73,7 @@ ingress:
 	for _, want := range []string{
 		`pacer_dropped_packets_total{class="video",direction="ingress",reason="backlog"}`,
 		`pacer_dropped_packets_total{class="bulk",direction="egress",reason="aqm"}`,
-		`pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape",queue="fq"} 1`,
+		`pacer_class_info{capped="false",class="bulk",direction="egress",mode="shape",parent="",queue="fq"} 1`,
 		`pacer_active_flows{class="bulk",direction="egress"}`,
 		`pacer_marked_packets_total{class="bulk",direction="egress"}`,
 		`pacer_keys{class="bulk",direction="egress"} 1`,

@@ -4,7 +4,7 @@
 # direction, and the class names of a running pacerd (from pacerctl status,
 # when the control socket can be read).
 
-_pacerctl_settings_set="rate= burst= peak= backlog= per_rate= per_burst= per_peak= per_keys= per_idle="
+_pacerctl_settings_set="rate= burst= peak= backlog= per_rate= per_burst= per_peak= per_keys= per_idle= parent= ceil= cburst= priority= weight="
 _pacerctl_settings_add="rate= burst= peak= mode= backlog= capped= before= match.src= match.dst= match.proto= match.sport= match.dport= match.dscp="
 _pacerctl_settings_queue="queue= aqm= ecn= target= interval= flows= isolate= quantum="
 _pacerctl_settings_emulation="delay= jitter= distribution= reorder= loss= loss.p= loss.r= loss.h= loss.k= duplicate= corrupt= trace= rates="

@@ -338,6 +338,13 @@ type SetRequest struct {
 	PerPeak  string `json:"per_peak,omitempty"`
 	PerKeys  int    `json:"per_keys,omitempty"`
 	PerIdle  string `json:"per_idle,omitempty"`
+	// Link sharing: the class's parent ("none": the direction), ceil,
+	// cburst, priority (0-7) and weight, as in the config file.
+	Parent   string `json:"parent,omitempty"`
+	Ceil     string `json:"ceil,omitempty"`
+	CBurst   string `json:"cburst,omitempty"`
+	Priority string `json:"priority,omitempty"`
+	Weight   string `json:"weight,omitempty"`
 	// Global changes the class's global limit: the settings given change,
 	// the others stay. On a class without one it starts one (Key and Rate
 	// needed); Key "none" ends it (the class keeps its rate).

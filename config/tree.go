@@ -1,0 +1,318 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Link sharing: the classes of a direction form a tree. A class that names
+// a parent is its child; the direction is the root, and a class without a
+// parent is the root's child. A class that is some class's parent is an
+// inner class: it takes no packets of its own (no match), its rate covers
+// its subtree, and leaf-only settings do not apply to it. Semantics as
+// Linux's HTB: a class within its rate sends; over its rate but within its
+// ceil it may borrow the spare rate of its nearest ancestor that has some;
+// spare goes first to the lowest priority, then by weight.
+
+// DefaultPriority is a class's priority among its siblings when the config
+// gives none: the middle of 0 (first) .. 7 (last), so that one class can
+// be put before the rest, or after them, without touching the others.
+const DefaultPriority = 4
+
+// MaxPriority is the last priority (0 is the first).
+const MaxPriority = 7
+
+// MaxWeight is the largest weight a class may have.
+const MaxWeight = 1 << 30
+
+// MaxTreeDepth is how many levels of classes a direction's tree may have
+// below the direction (HTB's limit).
+const MaxTreeDepth = 8
+
+// treeKeys are the keys of a class that only make sense in a tree.
+var treeKeys = [...]string{"parent", "ceil", "cburst", "priority", "weight"}
+
+// leafOnly are the settings an inner class may not have: they are about
+// the packets a class takes, and an inner class takes none of its own.
+var leafOnly = [...]string{"match", "peak", "backlog", "mode", "capped", "queue", "fq", "aqm", "ecn", "target", "interval",
+	"flows", "isolate", "quantum", "per", "global", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
+	"corrupt", "trace", "rates"}
+
+// treeFields are a class's link-sharing keys and how each decodes into cc.
+func (d *decoder) treeFields(cc *ClassConfig) []field {
+	return []field{
+		{"parent", d.str(&cc.Parent)},
+		{"ceil", d.rate(&cc.Ceil, "omit it for no borrowing (ceil = rate)")},
+		{"cburst", d.size(&cc.CBurst)},
+		{"priority", func(n *yaml.Node, p string) {
+			pr := -1
+			d.integer(&pr, 0, MaxPriority)(n, p)
+			if pr >= 0 {
+				cc.Priority = &pr
+			}
+		}},
+		{"weight", func(n *yaml.Node, p string) {
+			var w int
+			d.integer(&w, 1, MaxWeight)(n, p)
+			cc.Weight = uint64(w)
+		}},
+	}
+}
+
+// IsTree reports whether the direction's classes share it as a tree: a
+// class names a parent or may borrow (a ceil above its rate). Otherwise
+// every class has its rate and the direction's rate is a cap they share
+// first come, first served, as before link sharing.
+func (dc *DirectionConfig) IsTree() bool {
+	for i := range dc.Classes {
+		if cc := &dc.Classes[i]; cc.Parent != "" || cc.Ceil > cc.Rate {
+			return true
+		}
+	}
+	if cc := dc.Default; cc != nil && (cc.Parent != "" || cc.Ceil > cc.Rate) {
+		return true
+	}
+	return false
+}
+
+// Inner returns the names of the direction's inner classes: those that
+// are some class's parent.
+func (dc *DirectionConfig) Inner() map[string]bool {
+	inner := map[string]bool{}
+	for i := range dc.Classes {
+		if p := dc.Classes[i].Parent; p != "" {
+			inner[p] = true
+		}
+	}
+	if dc.Default != nil && dc.Default.Parent != "" {
+		inner[dc.Default.Parent] = true
+	}
+	return inner
+}
+
+// treeDefaults fills in a class's ceil, cburst, priority and weight.
+func (cc *ClassConfig) treeDefaults(mtu int) {
+	if cc.Ceil == 0 {
+		cc.Ceil = cc.Rate
+	}
+	if cc.CBurst == 0 {
+		if cc.Ceil == cc.Rate {
+			cc.CBurst = cc.Burst
+		} else if cc.Ceil > 0 {
+			cc.CBurst = DefaultBurst(cc.Ceil, mtu)
+		}
+	}
+	if cc.Priority == nil {
+		p := DefaultPriority
+		cc.Priority = &p
+	}
+	if cc.Weight == 0 {
+		cc.Weight = DefaultWeight(cc.Rate)
+	}
+}
+
+// DefaultWeight is a class's weight when the config gives none: its rate
+// in kbit/s (at least 1), so that spare is shared in proportion to the
+// borrowers' rates, as HTB's quantum does by default.
+func DefaultWeight(rate uint64) uint64 { return max(rate*8/1000, 1) }
+
+// PriorityOf returns the class's priority (DefaultPriority if unset).
+func (cc *ClassConfig) PriorityOf() int {
+	if cc.Priority == nil {
+		return DefaultPriority
+	}
+	return *cc.Priority
+}
+
+// tree checks a direction's tree: parents that exist, no cycle, a depth
+// of at most MaxTreeDepth, ceils at least rates, and no leaf-only setting
+// on an inner class.
+func (v *validator) tree(path string, dc *DirectionConfig, from string) {
+	index := map[string]int{}
+	for i := range dc.Classes {
+		index[dc.Classes[i].Name] = i
+	}
+	classPath := func(i int) string {
+		if i < 0 {
+			return path + ".default"
+		}
+		return fmt.Sprintf("%s.classes[%d]", path, i)
+	}
+	all := make([]*ClassConfig, 0, len(dc.Classes)+1)
+	paths := make([]string, 0, len(dc.Classes)+1)
+	for i := range dc.Classes {
+		all = append(all, &dc.Classes[i])
+		paths = append(paths, classPath(i))
+	}
+	if dc.Default != nil {
+		all = append(all, dc.Default)
+		paths = append(paths, classPath(-1))
+	}
+	inner := dc.Inner()
+	for k, cc := range all {
+		p := paths[k]
+		if cc.Parent != "" {
+			switch j, ok := index[cc.Parent]; {
+			case cc.Parent == cc.Name:
+				v.errorf(p+".parent", "a class cannot be its own parent")
+			case !ok:
+				v.errorf(p+".parent", "%s has no class %q%s", path, cc.Parent, knownNames(index))
+			default:
+				if depth, cycle := depthOf(dc, j, index); cycle {
+					v.errorf(p+".parent", "%q is its own ancestor: the parents form a cycle", cc.Name)
+				} else if depth+2 > MaxTreeDepth {
+					v.errorf(p+".parent", "%q is %d levels below the direction, more than %d", cc.Name, depth+2, MaxTreeDepth)
+				}
+			}
+		}
+		if inner[cc.Name] && k < len(dc.Classes) {
+			v.innerClass(p, cc)
+		}
+		if dc.IsTree() && cc.Capped {
+			v.errorf(p+".capped", "capped does not work in a direction whose classes borrow (ceil, parent): remove it")
+		}
+	}
+	if dc.Default != nil && inner[DefaultClass] {
+		v.errorf(classPath(-1), "the default class takes packets: it cannot be a parent")
+	}
+}
+
+// classTree checks a class's own link-sharing settings: a ceil at least
+// its rate, a priority in range.
+func (v *validator) classTree(p string, cc *ClassConfig) {
+	if cc.Ceil != 0 && cc.Ceil < cc.Rate {
+		v.errorf(p+".ceil", "%s is below the rate (%s): the ceil bounds what the class may reach by borrowing", FormatRate(cc.Ceil), FormatRate(cc.Rate))
+	}
+	if pr := cc.PriorityOf(); pr < 0 || pr > MaxPriority {
+		v.errorf(p+".priority", "%d is out of range [0, %d] (0 first)", pr, MaxPriority)
+	}
+}
+
+// innerClass refuses the leaf-only settings of an inner class: a setting
+// given in the file (by its line), or one whose value says so for a
+// config built in Go.
+func (v *validator) innerClass(path string, cc *ClassConfig) {
+	given := func(k string) bool {
+		if v.src == nil {
+			return false
+		}
+		_, ok := v.src.lines[path+"."+k]
+		return ok
+	}
+	for _, k := range leafOnly {
+		if given(k) {
+			v.errorf(path+"."+k, "%q is an inner class (a parent): it takes no packets of its own, so %s does not apply: set it on its leaves", cc.Name, k)
+		}
+	}
+	if v.src == nil {
+		switch {
+		case !cc.Match.isZero():
+			v.errorf(path+".match", "%q is an inner class (a parent): it takes no packets of its own, so match does not apply: set it on its leaves", cc.Name)
+		case cc.Per != nil || cc.Global != nil || cc.Peak != 0 || cc.Mode != ModeShape || cc.Capped || !cc.Emulate.IsZero():
+			v.errorf(path, "%q is an inner class (a parent): leaf-only settings do not apply to it", cc.Name)
+		}
+	}
+}
+
+// depthOf returns how many levels below the direction class i is (0: a
+// child of the root), and whether its ancestors form a cycle.
+func depthOf(dc *DirectionConfig, i int, index map[string]int) (int, bool) {
+	seen := map[int]bool{}
+	depth := 0
+	for {
+		if seen[i] {
+			return depth, true
+		}
+		seen[i] = true
+		p := dc.Classes[i].Parent
+		if p == "" {
+			return depth, false
+		}
+		j, ok := index[p]
+		if !ok {
+			return depth, false // reported at the class that names it
+		}
+		i, depth = j, depth+1
+	}
+}
+
+// knownNames lists the class names of a direction for an error message.
+func knownNames(index map[string]int) string {
+	if len(index) == 0 {
+		return " (it has none)"
+	}
+	names := make([]string, 0, len(index))
+	for n := range index {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 8 {
+		names = append(names[:8], "...")
+	}
+	return " (it has " + strings.Join(names, ", ") + ")"
+}
+
+// Warnings returns what a valid config does that its author may not mean,
+// each naming the file, line and setting as errors do: children whose
+// rates add up to more than their parent's (the direction's, for
+// top-level classes). Their guarantees then hold only while they do not
+// all use them at once; what every ceil bounds still holds.
+func (c *Config) Warnings() []error {
+	var out []error
+	v := &validator{src: c.src}
+	for _, d := range []struct {
+		path string
+		dc   *DirectionConfig
+	}{{"egress", &c.Egress}, {"ingress", &c.Ingress}} {
+		if !d.dc.IsTree() {
+			continue
+		}
+		out = append(out, v.oversubscribed(d.path, d.dc)...)
+	}
+	return out
+}
+
+// oversubscribed lists the parents (and the direction) whose children's
+// rates add up to more than theirs.
+func (v *validator) oversubscribed(path string, dc *DirectionConfig) []error {
+	sum := map[string]uint64{}
+	first := map[string]string{}
+	add := func(p string, cc *ClassConfig, at string) {
+		sum[cc.Parent] += cc.Rate
+		if _, ok := first[cc.Parent]; !ok {
+			first[cc.Parent] = at
+		}
+		_ = p
+	}
+	for i := range dc.Classes {
+		add(path, &dc.Classes[i], fmt.Sprintf("%s.classes[%d]", path, i))
+	}
+	if dc.Default != nil {
+		add(path, dc.Default, path+".default")
+	}
+	rate := map[string]uint64{"": dc.Rate}
+	for i := range dc.Classes {
+		rate[dc.Classes[i].Name] = dc.Classes[i].Rate
+	}
+	var out []error
+	parents := make([]string, 0, len(sum))
+	for p := range sum {
+		parents = append(parents, p)
+	}
+	sort.Strings(parents)
+	for _, p := range parents {
+		r := rate[p]
+		if r == 0 || sum[p] <= r {
+			continue // an unlimited direction lends whatever is asked
+		}
+		what := fmt.Sprintf("class %s's", p)
+		if p == "" {
+			what = "the direction's"
+		}
+		out = append(out, v.src.errorf(first[p]+".rate", "warning: the rates of %s children add up to %s, more than %s rate (%s): each keeps its guarantee only while they do not all use it at once", strings.TrimSuffix(what, "'s")+"'s", FormatRate(sum[p]), what, FormatRate(r)))
+	}
+	return out
+}

@@ -1,0 +1,62 @@
+package share
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+)
+
+// BenchmarkTry measures the decision for a leaf's packet within its rate
+// (the common case: it takes its own rate and the ceils on its way) at
+// depths 1 to 3, against a flat class's grab of its one bucket. The clock
+// moves once per 32 packets, as per batch; every bucket has tokens to
+// spare.
+func BenchmarkTry(b *testing.B) {
+	const rate = 1 << 40
+	newClass := func(ceil bool) *Class {
+		c := &Class{Rate: bucket.New(rate, 1<<30, bucket.WithStart(0))}
+		if ceil {
+			c.Ceil = bucket.New(rate, 1<<30, bucket.WithStart(0))
+		}
+		return c
+	}
+	b.Run("flat", func(b *testing.B) {
+		r := bucket.New(rate, 1<<30, bucket.WithStart(0))
+		start := time.Now()
+		var now int64
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			if i%32 == 0 {
+				now = int64(time.Since(start))
+			}
+			i++
+			r.Replenish(now)
+			r.Deficiency(r.Grab(1500))
+		}
+	})
+	for _, depth := range []int{1, 3} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			t := &Tree{Root: bucket.New(rate, 1<<30, bucket.WithStart(0)), Spare: bucket.New(rate, 1<<30, bucket.WithStart(0))}
+			var n *Node
+			for d := range depth {
+				n = t.Add(n, newClass(d < depth-1), 4, 1, d == depth-1)
+			}
+			start := time.Now()
+			var now int64
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if i%32 == 0 {
+					now = int64(time.Since(start))
+				}
+				i++
+				if l, _ := n.Try(1500, now); l == None {
+					b.Fatal("not let go")
+				}
+			}
+		})
+	}
+}

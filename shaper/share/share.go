@@ -1,0 +1,418 @@
+// Package share decides how the classes of a tree share a link, with the
+// semantics of Linux's HTB: a class within its rate sends; a class over
+// its rate but within its ceil may borrow from its nearest ancestor that
+// has spare rate; spare goes first to the lowest priority number, then by
+// weight; a class over its ceil waits.
+//
+// Every class's rate (its guarantee) and ceil are rover token buckets
+// (package bucket), and the spare of an inner class is what its rate
+// bucket holds after its subtree's traffic: every packet is charged to the
+// rate and ceil buckets of its class's ancestors, so an ancestor's rate
+// bucket runs short exactly when its subtree uses its rate. Every packet
+// also takes tokens from the ceil bucket of each class on its way up and
+// from the direction's (the tree's root) cap, all or none: ceilings hold
+// strictly. The root has a spare bucket too, at its rate, that every
+// packet is charged to and the top-level classes borrow from.
+//
+// Workers on different CPUs decide for the same tree at once, with no
+// lock: a packet takes a lender's tokens only if they are there
+// (bucket.TryGrab), and what priority and weight ask of borrowers is kept
+// in atomics each class publishes: when it last wanted to borrow (active),
+// until when it waits for spare that a lower priority must leave it
+// (blocked), and how much it borrowed per unit of weight (its virtual
+// time, vt). A borrower yields while a sibling of a better priority is
+// blocked, or while it is ahead of the least served active sibling of its
+// own priority by more than two packets.
+package share
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+)
+
+// MaxDepth is how many levels of classes a tree may have below its root
+// (HTB's limit).
+const MaxDepth = 8
+
+// Priorities run from 0 (served first) to MaxPriority.
+const MaxPriority = 7
+
+// Class is a class's state for sharing, kept across reloads that keep the
+// class (its buckets keep their tokens, its virtual time its place). Its
+// buckets are set by its owner; the rest is this package's.
+type Class struct {
+	// Rate is the class's guaranteed rate and its burst; for an inner
+	// class, the rate its subtree may use without borrowing.
+	Rate *bucket.Bucket
+	// Ceil bounds what the class (its subtree) may send, borrowing
+	// included (ceil and cburst): every packet takes its tokens. nil: a
+	// leaf that never borrows (its Rate bounds it). An inner class needs
+	// one, at its rate if it may not borrow: its descendants may then
+	// borrow from it but not through it.
+	Ceil *bucket.Bucket
+
+	vt           atomic.Uint64 // bytes borrowed per unit of weight (vtScale)
+	activeUntil  atomic.Int64  // clock ns until which it counts as a borrower
+	blockedUntil atomic.Int64  // clock ns until which it waits for spare
+	borrowed     atomic.Uint64 // bytes it sent over its rate
+}
+
+// Borrowed returns the bytes the class sent beyond its rate: borrowed from
+// an ancestor, for itself or for a descendant.
+func (c *Class) Borrowed() uint64 { return c.borrowed.Load() }
+
+// Node is a class's place in one compiled tree: immutable, replaced whole
+// when the tree changes.
+type Node struct {
+	Class    *Class
+	Parent   *Node   // nil: a child of the root
+	Children []*Node // in config order
+	Priority uint8   // 0 (first) .. MaxPriority, among its siblings
+	// Weight is its share of spare among borrowing siblings of its
+	// priority (any unit, the same for all siblings; 0 counts as 1).
+	Weight uint64
+	// Borrows says the class may exceed its rate (its ceil is above it).
+	Borrows bool
+	tree    *Tree
+	depth   int // 0: a child of the root
+}
+
+// Tree is one direction's compiled tree of classes.
+type Tree struct {
+	// Root is the direction's rate as a cap: every packet takes its tokens
+	// (nil: the direction is unlimited).
+	Root *bucket.Bucket
+	// Spare is the direction's rate as a lender: every packet is charged
+	// to it, and the top-level classes borrow what it holds. It runs at
+	// Root's rate (nil: unlimited, it lends whatever is asked).
+	Spare *bucket.Bucket
+	Top   []*Node // the root's children
+}
+
+// Add puts a node under parent (nil: under the root) and returns it;
+// borrows says the class may exceed its rate (up to its Ceil).
+func (t *Tree) Add(parent *Node, c *Class, priority uint8, weight uint64, borrows bool) *Node {
+	n := &Node{Class: c, Parent: parent, Priority: min(priority, MaxPriority), Weight: max(weight, 1), Borrows: borrows && c.Ceil != nil, tree: t}
+	if parent == nil {
+		t.Top = append(t.Top, n)
+	} else {
+		n.depth = parent.depth + 1
+		parent.Children = append(parent.Children, n)
+	}
+	return n
+}
+
+// Depth is how many ancestors the node has below the root.
+func (n *Node) Depth() int { return n.depth }
+
+// siblings returns the node's siblings and itself.
+func (n *Node) siblings() []*Node {
+	if n.Parent == nil {
+		return n.tree.Top
+	}
+	return n.Parent.Children
+}
+
+// Lender says who let a packet go: Own for its class's own rate, else the
+// number of levels up the lending ancestor is (Root for the root).
+type Lender int8
+
+const (
+	// Own: the class sent within its own rate.
+	Own Lender = 0
+	// Root: the direction lent (or a top-level class borrowed from it).
+	Root Lender = MaxDepth + 1
+	// None: nothing let the packet go (yet).
+	None Lender = -1
+)
+
+// vtScale is the fixed-point scale of a class's virtual time: bytes
+// borrowed times vtScale per unit of weight.
+const vtScale = 1 << 20
+
+// activeFor is how long after its last try a borrower still counts as
+// one: long enough to span the gaps between a saturated borrower's
+// packets, short enough that one gone quiet stops holding others back.
+const activeFor = 2 * time.Millisecond
+
+// blockFor is how long after the spare it waits for is due a blocked
+// borrower still counts as blocked: long enough for its worker to wake
+// (a worker may wake its wake slack late) and take it.
+const blockFor = time.Millisecond
+
+// maxYield bounds how long a borrower waits for a sibling before it asks
+// again.
+const maxYield = 2 * time.Millisecond
+
+// slackPackets is how far ahead (in packets of its own) of the least
+// served active sibling a borrower may run.
+const slackPackets = 2 * 1514
+
+// Try decides for a packet of cost bytes of the leaf n at clock now. If
+// the packet may go, it charges every bucket it must pay and returns who
+// lent (Own: its class's rate) and 0; else it charges nothing and returns
+// None and how long to wait before trying again.
+//
+// Every packet passes, strictly, the ceil of every class on its way up
+// and the root's: what a class sends over any window never exceeds its
+// ceil's tbf bound. Within its own rate a class needs nothing more. Beyond
+// it, the packet needs, level by level up, a class within its ceil whose
+// parent lets it borrow (priority, weight) until an ancestor with spare
+// rate lends; the rate of every class above the lender (and the root's
+// spare) is charged too, so that their spare counts what their subtree
+// sent.
+func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
+	c := n.Class
+	c.Rate.Replenish(now)
+	if c.Rate.Available() >= int64(cost) {
+		ok, short, wait := n.take(Own, c.Rate, cost, now)
+		if ok {
+			c.blockedUntil.Store(0)
+			return Own, 0
+		}
+		if short != None {
+			return None, wait // a ceil on the way is short: borrowing cannot help
+		}
+	}
+	return n.borrow(cost, now)
+}
+
+// borrow looks for a lender above n for a packet over n's rate.
+func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
+	wait := waitFor(n.Class.Rate, cost)
+	level := Lender(0)
+	for x := n; ; x = x.Parent {
+		if !x.Borrows {
+			return None, wait // x may not exceed its rate
+		}
+		if d := x.yield(now); d > 0 {
+			return None, d
+		}
+		x.Class.Ceil.Replenish(now)
+		if d := waitFor(x.Class.Ceil, cost); d > 0 {
+			return None, min(wait, d) // x is at its ceil
+		}
+		level++
+		lender, lb := x.Parent, n.tree.Spare
+		if lender != nil {
+			lb = lender.Class.Rate
+		} else {
+			level = Root
+		}
+		if lb != nil {
+			lb.Replenish(now)
+		}
+		if lb == nil || lb.Available() >= int64(cost) {
+			ok, short, d := n.take(level, lb, cost, now)
+			if ok {
+				n.borrowed(x, cost)
+				return level, 0
+			}
+			if short != None {
+				if short > 0 {
+					// A ceil it shares with others is short (one
+					// above n's own): it waits for capacity that
+					// borrowers of a worse priority would take.
+					n.block(x, now+int64(d+blockFor))
+				}
+				return None, d
+			}
+		} else {
+			wait = min(wait, waitFor(lb, cost))
+		}
+		if lender == nil {
+			// Blocked until the spare it waits for is there, and a while
+			// after: it is let go once it asks again.
+			n.block(x, now+int64(wait+blockFor))
+			return None, wait
+		}
+	}
+}
+
+// take charges a packet of n that lender (levels up from n) lets go from
+// its bucket lb (nil: an unlimited root): lb and every ceil on the way up
+// with the root's, only if all have the tokens (else nothing, and short
+// says which was: None the lender, else the level of the ceil, Root the
+// root's; wait how long until it is not); then the rate of every class
+// above the lender, and the root's spare unless the root lent.
+//
+// A borrowed packet leaves reserve tokens in the ceils of the classes it
+// borrows through (n's ancestors up to the lender, and the root's when the
+// root lends): the last tokens of a ceil stay for the traffic that is
+// within its rates, so that borrowers cannot hold up a class's guarantee.
+// To the classes above the lender the packet is within their rates.
+func (n *Node) take(lender Lender, lb *bucket.Bucket, cost uint64, now int64) (ok bool, short Lender, wait time.Duration) {
+	var taken [MaxDepth + 3]*bucket.Bucket
+	k := 0
+	fail := func(b *bucket.Bucket, short Lender) (bool, Lender, time.Duration) {
+		w := max(waitFor(b, cost), time.Microsecond)
+		for _, t := range taken[:k] {
+			t.Refund(cost)
+		}
+		return false, short, w
+	}
+	if lb != nil {
+		if !lb.TryGrab(cost, now) {
+			return fail(lb, None)
+		}
+		taken[k] = lb
+		k++
+	}
+	level := Lender(0)
+	for y := n; y != nil; y = y.Parent {
+		if c := y.Class.Ceil; c != nil {
+			var leave uint64
+			if level > 0 && level <= lender {
+				leave = reserve(c)
+			}
+			if !c.TryGrabLeaving(cost, leave, now) {
+				return fail(c, level)
+			}
+			taken[k] = c
+			k++
+		}
+		level++
+	}
+	if r := n.tree.Root; r != nil {
+		var leave uint64
+		if lender == Root {
+			leave = reserve(r)
+		}
+		if !r.TryGrabLeaving(cost, leave, now) {
+			return fail(r, Root)
+		}
+		taken[k] = r
+		k++
+	}
+	level = 0
+	for y := n; y != nil; y = y.Parent {
+		if level > lender {
+			y.Class.Rate.Grab(cost)
+		}
+		level++
+	}
+	if sp := n.tree.Spare; sp != nil && lender != Root {
+		sp.Grab(cost)
+	}
+	return true, None, 0
+}
+
+// reservePackets is the tokens a borrower leaves in a ceil it borrows
+// through: two full-size packets, at most half the ceil's burst.
+const reservePackets = 2 * 1514
+
+// reserve is what a borrower leaves in the ceil bucket b.
+func reserve(b *bucket.Bucket) uint64 { return min(reservePackets, b.Limit()/2) }
+
+// borrowed counts a packet of n that x (n or one of its ancestors)
+// borrowed from x's parent: n up to x sent it over their rates.
+func (n *Node) borrowed(x *Node, cost uint64) {
+	for y := n; ; y = y.Parent {
+		c := y.Class
+		c.borrowed.Add(cost)
+		c.vt.Add(cost * vtScale / y.Weight)
+		c.blockedUntil.Store(0)
+		if y == x {
+			return
+		}
+	}
+}
+
+// yield decides whether x's parent lets x borrow now: not while a sibling
+// of a better priority waits for spare, nor while x is ahead of the least
+// served active sibling of its priority by more than slackPackets. It
+// returns 0 to go ahead, else how long to wait. It marks x active.
+func (x *Node) yield(now int64) time.Duration {
+	c := x.Class
+	wasActive := c.activeUntil.Load() > now
+	c.activeUntil.Store(now + int64(activeFor))
+	sibs := x.siblings()
+	if len(sibs) == 1 {
+		return 0
+	}
+	var least uint64
+	found := false
+	var blocked int64
+	for _, y := range sibs {
+		if y == x {
+			continue
+		}
+		yc := y.Class
+		switch {
+		case y.Priority < x.Priority:
+			if b := yc.blockedUntil.Load(); b > now {
+				blocked = max(blocked, b)
+			}
+		case y.Priority == x.Priority && yc.activeUntil.Load() > now:
+			if v := yc.vt.Load(); !found || int64(v-least) < 0 {
+				least, found = v, true
+			}
+		}
+	}
+	if blocked > 0 {
+		return min(time.Duration(blocked-now), maxYield)
+	}
+	if !found {
+		return 0
+	}
+	my := c.vt.Load()
+	if !wasActive && int64(least-my) > 0 {
+		// Borrowing again after a pause: start level with the others,
+		// with no credit saved up meanwhile.
+		c.vt.Store(least)
+		return 0
+	}
+	if int64(my-least) <= int64(slackPackets*vtScale/x.Weight) {
+		return 0
+	}
+	return 100 * time.Microsecond
+}
+
+// block marks n and its ancestors up to x as waiting for spare until t, so
+// that siblings of a worse priority leave it to them.
+func (n *Node) block(x *Node, t int64) {
+	for y := n; y != nil; y = y.Parent {
+		if b := y.Class.blockedUntil.Load(); b < t {
+			y.Class.blockedUntil.Store(t)
+		}
+		if y == x {
+			return
+		}
+	}
+}
+
+// waitFor is how long until b holds cost tokens (0: it does now).
+func waitFor(b *bucket.Bucket, cost uint64) time.Duration {
+	av := b.Available()
+	if av >= int64(cost) {
+		return 0
+	}
+	return b.DurationFor(uint64(int64(cost) - av))
+}
+
+// Refund gives back what Try charged for a packet of n that lender let
+// go and that did not leave (its write failed).
+func (n *Node) Refund(lender Lender, cost uint64) {
+	if lender == None {
+		return
+	}
+	level := Lender(0)
+	for y := n; y != nil; y = y.Parent {
+		c := y.Class
+		if c.Ceil != nil {
+			c.Ceil.Refund(cost)
+		}
+		if level >= lender {
+			c.Rate.Refund(cost)
+		}
+		level++
+	}
+	if r := n.tree.Root; r != nil {
+		r.Refund(cost)
+	}
+	if sp := n.tree.Spare; sp != nil {
+		sp.Refund(cost)
+	}
+}

@@ -1,0 +1,343 @@
+package share
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+)
+
+// spec is one class of a test tree, rates in bytes per second.
+type spec struct {
+	name       string
+	parent     string
+	rate, ceil uint64
+	prio       uint8
+	weight     uint64 // 0: its rate
+	offer      uint64 // bytes per second it offers; 0: none, math.MaxUint64: all it can
+}
+
+// sim is a tree driven by a fake clock: every millisecond each leaf that
+// has something to send tries, in a random order, as often as its node
+// lets it, as workers racing for one tree would.
+type sim struct {
+	tree    *Tree
+	nodes   map[string]*Node
+	specs   []spec
+	leaves  []*Node
+	offered []float64 // bytes a leaf may still send (its offer so far)
+	sent    map[string]uint64
+	// windows: bytes through each class (its subtree) per window, for the
+	// ceil check.
+	through map[string][]uint64
+}
+
+const (
+	step   = time.Millisecond
+	pkt    = 1000 // bytes
+	burstT = 10 * time.Millisecond
+)
+
+func burstOf(rate uint64) uint64 { return max(rate*uint64(burstT)/uint64(time.Second), 2*pkt) }
+
+func newSim(root uint64, specs []spec) *sim {
+	s := &sim{tree: &Tree{}, nodes: map[string]*Node{}, specs: specs, sent: map[string]uint64{}, through: map[string][]uint64{}}
+	if root > 0 {
+		s.tree.Root = bucket.New(root, burstOf(root), bucket.WithStart(0))
+		s.tree.Spare = bucket.New(root, burstOf(root), bucket.WithStart(0))
+	}
+	isParent := map[string]bool{}
+	for _, sp := range specs {
+		isParent[sp.parent] = true
+	}
+	for _, sp := range specs {
+		c := &Class{Rate: bucket.New(sp.rate, burstOf(sp.rate), bucket.WithStart(0))}
+		if sp.ceil > sp.rate || isParent[sp.name] {
+			ceil := max(sp.ceil, sp.rate)
+			c.Ceil = bucket.New(ceil, burstOf(ceil), bucket.WithStart(0))
+		}
+		w := sp.weight
+		if w == 0 {
+			w = sp.rate
+		}
+		n := s.tree.Add(s.nodes[sp.parent], c, sp.prio, w, sp.ceil > sp.rate)
+		s.nodes[sp.name] = n
+		if !isParent[sp.name] {
+			s.leaves = append(s.leaves, n)
+		}
+	}
+	s.offered = make([]float64, len(s.leaves))
+	return s
+}
+
+// run drives the tree for d from start and returns each leaf's rate
+// (bytes per second) over it.
+func (s *sim) run(t *testing.T, start int64, d time.Duration) map[string]float64 {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	before := map[string]uint64{}
+	for k, v := range s.sent {
+		before[k] = v
+	}
+	spec := map[*Node]spec{}
+	for _, sp := range s.specs {
+		spec[s.nodes[sp.name]] = sp
+	}
+	order := make([]int, len(s.leaves))
+	for i := range order {
+		order[i] = i
+	}
+	for now := start; now < start+int64(d); now += int64(step) {
+		for i, n := range s.leaves {
+			if o := spec[n].offer; o != math.MaxUint64 {
+				s.offered[i] = min(s.offered[i]+float64(o)*step.Seconds(), float64(10*pkt))
+			} else {
+				s.offered[i] = float64(10 * pkt)
+			}
+		}
+		win := map[string]uint64{}
+		for progress := true; progress; {
+			progress = false
+			r.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+			for _, i := range order {
+				n := s.leaves[i]
+				if s.offered[i] < pkt {
+					continue
+				}
+				if l, _ := n.Try(pkt, now); l != None {
+					s.offered[i] -= pkt
+					s.sent[spec[n].name] += pkt
+					for x := n; x != nil; x = x.Parent {
+						win[spec[x].name] += pkt
+					}
+					win[""] += pkt
+					progress = true
+				}
+			}
+		}
+		for k, v := range win {
+			s.through[k] = append(s.through[k], v)
+		}
+		for _, sp := range s.specs {
+			if _, ok := win[sp.name]; !ok {
+				s.through[sp.name] = append(s.through[sp.name], 0)
+			}
+		}
+	}
+	out := map[string]float64{}
+	for _, n := range s.leaves {
+		name := spec[n].name
+		out[name] = float64(s.sent[name]-before[name]) / d.Seconds()
+	}
+	return out
+}
+
+// within reports whether got is within frac of want.
+func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
+
+const all = math.MaxUint64
+
+func TestBorrowAlone(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "a", rate: 800000, ceil: 2000000, offer: all},
+		{name: "b", rate: 800000, ceil: 2000000},
+	})
+	got := s.run(t, 0, 10*time.Second)
+	if !within(got["a"], 2000000, 0.01) {
+		t.Errorf("a alone: %.0f B/s, want 20000 (its own 8000 and the 12000 b leaves)", got["a"])
+	}
+	if b := s.nodes["a"].Class.Borrowed(); b < 11000000 {
+		t.Errorf("a borrowed %d bytes over 10 s, want about 12000000", b)
+	}
+}
+
+func TestBorrowEqual(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "a", rate: 800000, ceil: 2000000, offer: all},
+		{name: "b", rate: 800000, ceil: 2000000, offer: all},
+	})
+	got := s.run(t, 0, 10*time.Second)
+	for _, c := range []string{"a", "b"} {
+		if !within(got[c], 1000000, 0.02) {
+			t.Errorf("%s: %.0f B/s, want 10000 (8000 own, half of the 4000 spare)", c, got[c])
+		}
+	}
+}
+
+func TestBorrowByWeight(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "a", rate: 200000, ceil: 2000000, offer: all},
+		{name: "b", rate: 600000, ceil: 2000000, offer: all},
+	})
+	got := s.run(t, 0, 10*time.Second)
+	if !within(got["a"], 500000, 0.03) || !within(got["b"], 1500000, 0.03) {
+		t.Errorf("a %.0f, b %.0f B/s; want 5000 and 15000 (the 12000 spare split 1:3 by rate)", got["a"], got["b"])
+	}
+}
+
+func TestPriorityFirst(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "voice", rate: 200000, ceil: 2000000, prio: 0, offer: 400000},
+		{name: "bulk", rate: 200000, ceil: 2000000, prio: 1, offer: all},
+	})
+	got := s.run(t, 0, 10*time.Second)
+	if !within(got["voice"], 400000, 0.01) {
+		t.Errorf("voice: %.0f B/s, want all of its 4000 (2000 borrowed first)", got["voice"])
+	}
+	if !within(got["bulk"], 1600000, 0.02) {
+		t.Errorf("bulk: %.0f B/s, want the 16000 left", got["bulk"])
+	}
+}
+
+func TestGuarantee(t *testing.T) {
+	specs := []spec{{name: "g", rate: 500000, prio: 7, offer: all}}
+	for i := range 8 {
+		specs = append(specs, spec{name: "b" + string(rune('0'+i)), rate: 100000, ceil: 2000000, prio: 0, offer: all})
+	}
+	s := newSim(2000000, specs)
+	got := s.run(t, 0, 10*time.Second)
+	if got["g"] < 0.99*500000 {
+		t.Errorf("g: %.0f B/s, want its 5000 against 8 borrowers of a better priority", got["g"])
+	}
+	var total float64
+	for _, v := range got {
+		total += v
+	}
+	if !within(total, 2000000, 0.01) {
+		t.Errorf("all: %.0f B/s, want the root's 20000", total)
+	}
+}
+
+// TestCeilings checks the tbf bound at every level of a tree under load:
+// no class, and not the root, sends more than ceil*w + cburst in any
+// window w.
+func TestCeilings(t *testing.T) {
+	s := newSim(3000000, []spec{
+		{name: "site", rate: 1000000, ceil: 2500000},
+		{name: "ap1", parent: "site", rate: 500000, ceil: 1200000},
+		{name: "ap2", parent: "site", rate: 500000, ceil: 2500000},
+		{name: "u1", parent: "ap1", rate: 200000, ceil: 1200000, offer: all},
+		{name: "u2", parent: "ap1", rate: 200000, ceil: 600000, offer: all},
+		{name: "u3", parent: "ap2", rate: 200000, ceil: 3000000, offer: all},
+		{name: "other", rate: 1000000, ceil: 3000000, offer: all},
+	})
+	s.run(t, 0, 5*time.Second)
+	ceil := map[string]uint64{"": 3000000}
+	for _, sp := range s.specs {
+		ceil[sp.name] = max(sp.ceil, sp.rate)
+	}
+	for name, wins := range s.through {
+		c := ceil[name]
+		for _, w := range []int{1, 10, 100, 1000} {
+			limit := float64(c)*float64(w)*step.Seconds() + float64(burstOf(c)) + pkt
+			var sum uint64
+			for i, v := range wins {
+				sum += v
+				if i >= w {
+					sum -= wins[i-w]
+				}
+				if float64(sum) > limit {
+					t.Errorf("%q sent %d bytes in %d ms ending at %d ms, over ceil*w + cburst = %.0f", name, sum, w, i+1, limit)
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestTreeShares: three levels, every leaf saturated: each gets an equal
+// share of its ancestors' rates, and the root is used whole.
+func TestTreeShares(t *testing.T) {
+	var specs []spec
+	for si := range 2 {
+		site := "s" + string(rune('0'+si))
+		specs = append(specs, spec{name: site, rate: 1000000, ceil: 2000000})
+		for ai := range 4 {
+			ap := site + "a" + string(rune('0'+ai))
+			specs = append(specs, spec{name: ap, parent: site, rate: 250000, ceil: 2000000})
+			for ui := range 5 {
+				specs = append(specs, spec{name: ap + "u" + string(rune('0'+ui)), parent: ap, rate: 50000, ceil: 2000000, offer: all})
+			}
+		}
+	}
+	s := newSim(2000000, specs)
+	got := s.run(t, 0, 10*time.Second)
+	var sum, sq float64
+	for _, v := range got {
+		sum += v
+		sq += v * v
+	}
+	if !within(sum, 2000000, 0.01) {
+		t.Errorf("all leaves: %.0f B/s, want the root's 20000", sum)
+	}
+	if jain := sum * sum / (float64(len(got)) * sq); jain < 0.99 {
+		t.Errorf("Jain's index over %d leaves %.3f, want >= 0.99 (%v)", len(got), jain, got)
+	}
+}
+
+// TestFewActive: with a few leaves of a tree busy, each gets what its
+// ceil and its ancestors' spare allow.
+func TestFewActive(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "s1", rate: 1000000, ceil: 2000000},
+		{name: "s2", rate: 1000000, ceil: 2000000},
+		{name: "a1", parent: "s1", rate: 500000, ceil: 2000000},
+		{name: "a2", parent: "s1", rate: 500000, ceil: 2000000},
+		{name: "u1", parent: "a1", rate: 100000, ceil: 200000, offer: all},
+		{name: "u2", parent: "a1", rate: 100000, ceil: 2000000, offer: all},
+		{name: "u3", parent: "a2", rate: 100000, ceil: 2000000, offer: all},
+		{name: "u4", parent: "a2", rate: 100000, ceil: 2000000},
+		{name: "u5", parent: "s2", rate: 100000, ceil: 2000000, offer: all},
+	})
+	got := s.run(t, 0, 10*time.Second)
+	// s1 and s2 each use their rate, half the root; u5 alone under s2
+	// borrows all of s2's. Under s1, a1 and a2 each get their rate, half
+	// of s1's: u3 alone under a2 all of a2's, and under a1 u1 is held to
+	// its ceil, 200000, and u2 gets the rest.
+	for name, want := range map[string]float64{"u1": 200000, "u2": 300000, "u3": 500000, "u5": 1000000} {
+		if !within(got[name], want, 0.02) {
+			t.Errorf("%s: %.0f B/s, want %.0f (%v)", name, got[name], want, got)
+		}
+	}
+}
+
+// TestRefund: a packet that did not leave gives back what it was charged.
+func TestRefund(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "p", rate: 1000000, ceil: 2000000},
+		{name: "a", parent: "p", rate: 100000, ceil: 2000000},
+	})
+	now := int64(time.Second)
+	n := s.nodes["a"]
+	avail := func() []int64 {
+		var out []int64
+		for _, b := range []*bucket.Bucket{n.Class.Rate, n.Class.Ceil, s.nodes["p"].Class.Rate, s.nodes["p"].Class.Ceil, s.tree.Root, s.tree.Spare} {
+			b.Replenish(now)
+			out = append(out, b.Available())
+		}
+		return out
+	}
+	for i := range 5 { // own rate, then borrowed from p
+		before := avail()
+		lent, _ := n.Try(pkt, now)
+		if lent == None {
+			t.Fatalf("try %d: not let go", i)
+		}
+		n.Refund(lent, pkt)
+		if after := avail(); !equal(before, after) {
+			t.Fatalf("try %d (lent %d): buckets %v after refund, %v before", i, lent, after, before)
+		}
+		n.Try(pkt, now) // and spend it, to borrow next time
+	}
+}
+
+func equal(a, b []int64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}

@@ -1,0 +1,223 @@
+//go:build linux
+
+package shaper
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// Link sharing with real traffic: classes of a tree between two
+// namespaces, each class loaded by its own iperf3 (UDP above what it can
+// get, so that what each gets is the shaper's decision, or TCP where the
+// test is about TCP), judged by what each class sent.
+
+// udpFlood returns a load of UDP at rate (iperf3 -b) to server s.
+func (tl *testLink) udpFlood(t *testing.T, s *tuntest.Iperf3Server, rate string) func(ctx context.Context) {
+	return tl.iperf(t, s, 3*time.Minute, "-u", "-b", rate, "-l", "1400")
+}
+
+// loadAll runs every load at once until ctx ends.
+func loadAll(loads ...func(ctx context.Context)) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		for _, l := range loads[1:] {
+			defer background(l)()
+		}
+		loads[0](ctx)
+	}
+}
+
+// TestShareBorrow: direction 20 Mbit/s, classes a and b each rate 8 Mbit/s
+// and ceil 20 Mbit/s: a alone gets the whole 20 (its own 8 and the 12 b
+// leaves), and both loaded get 10 each (8 own, half the 4 spare).
+func TestShareBorrow(t *testing.T) {
+	rateTest(t)
+	tl := newTwoAddrLink(t, false, `
+egress:
+  rate: 20mbit
+  classes:
+    - {name: a, match: {dst: [198.18.0.2/32]}, rate: 8mbit, ceil: 20mbit}
+    - {name: b, match: {dst: [198.18.0.3/32]}, rate: 8mbit, ceil: 20mbit}
+`)
+	sa := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	sb := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	alone := tl.classRates(t, 2*time.Second, 4*time.Second, tl.udpFlood(t, sa, "30M"), "a")
+	if alone[0] < 0.99*2.5e6 {
+		t.Errorf("a alone: %.3f Mbit/s, want >= 99%% of 20 (its 8 and the 12 b leaves)", alone[0]*8/1e6)
+	}
+	// A fresh server for a: the first may still be busy with the client
+	// just stopped.
+	sa2 := tuntest.StartIperf3ServerPort(t, tl.ns2, tl.outerIP, 5202)
+	both := tl.classRates(t, 2*time.Second, 4*time.Second, loadAll(tl.udpFlood(t, sa2, "30M"), tl.udpFlood(t, sb, "30M")), "a", "b")
+	tuntest.WithinRate(t, "a beside b", both[0], 1.25e6, 0.02)
+	tuntest.WithinRate(t, "b beside a", both[1], 1.25e6, 0.02)
+	if c := tl.Class(Egress, "a"); c.share.Borrowed() == 0 {
+		t.Error("a borrowed nothing")
+	}
+}
+
+// TestShareWeights: a (rate 2) and b (rate 6), both ceil 20 in a
+// 20 Mbit/s direction and saturated, split the 12 Mbit/s spare 1:3 by
+// their default weights (their rates): 5 and 15.
+func TestShareWeights(t *testing.T) {
+	rateTest(t)
+	tl := newTwoAddrLink(t, false, `
+egress:
+  rate: 20mbit
+  classes:
+    - {name: a, match: {dst: [198.18.0.2/32]}, rate: 2mbit, ceil: 20mbit}
+    - {name: b, match: {dst: [198.18.0.3/32]}, rate: 6mbit, ceil: 20mbit}
+`)
+	sa := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	sb := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	r := tl.classRates(t, 2*time.Second, 5*time.Second, loadAll(tl.udpFlood(t, sa, "30M"), tl.udpFlood(t, sb, "30M")), "a", "b")
+	tuntest.WithinRate(t, "a (rate 2, ceil 20)", r[0], 5e6/8, 0.03)
+	tuntest.WithinRate(t, "b (rate 6, ceil 20)", r[1], 15e6/8, 0.03)
+}
+
+// TestSharePriority: voice (priority 0, rate 2, ceil 20) offering 4 Mbit/s
+// of UDP gets all of it beside four bulk TCP flows at priority 1 that fill
+// the rest of a 20 Mbit/s direction; a ping in the voice class every
+// 10 ms waits little more than on the idle link.
+func TestSharePriority(t *testing.T) {
+	skipShort(t)
+	tl := newTwoAddrLink(t, false, `
+egress:
+  rate: 20mbit
+  classes:
+    - {name: voice, match: {dst: [198.18.0.3/32]}, rate: 2mbit, ceil: 20mbit, priority: 0}
+    - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 2mbit, ceil: 20mbit, priority: 1}
+`)
+	voiceIP := netip.MustParseAddr("198.18.0.3")
+	sv := tuntest.StartIperf3Server(t, tl.ns2, voiceIP)
+	sb := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	idle, _, err := tuntest.Ping(context.Background(), tl.ns1, voiceIP, 10*time.Millisecond, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk := tl.iperf(t, sb, 3*time.Minute, "-P", "4")
+	voice := tl.udpFlood(t, sv, "4M")
+	var loaded []time.Duration
+	vc := tl.Class(Egress, "voice")
+	var before, after Counters
+	r := tl.classRates(t, 3*time.Second, 5*time.Second, loadAll(voice, bulk, func(ctx context.Context) {
+		time.Sleep(3 * time.Second)
+		before = vc.Counters()
+		loaded, _, _ = tuntest.Ping(ctx, tl.ns1, voiceIP, 10*time.Millisecond, 400)
+		after = vc.Counters()
+	}), "voice", "bulk")
+	// Voice gets all it is offered (4 Mbit/s of UDP and the pings): it
+	// sends what it receives, and drops nothing.
+	offered, sent := after.ReceivedBytes-before.ReceivedBytes, after.SentBytes-before.SentBytes
+	t.Logf("voice: offered %d B, sent %d B, dropped %v, borrowed %d B in all", offered, sent, after.Dropped, vc.share.Borrowed())
+	if offered == 0 || float64(sent) < 0.99*float64(offered) || after.DroppedTotal() > before.DroppedTotal() {
+		t.Errorf("voice (priority 0) sent %d of the %d bytes it was offered, dropped %d packets: want all of it beside bulk", sent, offered, after.DroppedTotal()-before.DroppedTotal())
+	}
+	tuntest.WithinRate(t, "voice (priority 0) beside bulk, UDP and pings", r[0], 4e6/8*1428/1400+100*84, 0.02)
+	if total := r[0] + r[1]; total < 0.97*2.5e6 {
+		t.Errorf("voice and bulk: %.2f Mbit/s, want the direction's 20 used", total*8/1e6)
+	}
+	if len(idle) == 0 || len(loaded) < 100 {
+		t.Fatalf("pings: %d idle, %d loaded", len(idle), len(loaded))
+	}
+	p99idle, p99 := tuntest.Percentile(idle, 0.99), tuntest.Percentile(loaded, 0.99)
+	t.Logf("voice ping: idle p50 %v p99 %v; beside bulk p50 %v p99 %v", tuntest.Percentile(idle, 0.5), p99idle, tuntest.Percentile(loaded, 0.5), p99)
+	if p99 > p99idle+time.Millisecond {
+		t.Errorf("voice ping p99 %v beside bulk, want <= 1ms above its idle p99 %v", p99, p99idle)
+	}
+}
+
+// TestShareGuarantee: a class with rate 5 Mbit/s at the worst priority
+// keeps its 5 against eight classes that borrow at a better one.
+func TestShareGuarantee(t *testing.T) {
+	rateTest(t)
+	policy := `
+egress:
+  rate: 20mbit
+  classes:
+    - {name: g, match: {dst: [198.18.0.3/32]}, rate: 5mbit, priority: 7}
+`
+	for i := range 8 {
+		policy += fmt.Sprintf("    - {name: b%d, match: {dst: [198.18.0.2/32], dport: %d}, rate: 1mbit, ceil: 20mbit, priority: 0}\n", i, 5301+i)
+	}
+	tl := newTwoAddrLink(t, false, policy)
+	sg := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	loads := []func(ctx context.Context){tl.udpFlood(t, sg, "10M")}
+	for i := range 8 {
+		s := tuntest.StartIperf3ServerPort(t, tl.ns2, tl.outerIP, 5301+i)
+		loads = append(loads, tl.udpFlood(t, s, "10M"))
+	}
+	r := tl.classRates(t, 2*time.Second, 5*time.Second, loadAll(loads...), "g", "b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7")
+	if r[0] < 0.99*5e6/8 {
+		t.Errorf("g: %.3f Mbit/s, want >= 99%% of its 5 against 8 borrowers of a better priority", r[0]*8/1e6)
+	}
+	var total float64
+	for _, v := range r {
+		total += v
+	}
+	tuntest.WithinRate(t, "all classes", total, 2.5e6, 0.02)
+}
+
+// TestShareCeilings: in a three-level tree under load, no class and not
+// the direction ever sends more than ceil*w + cburst over a window w, at
+// every level (the tbf bound), judged on what each class's subtree sent
+// every 10 ms.
+func TestShareCeilings(t *testing.T) {
+	rateTest(t)
+	tl := newTwoAddrLink(t, false, `
+egress:
+  rate: 30mbit
+  classes:
+    - {name: site, rate: 10mbit, ceil: 25mbit}
+    - {name: ap, parent: site, rate: 5mbit, ceil: 12mbit}
+    - {name: u1, parent: ap, match: {dst: [198.18.0.2/32]}, rate: 2mbit, ceil: 12mbit}
+    - {name: u2, match: {dst: [198.18.0.3/32]}, rate: 2mbit, ceil: 30mbit}
+`)
+	s1 := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	s2 := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	stop := background(loadAll(tl.udpFlood(t, s1, "40M"), tl.udpFlood(t, s2, "40M")))
+	defer stop()
+	time.Sleep(time.Second)
+	u1, u2 := tl.Class(Egress, "u1"), tl.Class(Egress, "u2")
+	const tick = 10 * time.Millisecond
+	var s1s, s2s []uint64
+	for range 300 {
+		s1s = append(s1s, u1.Counters().SentBytes)
+		s2s = append(s2s, u2.Counters().SentBytes)
+		time.Sleep(tick)
+	}
+	stop()
+	// u1's bytes are site's and ap's; both classes' are the direction's.
+	levels := []struct {
+		name        string
+		ceil, burst float64 // bytes per second, bytes
+		sent        func(i int) uint64
+	}{
+		{"u1", 1.5e6, float64(u1.Config().CBurst), func(i int) uint64 { return s1s[i] }},
+		{"ap", 1.5e6, float64(tl.Class(Egress, "ap").Config().CBurst), func(i int) uint64 { return s1s[i] }},
+		{"site", 25e6 / 8, float64(tl.Class(Egress, "site").Config().CBurst), func(i int) uint64 { return s1s[i] }},
+		{"egress", 30e6 / 8, float64(tl.cfg.Egress.Burst), func(i int) uint64 { return s1s[i] + s2s[i] }},
+	}
+	for _, l := range levels {
+		for _, w := range []int{1, 10, 100} {
+			worst := 0.0
+			for i := w; i < len(s1s); i++ {
+				// The samples' own timing is loose by a tick either way.
+				limit := l.ceil*(float64(w+1)*tick.Seconds()) + l.burst + 2*1514
+				got := float64(l.sent(i) - l.sent(i-w))
+				worst = max(worst, got/limit)
+			}
+			if worst > 1 {
+				t.Errorf("%s sent %.0f%% of ceil*w + cburst over %v windows", l.name, 100*worst, time.Duration(w)*tick)
+			}
+		}
+	}
+	if r := float64(s1s[len(s1s)-1]-s1s[0]) / (3 * time.Second).Seconds(); r < 0.97*1.5e6 {
+		t.Errorf("u1 sent %.2f Mbit/s, want about its ap's ceil, 12", r*8/1e6)
+	}
+}
