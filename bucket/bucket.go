@@ -461,6 +461,18 @@ func (b *Bucket) TryGrabLeaving(n, leave uint64, now int64) bool {
 	}
 }
 
+// WaitFor returns how long until the bucket holds n tokens at the current
+// rate: 0 if it does now (after the last Replenish), else the time the
+// missing tokens take to accrue (DurationFor). A grab of n now would wait
+// that long.
+func (b *Bucket) WaitFor(n uint64) time.Duration {
+	av := b.Available()
+	if av >= int64(n) {
+		return 0
+	}
+	return b.DurationFor(uint64(int64(n) - av))
+}
+
 // DurationFor returns the time it takes n more tokens to accrue at the
 // current rate, rounded up to the nanosecond (at most math.MaxInt64).
 //

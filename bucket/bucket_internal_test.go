@@ -601,6 +601,23 @@ func TestTryGrabLeaving(t *testing.T) {
 	})
 }
 
+func TestWaitFor(t *testing.T) {
+	forEachStart(t, func(t *testing.T, start uint64) {
+		b := New(1_000_000, 3000, WithThreshold(1), WithRovers(start))
+		if w := b.WaitFor(3000); w != 0 {
+			t.Fatalf("WaitFor(3000) on a full bucket of 3000 = %v, want 0", w)
+		}
+		b.Grab(2500)
+		if w := b.WaitFor(1000); w != 500*time.Microsecond {
+			t.Fatalf("WaitFor(1000) with 500 in = %v, want 500us at 1 MB/s", w)
+		}
+		b.Grab(1000) // 500 owed
+		if w := b.WaitFor(100); w != 600*time.Microsecond {
+			t.Fatalf("WaitFor(100) with 500 owed = %v, want 600us", w)
+		}
+	})
+}
+
 func TestRefund(t *testing.T) {
 	forEachStart(t, func(t *testing.T, start uint64) {
 		b := New(1000, 3000, WithRovers(start))

@@ -46,7 +46,7 @@ func (g *gate) wait(link *bucket.Bucket, n uint64, now int64) time.Duration {
 	var wait time.Duration
 	if link != nil {
 		link.Replenish(now)
-		wait = waitAfter(link, n)
+		wait = link.WaitFor(n)
 	}
 	r := g.rate
 	if g.ceil != nil {
@@ -54,22 +54,13 @@ func (g *gate) wait(link *bucket.Bucket, n uint64, now int64) time.Duration {
 	}
 	if r != nil {
 		r.Replenish(now)
-		wait = max(wait, waitAfter(r, n))
+		wait = max(wait, r.WaitFor(n))
 	}
 	if g.peak != nil {
 		g.peak.Replenish(now)
-		wait = max(wait, waitAfter(g.peak, n))
+		wait = max(wait, g.peak.WaitFor(n))
 	}
 	return wait
-}
-
-// waitAfter is how long a grab of n from b now would wait.
-func waitAfter(b *bucket.Bucket, n uint64) time.Duration {
-	av := b.Available()
-	if av >= int64(n) {
-		return 0
-	}
-	return b.DurationFor(uint64(int64(n) - av))
 }
 
 // tryGrab claims cost from every bucket a policed packet is subject to

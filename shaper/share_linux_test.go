@@ -32,20 +32,28 @@ func loadAll(loads ...func(ctx context.Context)) func(ctx context.Context) {
 	}
 }
 
+// twoClasses opens a link with policy whose classes a and b match the
+// two addresses of the outer namespace, and starts an iperf3 server on
+// each.
+func twoClasses(t *testing.T, policy string) (tl *testLink, sa, sb *tuntest.Iperf3Server) {
+	tl = newTwoAddrLink(t, false, policy)
+	sa = tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+	sb = tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
+	return tl, sa, sb
+}
+
 // TestShareBorrow: direction 20 Mbit/s, classes a and b each rate 8 Mbit/s
 // and ceil 20 Mbit/s: a alone gets the whole 20 (its own 8 and the 12 b
 // leaves), and both loaded get 10 each (8 own, half the 4 spare).
 func TestShareBorrow(t *testing.T) {
 	rateTest(t)
-	tl := newTwoAddrLink(t, false, `
+	tl, sa, sb := twoClasses(t, `
 egress:
   rate: 20mbit
   classes:
     - {name: a, match: {dst: [198.18.0.2/32]}, rate: 8mbit, ceil: 20mbit}
     - {name: b, match: {dst: [198.18.0.3/32]}, rate: 8mbit, ceil: 20mbit}
 `)
-	sa := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	sb := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
 	alone := tl.classRates(t, 2*time.Second, 4*time.Second, tl.udpFlood(t, sa, "30M"), "a")
 	if alone[0] < 0.99*2.5e6 {
 		t.Errorf("a alone: %.3f Mbit/s, want >= 99%% of 20 (its 8 and the 12 b leaves)", alone[0]*8/1e6)
@@ -66,15 +74,13 @@ egress:
 // their default weights (their rates): 5 and 15.
 func TestShareWeights(t *testing.T) {
 	rateTest(t)
-	tl := newTwoAddrLink(t, false, `
+	tl, sa, sb := twoClasses(t, `
 egress:
   rate: 20mbit
   classes:
     - {name: a, match: {dst: [198.18.0.2/32]}, rate: 2mbit, ceil: 20mbit}
     - {name: b, match: {dst: [198.18.0.3/32]}, rate: 6mbit, ceil: 20mbit}
 `)
-	sa := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	sb := tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
 	r := tl.classRates(t, 2*time.Second, 5*time.Second, loadAll(tl.udpFlood(t, sa, "30M"), tl.udpFlood(t, sb, "30M")), "a", "b")
 	tuntest.WithinRate(t, "a (rate 2, ceil 20)", r[0], 5e6/8, 0.03)
 	tuntest.WithinRate(t, "b (rate 6, ceil 20)", r[1], 15e6/8, 0.03)

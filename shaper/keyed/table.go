@@ -150,20 +150,12 @@ func (e *Entry) Buckets() (rate, peak *bucket.Bucket) { return e.rate, e.peak.Lo
 // queue (fq.Gate). It replenishes; it claims nothing.
 func (e *Entry) Hold(cost uint64, now int64) time.Duration {
 	e.rate.Replenish(now)
-	wait := waitAfter(e.rate, cost)
+	wait := e.rate.WaitFor(cost)
 	if p := e.peak.Load(); p != nil {
 		p.Replenish(now)
-		wait = max(wait, waitAfter(p, cost))
+		wait = max(wait, p.WaitFor(cost))
 	}
 	return wait
-}
-
-func waitAfter(b *bucket.Bucket, n uint64) time.Duration {
-	av := b.Available()
-	if av >= int64(n) {
-		return 0
-	}
-	return b.DurationFor(uint64(int64(n) - av))
 }
 
 // Queued adds n (possibly negative) to the bytes the key has waiting.

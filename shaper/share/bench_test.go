@@ -24,18 +24,10 @@ func BenchmarkTry(b *testing.B) {
 	}
 	b.Run("flat", func(b *testing.B) {
 		r := bucket.New(rate, 1<<30, bucket.WithStart(0))
-		start := time.Now()
-		var now int64
-		i := 0
-		b.ReportAllocs()
-		for b.Loop() {
-			if i%32 == 0 {
-				now = int64(time.Since(start))
-			}
-			i++
+		batches(b, func(now int64) {
 			r.Replenish(now)
 			r.Deficiency(r.Grab(1500))
-		}
+		})
 	})
 	for _, depth := range []int{1, 3} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
@@ -44,19 +36,27 @@ func BenchmarkTry(b *testing.B) {
 			for d := range depth {
 				n = t.Add(n, newClass(d < depth-1), 4, 1, d == depth-1)
 			}
-			start := time.Now()
-			var now int64
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				if i%32 == 0 {
-					now = int64(time.Since(start))
-				}
-				i++
+			batches(b, func(now int64) {
 				if l, _ := n.Try(1500, now); l == None {
 					b.Fatal("not let go")
 				}
-			}
+			})
 		})
+	}
+}
+
+// batches runs decide for each packet of the benchmark, with the clock
+// read once per 32 packets.
+func batches(b *testing.B, decide func(now int64)) {
+	start := time.Now()
+	var now int64
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if i%32 == 0 {
+			now = int64(time.Since(start))
+		}
+		i++
+		decide(now)
 	}
 }

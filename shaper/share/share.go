@@ -181,7 +181,7 @@ func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
 
 // borrow looks for a lender above n for a packet over n's rate.
 func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
-	wait := waitFor(n.Class.Rate, cost)
+	wait := n.Class.Rate.WaitFor(cost)
 	level := Lender(0)
 	for x := n; ; x = x.Parent {
 		if !x.Borrows {
@@ -191,7 +191,7 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 			return None, d
 		}
 		x.Class.Ceil.Replenish(now)
-		if d := waitFor(x.Class.Ceil, cost); d > 0 {
+		if d := x.Class.Ceil.WaitFor(cost); d > 0 {
 			return None, min(wait, d) // x is at its ceil
 		}
 		level++
@@ -220,7 +220,7 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 				return None, d
 			}
 		} else {
-			wait = min(wait, waitFor(lb, cost))
+			wait = min(wait, lb.WaitFor(cost))
 		}
 		if lender == nil {
 			// Blocked until the spare it waits for is there, and a while
@@ -247,7 +247,7 @@ func (n *Node) take(lender Lender, lb *bucket.Bucket, cost uint64, now int64) (o
 	var taken [MaxDepth + 3]*bucket.Bucket
 	k := 0
 	fail := func(b *bucket.Bucket, short Lender) (bool, Lender, time.Duration) {
-		w := max(waitFor(b, cost), time.Microsecond)
+		w := max(b.WaitFor(cost), time.Microsecond)
 		for _, t := range taken[:k] {
 			t.Refund(cost)
 		}
@@ -381,15 +381,6 @@ func (n *Node) block(x *Node, t int64) {
 			return
 		}
 	}
-}
-
-// waitFor is how long until b holds cost tokens (0: it does now).
-func waitFor(b *bucket.Bucket, cost uint64) time.Duration {
-	av := b.Available()
-	if av >= int64(cost) {
-		return 0
-	}
-	return b.DurationFor(uint64(int64(cost) - av))
 }
 
 // Refund gives back what Try charged for a packet of n that lender let
