@@ -134,8 +134,10 @@ const vtScale = 1 << 20
 
 // activeFor is how long after its last try a borrower still counts as
 // one: long enough to span the gaps between a saturated borrower's
-// packets, short enough that one gone quiet stops holding others back.
-const activeFor = 2 * time.Millisecond
+// packets, and a worker kept off its CPU for a few milliseconds; short
+// enough that one gone quiet does not hold others back for longer than a
+// default burst (10 ms of the rate) saves up meanwhile.
+const activeFor = 10 * time.Millisecond
 
 // blockFor is how long after the spare it waits for is due a blocked
 // borrower still counts as blocked: long enough for its worker to wake
@@ -192,7 +194,10 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 		}
 		x.Class.Ceil.Replenish(now)
 		if d := x.Class.Ceil.WaitFor(cost); d > 0 {
-			return None, min(wait, d) // x is at its ceil
+			// x is at its ceil: it can use no spare now, so it holds
+			// no sibling back meanwhile.
+			x.Class.activeUntil.Store(0)
+			return None, min(wait, d)
 		}
 		level++
 		lender, lb := x.Parent, n.tree.Spare
@@ -358,13 +363,15 @@ func (x *Node) yield(now int64) time.Duration {
 		return 0
 	}
 	my := c.vt.Load()
-	if !wasActive && int64(least-my) > 0 {
-		// Borrowing again after a pause: start level with the others,
-		// with no credit saved up meanwhile.
-		c.vt.Store(least)
+	slack := slackPackets * vtScale / x.Weight
+	if floor := least - 2*slack; !wasActive && int64(floor-my) > 0 {
+		// Borrowing again after a pause: at most two slacks behind the
+		// others, as a flow back in DRR gets a quantum, not the credit
+		// of the whole pause.
+		c.vt.Store(floor)
 		return 0
 	}
-	if int64(my-least) <= int64(slackPackets*vtScale/x.Weight) {
+	if int64(my-least) <= int64(slack) {
 		return 0
 	}
 	return 100 * time.Microsecond
