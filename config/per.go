@@ -61,6 +61,12 @@ type PerConfig struct {
 	Rate uint64
 	// Burst in bytes; SetDefaults sets 0 to DefaultBurst(Rate, MTU).
 	Burst uint64
+	// Ceil, if above Rate, is the most a key may reach while the class has
+	// rate to spare (link sharing for keys): its bucket runs at Ceil, and
+	// the class's fair queue shares the class's rate between the keys
+	// that want more than their Rate (with isolate by host, equally per
+	// key). 0: Rate. An override's key has the override's rate, no ceil.
+	Ceil uint64
 	// Peak, if not 0, bounds how fast a key's saved-up burst drains.
 	Peak uint64
 	// Mode: ModeShape waits (in the class's queue), ModePolice drops. It
@@ -205,6 +211,7 @@ func (d *decoder) perField(cc *ClassConfig) field {
 			}},
 			{"rate", d.rate(&p.Rate, "a per-key limit needs a rate")},
 			{"burst", d.size(&p.Burst)},
+			{"ceil", d.rate(&p.Ceil, "omit it for no borrowing (ceil = rate)")},
 			{"peak", d.rate(&p.Peak, "omit it for no peak rate")},
 			{"mode", named(d, &p.Mode, "shape or police", parseMode)},
 			{"keys", d.integer(&p.Keys, 1, MaxPerKeys)},
@@ -257,7 +264,7 @@ func (d *decoder) perMode(path string, cc *ClassConfig) {
 // key bound, idle time and, for address keys, whole-address prefixes.
 func (p *PerConfig) setDefaults(mtu int) {
 	if p.Rate > 0 && p.Burst == 0 {
-		p.Burst = DefaultBurst(p.Rate, mtu)
+		p.Burst = DefaultBurst(max(p.Rate, p.Ceil), mtu)
 	}
 	for i := range p.Overrides {
 		if o := &p.Overrides[i]; o.Rate > 0 && o.Burst == 0 {
@@ -307,8 +314,11 @@ func (v *validator) per(path string, cc *ClassConfig, mtu int, from string) {
 	} else {
 		v.burst(path+".burst", p.Burst, mtu, from)
 	}
-	if p.Peak != 0 && p.Peak <= p.Rate {
-		v.errorf(path+".peak", "%s must be above the per-key rate (%s)", FormatRate(p.Peak), FormatRate(p.Rate))
+	if p.Ceil != 0 && p.Ceil < p.Rate {
+		v.errorf(path+".ceil", "%s is below the per-key rate (%s): the ceil bounds what a key may reach", FormatRate(p.Ceil), FormatRate(p.Rate))
+	}
+	if p.Peak != 0 && p.Peak <= max(p.Rate, p.Ceil) {
+		v.errorf(path+".peak", "%s must be above the per-key rate (%s)", FormatRate(p.Peak), FormatRate(max(p.Rate, p.Ceil)))
 	}
 	switch p.Mode {
 	case ModeShape:

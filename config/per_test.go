@@ -177,9 +177,10 @@ func TestParseConfigPerErrors(t *testing.T) {
 		n    int
 	}{
 		// Decoding.
-		{name: "not a mapping", yaml: shape("      - src\n"), line: 10, want: "egress.classes[0].per: must be a mapping of keys (key, rate, burst, peak, mode, keys, idle, overrides), not a list"},
+		{name: "not a mapping", yaml: shape("      - src\n"), line: 10, want: "egress.classes[0].per: must be a mapping of keys (key, rate, burst, ceil, peak, mode, keys, idle, overrides), not a list"},
 		{name: "scalar", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, per: src}\n", line: 6, want: `egress.classes[0].per: must be a mapping of keys`},
-		{name: "unknown key", yaml: shape("      key: src\n      rate: 1mbit\n      ceil: 2mbit\n"), line: 12, want: `egress.classes[0].per.ceil: unknown key "ceil" (known: key, rate, burst, peak, mode, keys, idle, overrides)`},
+		{name: "unknown key", yaml: shape("      key: src\n      rate: 1mbit\n      ceiling: 2mbit\n"), line: 12, want: `egress.classes[0].per.ceiling: unknown key "ceiling" (known: key, rate, burst, ceil, peak, mode, keys, idle, overrides)`},
+		{name: "ceil below rate", yaml: shape("      key: src\n      rate: 2mbit\n      ceil: 1mbit\n"), line: 12, want: "per.ceil: 1mbit is below the per-key rate (2mbit)"},
 		{name: "no key", yaml: shape("      rate: 1mbit\n"), line: 10, want: "egress.classes[0].per: a per-key limit needs a key (src, dst, flow, src/N or dst/N)"},
 		{name: "empty", yaml: shape("      {}\n"), line: 10, want: "egress.classes[0].per: a per-key limit needs a key"},
 		{name: "key", yaml: shape("      key: host\n      rate: 1mbit\n"), line: 10, want: `egress.classes[0].per.key: unknown key "host" (use src, dst, flow, or src/N or dst/N for a prefix of N bits)`},

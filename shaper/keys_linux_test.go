@@ -374,3 +374,31 @@ egress:
 		t.Errorf("a keyed flow's AQM drops: %.0f, want <= 1.5 times the plain class's %d", perFlow, plainDrops)
 	}
 }
+
+// TestPerKeyCeil: per: {key: src, rate: 1mbit, ceil: 20mbit} in a
+// 20 Mbit/s class fair between hosts: one source alone gets the whole
+// class (>= 99%), four sources 5 Mbit/s each (within 2%).
+func TestPerKeyCeil(t *testing.T) {
+	rateTest(t)
+	policy := `
+egress:
+  classes:
+    - {name: keyed, match: {dst: [198.18.0.2/32]}, rate: 20mbit, isolate: src-host, per: {key: src, rate: 1mbit, ceil: 20mbit}}
+`
+	t.Run("1 source", func(t *testing.T) {
+		srcs := keyHosts(1, 1)
+		tl := newKeyLink(t, policy, srcs)
+		got := tl.keyRates(t, srcs, srcs, 5*time.Second)
+		if got[srcs[0]] < 0.99*2.5e6 {
+			t.Errorf("one key alone: %.3f Mbit/s, want >= 99%% of the class's 20", got[srcs[0]]*8/1e6)
+		}
+	})
+	t.Run("4 sources", func(t *testing.T) {
+		srcs := keyHosts(1, 4)
+		tl := newKeyLink(t, policy, srcs)
+		got := tl.keyRates(t, srcs, srcs, 6*time.Second)
+		for _, src := range srcs {
+			tuntest.WithinRate(t, "key "+src, got[src], 625e3, 0.02)
+		}
+	})
+}
