@@ -222,6 +222,40 @@ egress     unclassified  unthrottled  -                   -         -        0  
 	}
 }
 
+// A tree (link sharing) is written top down with each class indented
+// under its parent, and the table gets PRIO and BORROWED columns; a class
+// that may borrow shows its ceil.
+func TestWriteTableTree(t *testing.T) {
+	st := sampleStatus()
+	leaf := func(name, parent string, rate, ceil uint64, borrowed float64) control.Class {
+		return control.Class{
+			ClassStats: stats.ClassStats{Direction: "egress", Class: name, Mode: "shape", Queue: "fifo", Parent: parent, Priority: 4,
+				RateBytesPerSecond: rate, CeilBytesPerSecond: ceil, Dropped: map[string]uint64{}},
+			Config:   control.ClassConfig{Name: name, Rate: formatBitRate(float64(rate))},
+			Achieved: stats.Rate{SentBytesPerSecond: float64(rate) + borrowed, BorrowedBytesPerSecond: borrowed, WindowSeconds: 1},
+		}
+	}
+	st.Classes = append([]control.Class{
+		leaf("a", "tenants", 1_000_000, 2_500_000, 500_000),
+		leaf("tenants", "", 2_000_000, 2_500_000, 0),
+		leaf("b", "tenants", 1_000_000, 1_000_000, 0),
+	}, st.Classes[1:]...)
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	want := `egress: total rate 100mbit, burst 125000b
+DIRECTION  CLASS         MODE         RATE                ACHIEVED  OFFERED  BACKLOG  FLOWS  DROPS  PRIO  BORROWED
+egress     tenants       shape        16mbit ceil 20mbit  16mbit    0bit     0        -      0      4     0bit
+egress       a           shape        8mbit ceil 20mbit   12mbit    0bit     0        -      0      4     4mbit
+egress       b           shape        8mbit               8mbit     0bit     0        -      0      4     0bit
+egress     unclassified  unthrottled  -                   -         -        0        -      0      -     -
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
 // With link emulation, the table gets an EMULATION column, a class with a
 // schedule shows the schedule's rate now, and a direction with emulation a
 // line of its own.

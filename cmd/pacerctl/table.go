@@ -99,6 +99,7 @@ func writeTable(w io.Writer, st *control.Status) error {
 		tree = tree || c.Parent != "" || c.CeilBytesPerSecond > c.RateBytesPerSecond
 	}
 	depth := treeDepths(st.Classes)
+	classes := treeOrder(st.Classes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "DIRECTION\tCLASS\tMODE\tRATE\tACHIEVED\tOFFERED\tBACKLOG\tFLOWS\tDROPS")
 	if tree {
@@ -111,7 +112,7 @@ func writeTable(w io.Writer, st *control.Status) error {
 		fmt.Fprint(tw, "\tGLOBAL")
 	}
 	fmt.Fprint(tw, "\n")
-	for _, c := range st.Classes {
+	for _, c := range classes {
 		rate := "-"
 		switch {
 		case c.Schedule != "":
@@ -182,6 +183,38 @@ func treeDepths(classes []control.Class) map[string]int {
 			p = parent[c.Direction+"/"+p]
 		}
 		out[c.Direction+"/"+c.Class] = n
+	}
+	return out
+}
+
+// treeOrder returns the classes with each class's children right below
+// it (in their order), the others as they come: a tree reads top down.
+func treeOrder(classes []control.Class) []control.Class {
+	children := map[string][]control.Class{}
+	known := map[string]bool{}
+	for _, c := range classes {
+		known[c.Direction+"/"+c.Class] = true
+	}
+	var top []control.Class
+	for _, c := range classes {
+		if c.Parent != "" && known[c.Direction+"/"+c.Parent] {
+			children[c.Direction+"/"+c.Parent] = append(children[c.Direction+"/"+c.Parent], c)
+		} else {
+			top = append(top, c)
+		}
+	}
+	out := make([]control.Class, 0, len(classes))
+	var add func(c control.Class, depth int)
+	add = func(c control.Class, depth int) {
+		out = append(out, c)
+		if depth < 9 {
+			for _, ch := range children[c.Direction+"/"+c.Class] {
+				add(ch, depth+1)
+			}
+		}
+	}
+	for _, c := range top {
+		add(c, 0)
 	}
 	return out
 }
