@@ -3,6 +3,7 @@ package share
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -340,4 +341,65 @@ func equal(a, b []int64) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// TestConcurrentTry: workers on several goroutines decide for one tree at
+// once (as the workers of a direction do, with no lock): what all of them
+// let go through each class stays within its ceil, and through the root
+// within its rate (the tbf bound over the whole run). Run with -race.
+func TestConcurrentTry(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "site", rate: 1000000, ceil: 1500000},
+		{name: "a", parent: "site", rate: 300000, ceil: 1500000},
+		{name: "b", parent: "site", rate: 300000, ceil: 800000},
+		{name: "c", rate: 500000, ceil: 2000000, prio: 1},
+	})
+	const workers, steps = 4, 2000 // 2 s of 1 ms steps
+	var mu sync.Mutex
+	sent := map[string]uint64{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := map[string]uint64{}
+			for i := range steps {
+				now := int64(i) * int64(step)
+				for k, name := range []string{"a", "b", "c"} {
+					if (k+w)%2 == 1 && w > 1 {
+						continue // some workers carry only some classes
+					}
+					n := s.nodes[name]
+					for range 4 {
+						if l, _ := n.Try(pkt, now); l == None {
+							break
+						}
+						mine[name] += pkt
+						if name != "c" {
+							mine["site"] += pkt
+						}
+						mine[""] += pkt
+					}
+				}
+			}
+			mu.Lock()
+			for k, v := range mine {
+				sent[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	d := float64(steps) * step.Seconds()
+	for name, ceil := range map[string]uint64{"a": 1500000, "b": 800000, "site": 1500000, "c": 2000000, "": 2000000} {
+		limit := float64(ceil)*d + float64(burstOf(ceil)) + pkt
+		if float64(sent[name]) > limit {
+			t.Errorf("%q: %d bytes over %.0f s from %d workers, over ceil*t + cburst = %.0f", name, sent[name], d, workers, limit)
+		}
+	}
+	if sent[""] < uint64(0.5*2000000*d) {
+		// Each worker's clock runs on its own here, so the root is not
+		// used whole; but it is used.
+		t.Errorf("the root let %d bytes through in %.0f s, want at least half its rate's %.0f", sent[""], d, 2000000*d)
+	}
 }
