@@ -201,3 +201,12 @@ func (d *direction) all() []*Class {
 	}
 	return append(out, d.unclass)
 }
+
+// linkOf returns the direction's bucket as the second stage of a class's
+// gate (st): none in a tree, whose root it is (the class's node takes it).
+func (d *direction) linkOf(st *classState) *bucket.Bucket {
+	if st.node != nil {
+		return nil
+	}
+	return d.link
+}

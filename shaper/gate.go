@@ -29,15 +29,6 @@ type gate struct {
 	node *share.Node
 }
 
-// linkOf returns the direction's bucket as the gate's second stage: none
-// in a tree, whose root it is.
-func (g *gate) linkOf(d *direction) *bucket.Bucket {
-	if g.node != nil {
-		return nil
-	}
-	return d.link
-}
-
 // wait is how long a grab of n bytes now would wait in the gate's buckets
 // and the direction's (link; nil: none). The direction's is a lower
 // bound for a packet that waits for its class first: it grabs there only

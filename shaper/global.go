@@ -10,40 +10,6 @@ import (
 	"github.com/pacer-dev/pacer/shaper/global"
 )
 
-// Local rates of a global class that its lease cannot express as bytes
-// per second: a bucket's rate is never 0, and "unlimited" is a rate no
-// device reaches.
-const (
-	// HoldRate is the local rate of a global class that holds: a grant of
-	// zero, the fallback hold, or no grant yet.
-	HoldRate = 1
-	// OpenRate is the local rate of a global class whose fallback is open
-	// (8 Tbit/s).
-	OpenRate = 1 << 40
-)
-
-// rateOf returns the rate of the class's bucket under cfg: the config's,
-// or for a global class the one its lease set last.
-func (c *Class) rateOf(cfg config.ClassConfig) uint64 {
-	if cfg.Global == nil {
-		return cfg.Rate
-	}
-	return localRate(c.leased.Load())
-}
-
-// localRate returns the bucket rate for a leased rate r: HoldRate for 0,
-// OpenRate for r at or above it (global.Unlimited included), else r.
-func localRate(r uint64) uint64 {
-	switch {
-	case r == 0:
-		return HoldRate
-	case r >= OpenRate:
-		return OpenRate
-	default:
-		return r
-	}
-}
-
 // setLeased sets a global class's local rate (global.Unlimited: open).
 func (c *Class) setLeased(r uint64) {
 	c.leased.Store(r)

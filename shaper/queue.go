@@ -178,7 +178,7 @@ func (q *queues) unhold(sh *shard, hp *heldPacket) {
 // enqueue lets a packet of a policed class pass its gate at once (its
 // key's buckets too) or drops it.
 func (policer) enqueue(q *queues, a *arrival) {
-	link := a.st.linkOf(a.d)
+	link := a.d.linkOf(a.st)
 	lent, ok := a.st.tryGrab(link, a.key, uint64(a.pkt.Cost), a.now)
 	if !ok {
 		a.sh.drops[DropPolice].Add(1)

@@ -5,7 +5,7 @@ package shaper
 // class's backlog is dropped on arrival, grabbing nothing.
 func (fifoQueue) enqueue(q *queues, a *arrival) {
 	st, sh, ln, p, now := a.st, a.sh, a.ln, a.pkt, a.now
-	link := st.linkOf(a.d)
+	link := a.d.linkOf(st)
 	cost := uint64(p.Cost)
 	// The wait it would have is the deficiency it would create in each
 	// bucket (the direction's is a lower bound: it grabs there only once

@@ -214,7 +214,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 		if !st.fq { // the class left fair queueing: pass on what it holds in order
 			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, config.DefaultBacklog), fqParams: ln.fq.Params()}
 		}
-		link := st.linkOf(q.dir.Load())
+		link := q.dir.Load().linkOf(st)
 		if wait := q.fairWait(c, ln, st, now); wait > 0 {
 			q.wakeAt(now + int64(wait) + int64(slackOf(q.slack, st.rate, st.peak, link)))
 			return
