@@ -197,7 +197,7 @@ func (ps *passage) grab(cost uint64, keyPaid bool, now int64, head bool) bool {
 	g := ps.g
 	if g.rate != nil && g.node == nil {
 		ps.rateTicket = g.rate.Grab(cost)
-		clear = g.rate.Deficiency(ps.rateTicket) == 0
+		clear = clear && g.rate.Deficiency(ps.rateTicket) == 0
 	}
 	if g.peak != nil {
 		ps.peakTicket = g.peak.Grab(cost)

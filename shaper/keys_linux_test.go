@@ -402,3 +402,63 @@ egress:
 		}
 	})
 }
+
+// TestPerKeyFIFOShapes: in a fifo class a key's packets wait for the
+// key's tokens as for the class's, though the class has room: one source
+// offering 3 Mbit/s of UDP to a 2 Mbit/s key in a 20 Mbit/s class sends,
+// over any window w from its first packet, at most its tbf bound, rate*w +
+// burst. (A packet that found its class's queue empty used to leave as
+// soon as the class's tokens were there, the key's debt growing until it
+// passed the backlog: the key ran at 3 Mbit/s for its first second, then
+// was policed.)
+func TestPerKeyFIFOShapes(t *testing.T) {
+	rateTest(t)
+	srcs := keyHosts(1, 1)
+	tl := newTestLink(t, false, `
+egress:
+  classes:
+    - {name: keyed, match: {dst: [198.18.0.2/32]}, rate: 20mbit, queue: fifo, per: {key: src, rate: 2mbit}}
+`, withInnerAddr(srcs[0]+"/32"))
+	servers := tl.bulkServers(t, 1)
+	stop := background(func(ctx context.Context) {
+		if _, err := servers[0].Client(ctx, tl.ns1, 3*time.Minute, "-u", "-b", "3M", "-l", "1400", "-B", srcs[0]); err != nil && ctx.Err() == nil {
+			t.Errorf("iperf3: %v", err)
+		}
+	})
+	defer stop()
+	var at []time.Time
+	var sent []uint64
+	for len(sent) < 300 {
+		ks, err := tl.Keys(Egress, "keyed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s uint64
+		for _, k := range ks {
+			if k.Key == srcs[0] {
+				s = k.SentBytes
+			}
+		}
+		if s > 0 || len(sent) > 0 { // from the key's first packet on
+			at = append(at, time.Now())
+			sent = append(sent, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	const rate, burst = 250e3, 3000.0 // 2 Mbit/s; its default burst, two MTUs
+	for _, w := range []int{1, 10, 100} {
+		worst := 0.0
+		for i := w; i < len(sent); i++ {
+			window := at[i].Sub(at[i-w]) + time.Millisecond
+			limit := rate*window.Seconds() + burst + 2*1514
+			worst = max(worst, float64(sent[i]-sent[i-w])/limit)
+		}
+		if worst > 1 {
+			t.Errorf("the key sent %.0f%% of rate*w + burst over %v windows", 100*worst, time.Duration(w)*10*time.Millisecond)
+		}
+	}
+	if r := float64(sent[len(sent)-1]-sent[0]) / at[len(at)-1].Sub(at[0]).Seconds(); r < 0.95*rate {
+		t.Errorf("the key sent %.3f Mbit/s, want about its 2", r*8/1e6)
+	}
+}
