@@ -417,14 +417,6 @@ func TestEmulateConfigClone(t *testing.T) {
 // TestValidateEmulateGoConfig checks the values a config file cannot
 // write.
 func TestValidateEmulateGoConfig(t *testing.T) {
-	valid := func() *config.Config {
-		c := &config.Config{
-			Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
-			Egress: config.DirectionConfig{Classes: []config.ClassConfig{{Name: "x", Rate: 1000}}},
-		}
-		c.SetDefaults()
-		return c
-	}
 	tests := []struct {
 		name string
 		edit func(e *config.EmulateConfig)
@@ -443,12 +435,12 @@ func TestValidateEmulateGoConfig(t *testing.T) {
 		{"model", func(e *config.EmulateConfig) { e.LossModel = &config.GilbertElliott{P: -1, R: 101, H: 0, K: 100} },
 			"egress.classes[0].loss.p: -1% is out of range [0%, 100%]\negress.classes[0].loss.r: 101% is out of range [0%, 100%]"},
 	}
-	if err := valid().Validate(); err != nil {
+	if err := goConfig().Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := valid()
+			c := goConfig()
 			tt.edit(&c.Egress.Classes[0].Emulate)
 			if err := c.Validate(); err == nil || err.Error() != tt.want {
 				t.Errorf("got\n%v\nwant\n%s", err, tt.want)

@@ -32,3 +32,14 @@ func flatTree(dc *config.DirectionConfig) {
 		set(dc.Default)
 	}
 }
+
+// goConfig returns a valid config built in Go, with its defaults: one
+// egress class "x", for the tests of what a file cannot write.
+func goConfig() *config.Config {
+	c := &config.Config{
+		Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
+		Egress: config.DirectionConfig{Classes: []config.ClassConfig{{Name: "x", Rate: 1000}}},
+	}
+	c.SetDefaults()
+	return c
+}

@@ -288,12 +288,8 @@ func TestSetDefaultsPer(t *testing.T) {
 // TestValidatePerGoConfig checks the values a config file cannot write.
 func TestValidatePerGoConfig(t *testing.T) {
 	valid := func() *config.Config {
-		c := &config.Config{
-			Link: config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
-			Egress: config.DirectionConfig{Classes: []config.ClassConfig{
-				{Name: "x", Rate: 1000, Per: &config.PerConfig{Kind: config.PerSrc, Rate: 100}},
-			}},
-		}
+		c := goConfig()
+		c.Egress.Classes[0].Per = &config.PerConfig{Kind: config.PerSrc, Rate: 100}
 		c.SetDefaults()
 		return c
 	}

@@ -158,14 +158,6 @@ func TestSetDefaultsQueue(t *testing.T) {
 // TestValidateQueueGoConfig checks the values a config file cannot write:
 // unknown kinds, and zero times without SetDefaults.
 func TestValidateQueueGoConfig(t *testing.T) {
-	valid := func() *config.Config {
-		c := &config.Config{
-			Link:   config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
-			Egress: config.DirectionConfig{Classes: []config.ClassConfig{{Name: "x", Rate: 1000}}},
-		}
-		c.SetDefaults()
-		return c
-	}
 	tests := []struct {
 		name string
 		edit func(cc *config.ClassConfig)
@@ -191,12 +183,12 @@ func TestValidateQueueGoConfig(t *testing.T) {
 				"egress.classes[0].interval: mode police drops instead of queueing: remove interval\n" +
 				"egress.classes[0].flows: mode police drops instead of queueing: remove flows"},
 	}
-	if err := valid().Validate(); err != nil {
+	if err := goConfig().Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := valid()
+			c := goConfig()
 			tt.edit(&c.Egress.Classes[0])
 			err := c.Validate()
 			if err == nil || err.Error() != tt.want {

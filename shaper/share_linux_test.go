@@ -32,11 +32,17 @@ func loadAll(loads ...func(ctx context.Context)) func(ctx context.Context) {
 	}
 }
 
-// twoClasses opens a link with policy whose classes a and b match the
-// two addresses of the outer namespace, and starts an iperf3 server on
-// each.
-func twoClasses(t *testing.T, policy string) (tl *testLink, sa, sb *tuntest.Iperf3Server) {
-	tl = newTwoAddrLink(t, false, policy)
+// twoClasses opens a link whose 20 Mbit/s egress has classes a and b at
+// the given rates, each with ceil 20 Mbit/s and matching one of the two
+// addresses of the outer namespace, and starts an iperf3 server on each.
+func twoClasses(t *testing.T, rateA, rateB string) (tl *testLink, sa, sb *tuntest.Iperf3Server) {
+	tl = newTwoAddrLink(t, false, fmt.Sprintf(`
+egress:
+  rate: 20mbit
+  classes:
+    - {name: a, match: {dst: [198.18.0.2/32]}, rate: %s, ceil: 20mbit}
+    - {name: b, match: {dst: [198.18.0.3/32]}, rate: %s, ceil: 20mbit}
+`, rateA, rateB))
 	sa = tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
 	sb = tuntest.StartIperf3Server(t, tl.ns2, netip.MustParseAddr("198.18.0.3"))
 	return tl, sa, sb
@@ -47,13 +53,7 @@ func twoClasses(t *testing.T, policy string) (tl *testLink, sa, sb *tuntest.Iper
 // leaves), and both loaded get 10 each (8 own, half the 4 spare).
 func TestShareBorrow(t *testing.T) {
 	rateTest(t)
-	tl, sa, sb := twoClasses(t, `
-egress:
-  rate: 20mbit
-  classes:
-    - {name: a, match: {dst: [198.18.0.2/32]}, rate: 8mbit, ceil: 20mbit}
-    - {name: b, match: {dst: [198.18.0.3/32]}, rate: 8mbit, ceil: 20mbit}
-`)
+	tl, sa, sb := twoClasses(t, "8mbit", "8mbit")
 	alone := tl.classRates(t, 2*time.Second, 4*time.Second, tl.udpFlood(t, sa, "30M"), "a")
 	if alone[0] < 0.99*2.5e6 {
 		t.Errorf("a alone: %.3f Mbit/s, want >= 99%% of 20 (its 8 and the 12 b leaves)", alone[0]*8/1e6)
@@ -74,13 +74,7 @@ egress:
 // their default weights (their rates): 5 and 15.
 func TestShareWeights(t *testing.T) {
 	rateTest(t)
-	tl, sa, sb := twoClasses(t, `
-egress:
-  rate: 20mbit
-  classes:
-    - {name: a, match: {dst: [198.18.0.2/32]}, rate: 2mbit, ceil: 20mbit}
-    - {name: b, match: {dst: [198.18.0.3/32]}, rate: 6mbit, ceil: 20mbit}
-`)
+	tl, sa, sb := twoClasses(t, "2mbit", "6mbit")
 	r := tl.classRates(t, 2*time.Second, 5*time.Second, loadAll(tl.udpFlood(t, sa, "30M"), tl.udpFlood(t, sb, "30M")), "a", "b")
 	tuntest.WithinRate(t, "a (rate 2, ceil 20)", r[0], 5e6/8, 0.03)
 	tuntest.WithinRate(t, "b (rate 6, ceil 20)", r[1], 15e6/8, 0.03)

@@ -167,16 +167,13 @@ const slackPackets = 2 * 1514
 // sent.
 func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
 	c := n.Class
-	c.Rate.Replenish(now)
-	if c.Rate.Available() >= int64(cost) {
-		ok, short, wait := n.take(Own, c.Rate, cost, now)
-		if ok {
-			c.blockedUntil.Store(0)
-			return Own, 0
-		}
-		if short != None {
-			return None, wait // a ceil on the way is short: borrowing cannot help
-		}
+	ok, short, wait := n.take(Own, c.Rate, cost, now)
+	if ok {
+		c.blockedUntil.Store(0)
+		return Own, 0
+	}
+	if short != None {
+		return None, wait // a ceil on the way is short: borrowing cannot help
 	}
 	return n.borrow(cost, now)
 }
@@ -206,26 +203,21 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 		} else {
 			level = Root
 		}
-		if lb != nil {
-			lb.Replenish(now)
-		}
-		if lb == nil || lb.Available() >= int64(cost) {
-			ok, short, d := n.take(level, lb, cost, now)
-			if ok {
-				n.borrowed(x, cost)
-				return level, 0
+		ok, short, d := n.take(level, lb, cost, now)
+		switch {
+		case ok:
+			n.borrowed(x, cost)
+			return level, 0
+		case short == None: // the lender has no spare: look further up
+			wait = min(wait, d)
+		default:
+			if short > 0 {
+				// A ceil it shares with others is short (one above
+				// n's own): it waits for capacity that borrowers of a
+				// worse priority would take.
+				n.block(x, now+int64(d+blockFor))
 			}
-			if short != None {
-				if short > 0 {
-					// A ceil it shares with others is short (one
-					// above n's own): it waits for capacity that
-					// borrowers of a worse priority would take.
-					n.block(x, now+int64(d+blockFor))
-				}
-				return None, d
-			}
-		} else {
-			wait = min(wait, lb.WaitFor(cost))
+			return None, d
 		}
 		if lender == nil {
 			// Blocked until the spare it waits for is there, and a while
