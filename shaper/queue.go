@@ -117,7 +117,11 @@ type lane struct {
 	fq         *fq.Sched
 	pending    heldPacket
 	hasPending bool
-	listed     bool
+	// A sparse flow's small packet picked while pending waits, to leave
+	// beside it (see queues.pickSparse).
+	sparse    heldPacket
+	hasSparse bool
+	listed    bool
 	// vt is the bytes this worker sent for the class per unit of its
 	// scheduler's weight (its flow count); weight is that weight (1/65536
 	// units), 0 while its scheduler is empty. Workers read each other's to
@@ -137,7 +141,7 @@ type lane struct {
 
 // empty reports whether the lane holds no packet.
 func (ln *lane) empty() bool {
-	return ln.held.len() == 0 && !ln.hasPending && (ln.fq == nil || ln.fq.Len() == 0)
+	return ln.held.len() == 0 && !ln.hasPending && !ln.hasSparse && (ln.fq == nil || ln.fq.Len() == 0)
 }
 
 // heldPacket is a packet a worker holds until its tokens have arrived. Its

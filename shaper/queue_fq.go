@@ -3,6 +3,7 @@ package shaper
 import (
 	"time"
 
+	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
@@ -184,6 +185,24 @@ func (q *queues) dropHeld(sh *shard, p *fq.Packet, reason DropReason) {
 // is empty.
 func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 	for !q.out.full() {
+		if ln.hasSparse {
+			sp := &ln.sparse
+			if wait := sp.advance(uint64(sp.pkt.Cost), now); wait > 0 {
+				// On time, not within the wake slack: it is what a
+				// sparse flow waits for.
+				sp.planned = now + int64(wait)
+				q.wakeAt(sp.planned)
+			} else {
+				hp := ln.sparse
+				ln.sparse, ln.hasSparse = heldPacket{}, false
+				q.unhold(sh, &hp)
+				q.out.send(hp.buf, hp.pkt, hp.out(c))
+				continue
+			}
+		}
+		if ln.hasPending && !ln.hasSparse && ln.pending.pkt.Cost > sparseCost && q.pickSparse(c, sh, ln, now) {
+			continue
+		}
 		if ln.hasPending {
 			pd := &ln.pending
 			if wait := pd.advance(uint64(pd.pkt.Cost), now); wait > 0 {
@@ -215,8 +234,9 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, config.DefaultBacklog), fqParams: ln.fq.Params()}
 		}
 		link := q.dir.Load().linkOf(st)
+		slack := slackOf(q.slack, st.rate, st.peak, link)
 		if wait := q.fairWait(c, ln, st, now); wait > 0 {
-			q.wakeAt(now + int64(wait) + int64(slackOf(q.slack, st.rate, st.peak, link)))
+			q.wakeAt(now + int64(wait) + int64(slack))
 			return
 		}
 		// A packet that could not leave within its backlog is dropped
@@ -231,24 +251,66 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 			}
 			return
 		}
-		cost := uint64(p.Pkt.Cost)
-		planned := now + int64(st.wait(link, cost, now))
-		if p.Arrival+int64(st.backlog) < planned {
-			q.dropHeld(sh, &p, DropBacklog)
-			continue
+		if hp, ok := q.picked(sh, ln, st, link, &p, now); ok {
+			ln.pending, ln.hasPending = hp, true
 		}
-		sh.observeDecision(planned - p.Arrival)
-		key, paid := keyOf(p.Gate)
-		hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, planned: planned,
-			passage: passage{g: &st.gate, link: link, key: key}}
-		hp.grab(cost, paid, now, true) // the packet waits as the class's picked one
-		if wt := ln.weight.Load(); wt > 0 {
-			ln.vt.Add(cost << 16 / wt)
-		}
-		ln.pending, ln.hasPending = hp, true
 	}
 	q.wakeAt(now) // write batch full: come back at once
 }
+
+// picked makes p, just dequeued, the class's picked packet: it claims its
+// tokens (grab at dequeue) and counts it in the worker's share of the
+// class. A packet that could not leave within the class's backlog is
+// dropped instead (false).
+func (q *queues) picked(sh *shard, ln *lane, st *classState, link *bucket.Bucket, p *fq.Packet, now int64) (heldPacket, bool) {
+	cost := uint64(p.Pkt.Cost)
+	planned := now + int64(st.wait(link, cost, now))
+	if p.Arrival+int64(st.backlog) < planned {
+		q.dropHeld(sh, p, DropBacklog)
+		return heldPacket{}, false
+	}
+	sh.observeDecision(planned - p.Arrival)
+	key, paid := keyOf(p.Gate)
+	hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, planned: planned,
+		passage: passage{g: &st.gate, link: link, key: key}}
+	hp.grab(cost, paid, now, true) // the packet waits as a picked one
+	if wt := ln.weight.Load(); wt > 0 {
+		ln.vt.Add(cost << 16 / wt)
+	}
+	return hp, true
+}
+
+// pickSparse picks a sparse flow's small packet (fq.DequeueSparse: at most
+// sparseCost bytes) to leave beside the bulk packet the class has picked
+// already, and reports whether it did. Such a packet would otherwise wait
+// for the picked one's tokens and then for its own, behind those the
+// class's other workers claimed meanwhile: at 10 Mbit/s with two workers
+// a ping then waits up to four full-size packets' time, 5 ms. It still
+// takes its tokens from every bucket, and counts in the worker's share of
+// the class, but does not wait for other workers (fairWait): it is small
+// and served once per idle spell of its flow.
+func (q *queues) pickSparse(c *Class, sh *shard, ln *lane, now int64) bool {
+	st := c.state.Load()
+	if !st.fq || ln.fq == nil {
+		return false
+	}
+	link := q.dir.Load().linkOf(st)
+	ahead := st.wait(link, 1, now)
+	p, ok := ln.fq.DequeueSparse(now, now+int64(ahead)-int64(st.backlog), sparseCost)
+	if !ok {
+		return false
+	}
+	if hp, ok := q.picked(sh, ln, st, link, &p, now); ok {
+		ln.sparse, ln.hasSparse = hp, true
+	}
+	return true
+}
+
+// sparseCost is the most a sparse flow's packet may cost to be picked
+// beside a bulk one (pickSparse): pings, pure ACKs, DNS queries, a call's
+// voice frames; not a bulk flow's full-size packets, though a bulk flow
+// that empties its queue now and then comes back as a new flow too.
+const sparseCost = 256
 
 // fairWait shares the class's rate between its workers by the weight of
 // their schedulers. It returns 0 if this worker may pick a packet now, or
@@ -306,15 +368,21 @@ func publishFlows(ln *lane, now int64, final bool) {
 // dropFQ drops what a class's scheduler and picked packet hold (the drain
 // deadline passed).
 func (q *queues) dropFQ(sh *shard, ln *lane) {
-	if ln.hasPending {
-		hp := &ln.pending
+	for _, slot := range [2]struct {
+		hp  *heldPacket
+		has *bool
+	}{{&ln.pending, &ln.hasPending}, {&ln.sparse, &ln.hasSparse}} {
+		if !*slot.has {
+			continue
+		}
+		hp := slot.hp
 		sh.drops[DropShutdown].Add(1)
 		q.unhold(sh, hp)
 		if hp.key != nil {
 			hp.key.Dropped()
 		}
 		q.slabs.put(hp.buf)
-		ln.pending, ln.hasPending = heldPacket{}, false
+		*slot.hp, *slot.has = heldPacket{}, false
 	}
 	if ln.fq != nil {
 		ln.fq.Drain(func(p *fq.Packet) { q.dropHeld(sh, p, DropShutdown) })

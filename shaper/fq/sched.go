@@ -422,6 +422,33 @@ func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
 	}
 }
 
+// DequeueSparse returns the packet the next Dequeue would start with if it
+// comes from a new flow (DRR++'s sparse flows, served first: one that had
+// nothing queued), costs at most maxCost and its gate lets it go now; else
+// it takes nothing and returns false. It lets a caller that holds a bulk
+// packet picked earlier send a sparse flow's small packet (a ping, a DNS
+// query, a call's voice) beside it rather than after it.
+func (s *Sched) DequeueSparse(now, tooOld int64, maxCost int) (Packet, bool) {
+	s.unthrottle(now)
+	fi := s.newList.head
+	if fi == none {
+		return Packet{}, false
+	}
+	f := &s.flows[fi]
+	if f.deficit <= 0 || f.head == none {
+		return Packet{}, false
+	}
+	pk := &s.nodes[f.head].pkt
+	if pk.Pkt.Cost > maxCost || pk.Gate != nil && pk.Gate.Hold(uint64(pk.Pkt.Cost), now) > 0 {
+		return Packet{}, false
+	}
+	p, ok := s.dequeueFlow(f, now, tooOld)
+	if ok {
+		f.deficit -= int32(p.Pkt.Cost)
+	}
+	return p, ok // a flow left empty leaves the lists in the next Dequeue
+}
+
 // throttle sets flow fi, just popped off its list, aside until until.
 func (s *Sched) throttle(fi int32, until int64) {
 	s.flows[fi].list = listThrottled
