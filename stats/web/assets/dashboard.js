@@ -185,6 +185,9 @@
     for (const k of [...state.colours.keys()]) {
       if (!seen.has(k)) state.colours.delete(k);
     }
+    for (const k of [...state.collapsed]) {
+      if (!seen.has(k)) state.collapsed.delete(k);
+    }
     const cut = state.times.length - state.size;
     if (cut > 0) {
       state.times.splice(0, cut);
