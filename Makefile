@@ -144,11 +144,11 @@ web-assets:
 	./stats/web/fetch-uplot.sh
 
 # dashboard-png remakes docs/metrics.md's screenshot of the dashboard,
-# docs/dashboard.png, with the browser test: pacerd shaping iperf3 traffic
-# between two namespaces, seen by headless Chromium (root: sudo make
-# dashboard-png).
+# docs/dashboard.png, with the class tree's browser test: pacerd shaping
+# iperf3 traffic through a class tree between two namespaces, seen by
+# headless Chromium (root: sudo make dashboard-png).
 dashboard-png: deps
-	PACER_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardBrowser$$' ./cmd/pacerd
+	PACER_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardTree$$' ./cmd/pacerd
 
 # demo builds pacerd and runs it between two namespaces with iperf3 traffic
 # (root: sudo make demo).

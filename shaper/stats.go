@@ -98,6 +98,7 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 	}
 	if cfg.Rate > 0 {
 		s.CeilBytesPerSecond = max(cfg.Ceil, cfg.Rate)
+		s.Weight = cfg.Weight
 	}
 	if st := ci.state.Load(); st != nil && st.node != nil {
 		s.BorrowedBytes = st.node.Class.Borrowed()

@@ -120,3 +120,91 @@ ingress:
 		t.Errorf("directions %+v", dirs)
 	}
 }
+
+// TestLinkStatsTree reads a class tree back as package stats sees it: each
+// class's parent, ceil, priority and weight (given or the defaults), and
+// the bytes a leaf sent beyond its rate as borrowed while its idle sibling
+// borrowed nothing.
+func TestLinkStatsTree(t *testing.T) {
+	cfg, err := config.Parse("tree.yaml", []byte(`link:
+  inner: {name: st-in}
+  outer: {name: st-out}
+egress:
+  rate: 20mbit
+  classes:
+    - {name: site, rate: 8mbit, ceil: 20mbit, priority: 2}
+    - {name: a, parent: site, match: {proto: udp}, rate: 4mbit, ceil: 20mbit, weight: 7}
+    - {name: b, parent: site, match: {proto: tcp}, rate: 4mbit, ceil: 20mbit}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, outer := tuntest.NewFake("st-in", 1, 64, false), tuntest.NewFake("st-out", 1, 64, false)
+	l, err := shaper.NewLink(inner, outer, cfg.Egress, cfg.Ingress, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Start()
+	defer func() {
+		l.Stop(time.Second)
+		inner.Close()
+		outer.Close()
+	}()
+	// 40 kB at once into a: far more than its burst and the 4 Mbit/s it
+	// accrues while they leave at the root's 20 Mbit/s.
+	const n = 40
+	udp := rawIPv4(17, 40000, 972)
+	for range n {
+		if err := inner.Inject(0, udp, tun.GSOInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		select {
+		case <-outer.Written(0):
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d packets written", i, n)
+		}
+	}
+	byClass := map[string]stats.ClassStats{}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		for _, cs := range l.ClassStats() {
+			if cs.Direction == "egress" {
+				byClass[cs.Class] = cs
+			}
+		}
+		if byClass["a"].SentPackets == n || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, c := range []struct {
+		class, parent string
+		ceil          uint64
+		priority      int
+		weight        uint64
+	}{
+		{class: "site", ceil: 2_500_000, priority: 2, weight: config.DefaultWeight(1_000_000)},
+		{class: "a", parent: "site", ceil: 2_500_000, priority: config.DefaultPriority, weight: 7},
+		{class: "b", parent: "site", ceil: 2_500_000, priority: config.DefaultPriority, weight: config.DefaultWeight(500_000)},
+	} {
+		got, ok := byClass[c.class]
+		if !ok {
+			t.Errorf("no class %s in %v", c.class, byClass)
+			continue
+		}
+		if got.Parent != c.parent || got.CeilBytesPerSecond != c.ceil || got.Priority != c.priority || got.Weight != c.weight {
+			t.Errorf("%s: parent %q ceil %d priority %d weight %d; want %q %d %d %d",
+				c.class, got.Parent, got.CeilBytesPerSecond, got.Priority, got.Weight, c.parent, c.ceil, c.priority, c.weight)
+		}
+		if c.class == "a" && (got.SentPackets != n || got.BorrowedBytes == 0 || got.BorrowedBytes > got.SentBytes) {
+			t.Errorf("a sent %d packets (%d B), borrowed %d B; want %d packets and borrowed in (0, sent]",
+				got.SentPackets, got.SentBytes, got.BorrowedBytes, n)
+		}
+		if c.class == "b" && got.BorrowedBytes != 0 {
+			t.Errorf("b was idle but borrowed %d B", got.BorrowedBytes)
+		}
+	}
+	if un := byClass[shaper.Unclassified]; un.Weight != 0 || un.CeilBytesPerSecond != 0 {
+		t.Errorf("unclassified: weight %d ceil %d, want 0 (no rate)", un.Weight, un.CeilBytesPerSecond)
+	}
+}

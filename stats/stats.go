@@ -92,11 +92,13 @@ type ClassStats struct {
 	PeakBytesPerSecond uint64 `json:"peak_bytes_per_second"`
 
 	// Link sharing: the class's parent ("": the direction), its ceil (0
-	// for a class without a rate), its priority and the bytes it sent
-	// beyond its rate (borrowed).
+	// for a class without a rate), its priority, its weight among the
+	// siblings of its priority (0 for a class without a rate) and the
+	// bytes it sent beyond its rate (borrowed).
 	Parent             string `json:"parent,omitempty"`
 	CeilBytesPerSecond uint64 `json:"ceil_bytes_per_second,omitempty"`
 	Priority           int    `json:"priority"`
+	Weight             uint64 `json:"weight,omitempty"`
 	BorrowedBytes      uint64 `json:"borrowed_bytes"`
 
 	ReceivedPackets uint64 `json:"received_packets"`

@@ -30,8 +30,8 @@ import (
 // Environment variables of TestDashboardBrowser.
 const (
 	// envDashboardPNG names the file that gets docs/metrics.md's screenshot,
-	// the whole page at 1280 px wide (make dashboard-png sets it to
-	// docs/dashboard.png).
+	// the whole page at 1280 px wide, from TestDashboardTree (make
+	// dashboard-png sets it to docs/dashboard.png).
 	envDashboardPNG = "PACER_DASHBOARD_PNG"
 	// envScreenshots names a directory that gets every screenshot the test
 	// takes, to look at them.
@@ -147,15 +147,7 @@ ingress:
 		t.Errorf("bulk's busiest keys are not listed (%d cells)", n)
 	}
 	checkNotBlank(t, "1280x800", b.screenshot(t, "1280x800", false), 1280, 800)
-	full := b.screenshot(t, "1280-full", true)
-	checkNotBlank(t, "1280 full page", full, 1280, 0)
-	if path := os.Getenv(envDashboardPNG); path != "" {
-		png := recompress(t, full)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("README screenshot: %s (%d KB)", path, len(png)/1024)
-	}
+	checkNotBlank(t, "1280 full page", b.screenshot(t, "1280-full", true), 1280, 0)
 	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,8 @@ const maxReasons = 16
 // sample per interval (a second by default) over a window (five minutes):
 // per class the configured rate, the achieved (sent) and offered
 // (received) rates, queue delay p50 and p99, drops per second by reason,
-// backlog, active flows, ECN marks per second and the number of keys.
+// backlog, active flows, ECN marks per second, the number of keys and, in
+// a class tree (link sharing), the borrowed rate.
 // Rates and per-second figures are the change of a counter between two
 // samples divided by the time between them, so a sample's figures cover
 // exactly the interval since the one before it.
@@ -65,7 +66,9 @@ type classHistory struct {
 	p50, p99             ring
 	backlog              ring
 	flows, marked, keys  ring // nil until the class can have them
+	borrowed             ring // nil until the class is in a tree
 	dropped              map[string]ring
+	tree                 bool // at the newest sample: in a tree (link sharing), with a rate
 }
 
 // ring is one series of a class: sample q at [q%size].
@@ -136,6 +139,7 @@ func (h *History) Sample(now time.Time) {
 	h.times[slot] = at
 	h.dirs = ds
 	h.order = h.order[:0]
+	trees := treeDirections(cs)
 	for i := range cs {
 		c := &cs[i]
 		k := stats.Key{Direction: c.Direction, Class: c.Class}
@@ -146,6 +150,7 @@ func (h *History) Sample(now time.Time) {
 		} else if ch.seq == h.seq {
 			continue // listed twice: keep the first
 		}
+		ch.tree = trees[c.Direction] && c.RateBytesPerSecond > 0
 		h.record(ch, slot, at, c)
 		h.order = append(h.order, k)
 	}
@@ -154,6 +159,20 @@ func (h *History) Sample(now time.Time) {
 			delete(h.classes, k)
 		}
 	}
+}
+
+// treeDirections returns the directions whose classes form a tree (link
+// sharing): some class has a parent or a ceil above its rate, as
+// pacerctl status decides it.
+func treeDirections(cs []stats.ClassStats) map[string]bool {
+	out := map[string]bool{}
+	for i := range cs {
+		c := &cs[i]
+		if c.Parent != "" || c.CeilBytesPerSecond > c.RateBytesPerSecond {
+			out[c.Direction] = true
+		}
+	}
+	return out
 }
 
 // newClass allocates a class's rings.
@@ -211,6 +230,12 @@ func (h *History) record(ch *classHistory, slot int, at int64, c *stats.ClassSta
 	}
 	if ch.keys != nil {
 		ch.keys[slot] = float32(c.Keys)
+	}
+	if ch.borrowed == nil && (ch.tree || c.BorrowedBytes != 0) {
+		ch.borrowed = newRing(h.size) // the samples before read as 0: a class out of a tree borrows nothing
+	}
+	if ch.borrowed != nil {
+		ch.borrowed[slot] = perSecond(c.BorrowedBytes, prev.BorrowedBytes)
 	}
 
 	for _, r := range ch.dropped {

@@ -75,6 +75,10 @@ type Class struct {
 	PeakBytesPerSecond uint64             `json:"peak_bytes_per_second"`
 	// BacklogPackets is the packets held at the newest sample.
 	BacklogPackets int64 `json:"backlog_packets"`
+	// Sharing is the class's place in its direction's class tree (link
+	// sharing) at the newest sample; nil for a class without a rate and
+	// for every class of a direction whose classes form no tree.
+	Sharing *Sharing `json:"sharing,omitempty"`
 	// Since is the number of the first sample that holds the class.
 	Since  uint64 `json:"since"`
 	Series Series `json:"series"`
@@ -83,6 +87,17 @@ type Class struct {
 	// keys it tracks.
 	TopKeys   []control.Key `json:"top_keys,omitempty"`
 	KeysTotal int           `json:"keys_total,omitempty"`
+}
+
+// Sharing is a class's link-sharing settings: its parent ("" when its
+// parent is the direction), ceil, priority (0 first) and weight among the
+// siblings of its priority. An inner class is one some class of the
+// direction names as Parent.
+type Sharing struct {
+	Parent             string `json:"parent"`
+	CeilBytesPerSecond uint64 `json:"ceil_bytes_per_second"`
+	Priority           int    `json:"priority"`
+	Weight             uint64 `json:"weight"`
 }
 
 // Series are a class's figures per sample.
@@ -112,6 +127,10 @@ type Series struct {
 	// Keys is the keys with a bucket of their own at the sample; only for
 	// a class with a per-key limit.
 	Keys floats `json:"keys,omitempty"`
+	// BorrowedBytesPerSecond is the part of SentBytesPerSecond the class
+	// sent beyond its rate (for an inner class: beyond its rate, for
+	// itself or its subtree); only for a class in a tree (see Sharing).
+	BorrowedBytesPerSecond floats `json:"borrowed_bytes_per_second,omitempty"`
 }
 
 // Snapshot returns the samples after sample number after: all samples
@@ -205,6 +224,12 @@ func (h *History) classJSON(ch *classHistory, first, last uint64) Class {
 	s.MarkedPerSecond = get(ch.marked, true)
 	if ch.keys != nil {
 		s.Keys = get(ch.keys, false)
+	}
+	if ch.borrowed != nil {
+		s.BorrowedBytesPerSecond = get(ch.borrowed, true)
+	}
+	if ch.tree {
+		out.Sharing = &Sharing{Parent: c.Parent, CeilBytesPerSecond: c.CeilBytesPerSecond, Priority: c.Priority, Weight: c.Weight}
 	}
 	s.DroppedPerSecond = map[string]floats{}
 	for reason := range c.Dropped {

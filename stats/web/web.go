@@ -1,8 +1,9 @@
 // Package web is pacerd's live dashboard: one read-only page, served at
 // "/" of the metrics listener, that charts every class's configured and
-// achieved rate, queue delay (p50, p99), drops by reason, backlog, active
-// flows, ECN marks and busiest keys over the last minutes, and the JSON
-// endpoint the page polls once a second.
+// achieved rate, borrowed rate (link sharing), queue delay (p50, p99),
+// drops by reason, backlog, active flows, ECN marks and busiest keys over
+// the last minutes and shows a class tree as a tree, and the JSON endpoint
+// the page polls once a second.
 //
 // A History records a stats.Source once a second into a fixed ring per
 // class; Handler serves the page, its assets and the history:

@@ -1,11 +1,12 @@
 // pacerd's live dashboard. It polls api/v1/history just after each of
 // pacerd's one-second samples (asking only for the samples it has not
 // seen), keeps the history's window of samples, and draws for each
-// direction: charts of rate, queue delay, drops, backlog, active flows and
-// ECN marks, a table of every class's figures at the newest sample, and
-// the busiest keys of classes with a per-key limit. A class keeps one
-// colour in every chart and table while it exists. The page only reads:
-// changes go through pacerctl.
+// direction: charts of rate, borrowed rate (link sharing), queue delay,
+// drops, backlog, active flows and ECN marks, a table of every class's
+// figures at the newest sample (a class tree as a tree: each class's
+// children under it, collapsible), and the busiest keys of classes with a
+// per-key limit. A class keeps one colour in every chart and table while
+// it exists. The page only reads: changes go through pacerctl.
 'use strict';
 (() => {
   // Colours of classes, in the order classes are first seen; "unclassified"
@@ -28,6 +29,7 @@
     colours: new Map(), // class key -> colour
     views: new Map(), // direction -> view
     charted: new Map(), // direction -> {sig, keys, at}
+    collapsed: new Set(), // class keys of inner classes whose subtree the table hides
   };
 
   // ---- Formatting: rates in tc units of bits (1mbit = 10^6 bit/s), sizes
@@ -117,7 +119,8 @@
       if (k === 'class') e.className = v;
       else if (k === 'text') e.textContent = v;
       else if (k === 'colour') e.style.setProperty('--c', v);
-      else if (k.startsWith('data-') || k === 'title' || k === 'hidden' || k === 'scope') {
+      else if (k === 'depth') e.style.setProperty('--depth', v);
+      else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'title' || k === 'hidden' || k === 'scope') {
         if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? '' : v);
       } else e[k] = v;
     }
@@ -182,6 +185,9 @@
     for (const k of [...state.colours.keys()]) {
       if (!seen.has(k)) state.colours.delete(k);
     }
+    for (const k of [...state.collapsed]) {
+      if (!seen.has(k)) state.collapsed.delete(k);
+    }
     const cut = state.times.length - state.size;
     if (cut > 0) {
       state.times.splice(0, cut);
@@ -239,6 +245,15 @@
         const r = c.series.rate_bytes_per_second[i];
         return fmtRate(c.series.sent_bytes_per_second[i]) + (r > 0 ? ' / ' + fmtRateExact(r) : '');
       },
+    },
+    {
+      // Link sharing: what each leaf of a class tree sends beyond its own
+      // rate. Leaves only: an inner class's borrowing is its subtree's.
+      id: 'borrowed', title: 'Borrowed', hint: 'leaves: sent beyond their rate', axis: fmtBitsAxis,
+      series: (c) => c.meta.sharing && !c.inner && c.series.borrowed_bytes_per_second ?
+        [{cls: c, label: c.meta.class + ' borrowed', values: scale(c.series.borrowed_bytes_per_second, 8), width: 1.5}] : [],
+      readout: (c, i) => fmtRate(c.series.borrowed_bytes_per_second[i]),
+      hideEmpty: true,
     },
     {
       id: 'delay', title: 'Queue delay', hint: 'p99 ── p50 ╌╌', axis: fmtMsAxis,
@@ -338,14 +353,9 @@
       v.grid.append(c.fig);
     }
     v.tbody = el('tbody');
-    const th = (t, cls, title) => el('th', {scope: 'col', class: cls, text: t, title});
-    v.table = el('table', {class: 'classes'},
-      el('thead', {}, el('tr', {},
-        th('class'), th('achieved', '', 'sent over the last second'), th('rate', '', 'configured rate'),
-        th('offered', '', 'received over the last second'), th('delay p50 / p99'), th('drops/s'),
-        th('backlog'), th('flows'), th('ECN/s', '', 'packets marked CE per second'), th('keys'),
-        th('global', '', 'global limit: this host\'s leased rate of the fleet\'s, hosts, lease state'), th('mode', 'mode'))),
-      v.tbody);
+    v.thead = el('thead');
+    v.tree = null; // whether the header has the tree's columns
+    v.table = el('table', {class: 'classes'}, v.thead, v.tbody);
     v.keys = el('div', {class: 'keys'});
     v.section = el('section', {class: 'dir', 'data-direction': direction},
       el('div', {class: 'dir-head'}, v.title, v.sub), v.legend, v.grid,
@@ -367,6 +377,9 @@
 
   function updateView(v, d) {
     const classes = d.keys.map((k) => state.classes.get(k)).filter(Boolean);
+    const rows = treeRows(classes);
+    v.d = d;
+    v.rows = rows;
     v.sub.textContent = (SUBS[d.direction] || '') + (d.rate > 0 ? ' · total ' + fmtRateExact(d.rate) : '');
 
     // Legend: the charted classes (the table lists every class).
@@ -379,8 +392,61 @@
     }
 
     for (const c of v.charts.values()) updateChart(v, c, charted);
-    updateTable(v, d, classes);
+    updateTable(v, d, rows);
     updateKeys(v, d, classes);
+  }
+
+  // treeRows orders a direction's classes as their tree (link sharing)
+  // reads top down: each class followed by its children, in the
+  // direction's order; classes outside a tree (or whose parent is not
+  // listed) stay where they are. Each row is {c, depth, parent, inner};
+  // it also marks each class's entry inner or not, for the charts.
+  function treeRows(classes) {
+    const names = new Set(classes.map((c) => c.meta.class));
+    const children = new Map();
+    const top = [];
+    for (const c of classes) {
+      const p = c.meta.sharing ? c.meta.sharing.parent : '';
+      if (p && names.has(p) && p !== c.meta.class) {
+        if (!children.has(p)) children.set(p, []);
+        children.get(p).push(c);
+      } else {
+        top.push(c);
+      }
+    }
+    const rows = [];
+    const add = (c, depth, parent) => {
+      const kids = children.get(c.meta.class) || [];
+      c.inner = kids.length > 0;
+      rows.push({c, depth, parent, inner: c.inner});
+      if (depth < 8) for (const k of kids) add(k, depth + 1, c.meta.class);
+    };
+    for (const c of top) add(c, 0, '');
+    return rows;
+  }
+
+  // tableHead writes the table's header: with the tree's columns
+  // (borrowed, ceil, priority) in a direction whose classes form a tree.
+  function tableHead(tree) {
+    const th = (t, cls, title) => el('th', {scope: 'col', class: cls, text: t, title});
+    return el('tr', {},
+      th('class'), th('achieved', '', 'sent over the last second'),
+      tree ? th('borrowed', '', 'sent beyond the class\'s rate over the last second (for an inner class: by its subtree)') : null,
+      th('rate', '', 'configured rate'),
+      tree ? th('ceil', '', 'the most the class may reach by borrowing') : null,
+      tree ? th('prio', '', 'priority for spare (0 first); the tooltip gives the weight') : null,
+      th('offered', '', 'received over the last second'), th('delay p50 / p99'), th('drops/s'),
+      th('backlog'), th('flows'), th('ECN/s', '', 'packets marked CE per second'), th('keys'),
+      th('global', '', 'global limit: this host\'s leased rate of the fleet\'s, hosts, lease state'), th('mode', 'mode'));
+  }
+
+  // hiddenByCollapse reports whether a row's class sits under a collapsed
+  // inner class.
+  function hiddenByCollapse(direction, row, parentOf) {
+    for (let p = row.parent, n = 0; p && n < 9; p = parentOf.get(p), n++) {
+      if (state.collapsed.has(key(direction, p))) return true;
+    }
+    return false;
   }
 
   // globalText is a global class's lease: "25 Mbit/s of 100 Mbit/s · 4 hosts",
@@ -484,9 +550,16 @@
     c.readout.replaceChildren(...parts);
   }
 
-  function updateTable(v, d, classes) {
+  function updateTable(v, d, ordered) {
     const n = state.times.length;
-    const rows = classes.map((c) => {
+    const tree = ordered.some((r) => r.c.meta.sharing);
+    if (v.tree !== tree) {
+      v.thead.replaceChildren(tableHead(tree));
+      v.tree = tree;
+    }
+    const parentOf = new Map(ordered.map((r) => [r.c.meta.class, r.parent]));
+    const rows = ordered.map((row) => {
+      const c = row.c;
       const m = c.meta;
       const s = c.series;
       const i = n - 1;
@@ -495,16 +568,54 @@
       const dropTotal = drops.reduce((t, [, a]) => t + a[i], 0);
       const fq = m.queue === 'fq';
       const sent = s.sent_bytes_per_second[i];
-      return el('tr', {'data-direction': d.direction, 'data-class': m.class},
-        el('td', {class: 'name'}, swatch(colourOf(key(d.direction, m.class))), m.class),
+      const sh = m.sharing;
+      const k = key(d.direction, m.class);
+      const collapsed = row.inner && state.collapsed.has(k);
+      let name = [swatch(colourOf(k)), m.class];
+      if (tree) {
+        const toggle = row.inner ? el('button', {
+          type: 'button', class: 'toggle', text: collapsed ? '▸' : '▾', 'data-toggle': m.class,
+          title: collapsed ? 'show the classes under ' + m.class : 'hide the classes under ' + m.class,
+          'aria-expanded': collapsed ? 'false' : 'true',
+        }) : el('i', {class: 'toggle-space'});
+        if (row.inner) {
+          toggle.addEventListener('click', () => {
+            if (state.collapsed.has(k)) state.collapsed.delete(k);
+            else state.collapsed.add(k);
+            updateTable(v, v.d, v.rows);
+          });
+        }
+        name = [toggle, ...name];
+      }
+      const borrowed = sh && s.borrowed_bytes_per_second ? s.borrowed_bytes_per_second[i] : null;
+      return el('tr', {
+        'data-direction': d.direction, 'data-class': m.class,
+        'data-parent': tree ? row.parent : null, 'data-depth': tree ? row.depth : null,
+        'data-inner': row.inner ? (collapsed ? 'collapsed' : 'expanded') : null,
+        hidden: tree && hiddenByCollapse(d.direction, row, parentOf),
+      },
+        el('td', {class: 'name' + (row.depth > 0 ? ' child' : ''), depth: row.depth}, ...name),
         cell('achieved', fmtRate(sent), {
           'data-value': ok(sent) ? sent : '',
           'data-from': i > 0 ? state.times[i - 1] : '', 'data-to': state.times[i],
           title: i > 0 ? `${fmtTime(state.times[i - 1])} – ${fmtTime(state.times[i])}` : null,
         }),
+        tree ? cell('borrowed', sh ? fmtRate(borrowed) : DASH, {
+          'data-value': ok(borrowed) ? borrowed : '',
+          class: sh && ok(borrowed) && borrowed > 0 ? '' : 'dim',
+        }) : null,
         cell('rate', m.rate_bytes_per_second > 0 ? fmtRateExact(m.rate_bytes_per_second) +
           (m.peak_bytes_per_second > 0 ? ' peak ' + fmtRateExact(m.peak_bytes_per_second) : '') : DASH,
         {'data-value': m.rate_bytes_per_second}),
+        tree ? cell('ceil', sh ? fmtRateExact(sh.ceil_bytes_per_second) : DASH, {
+          'data-value': sh ? sh.ceil_bytes_per_second : '',
+          class: sh && sh.ceil_bytes_per_second > m.rate_bytes_per_second ? '' : 'dim',
+          title: sh && sh.ceil_bytes_per_second <= m.rate_bytes_per_second ? 'ceil = rate: does not borrow' : null,
+        }) : null,
+        tree ? cell('prio', sh ? String(sh.priority) : DASH, {
+          'data-value': sh ? sh.priority : '', class: sh ? '' : 'dim',
+          title: sh ? 'priority ' + sh.priority + ' · weight ' + sh.weight : null,
+        }) : null,
         cell('offered', fmtRate(s.received_bytes_per_second[i])),
         cell('delay', fmtDelay(s.delay_p50_seconds[i]) + ' / ' + fmtDelay(s.delay_p99_seconds[i])),
         cell('drops', dropTotal > 0 ? fmtCount(dropTotal) : '0', {
@@ -521,7 +632,7 @@
           title: m.global ? `key ${m.global.key} · fleet demand ${fmtRate(m.global.fleet_demand_bytes_per_second)} · ` +
             `lease age ${m.global.lease_age_seconds.toFixed(1)} s · ${m.global.failures} failed refreshes · on_unreachable ${m.global.on_unreachable}` : null,
         }),
-        cell('mode', modeText(m), {class: 'mode'}),
+        cell('mode', (row.inner ? 'inner · ' : '') + modeText(m), {class: 'mode'}),
       );
     });
     v.tbody.replaceChildren(...rows);
@@ -639,6 +750,20 @@
           out[dir][id] = {};
           for (const s of c.series) out[dir][id][s.label] = last(s.values);
         }
+      }
+      return out;
+    },
+    // tree returns, per direction, the table's rows in their order:
+    // {class, parent, depth, inner, hidden} (parent and depth only in a
+    // class tree).
+    tree() {
+      const out = {};
+      for (const [dir, v] of state.views) {
+        out[dir] = [...v.tbody.querySelectorAll('tr[data-class]')].map((tr) => ({
+          class: tr.dataset.class, parent: tr.dataset.parent ?? null,
+          depth: tr.dataset.depth === undefined ? null : +tr.dataset.depth,
+          inner: tr.dataset.inner ?? null, hidden: tr.hidden,
+        }));
       }
       return out;
     },
