@@ -73,6 +73,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.plots(res)
 	r.latencyUnderLoad(res, p)
 	r.emulation(res, p)
+	r.share(res, p)
 	r.method(p)
 
 	h := &rep{w: w}
@@ -166,6 +167,7 @@ func (r *rep) decision(res *results) {
 	}
 	r.headline("Decision per packet: %s classes (%s for 10,000 vs 1).", strings.Join(parts, ", "),
 		fmtRatio(ratio(res.Micro.Decision[len(res.Micro.Decision)-1].NsOp, base)))
+	r.treeDecision(res.Micro.Tree, base)
 
 	if len(res.Micro.PerKey) > 0 {
 		r.p("`BenchmarkDecisionPerKey`: the same decision in a class with a per-key limit (`per: {key: src}`) and 100,000 live keys, on all CPUs at once: parse, classify, look the source's key up, replenish and grab the key's and the class's buckets. With one packet per key before the next (random) key every lookup misses the caches; with 32 (a batch of one flow) it is the common case. The design budget is 150 ns.")
