@@ -51,8 +51,8 @@ type shareLeaf struct {
 	RateBits   uint64
 	CeilBits   uint64
 	Priority   int
-	Port       int  // the iperf3 port of its traffic (TCP dport; 0 for an inner class)
-	UDP        bool // the class takes all UDP: the voice stream and the probe
+	Port       int  // the iperf3 port of its traffic (TCP dport; 0 for an inner class or a class of only the probe)
+	UDP        bool // the class takes all UDP: the voice stream (if Port) and the probe
 	Backlogged bool // saturated by TCP in the sharing cases
 }
 
@@ -66,7 +66,16 @@ type shareCase struct {
 
 var shareCases = []shareCase{
 	{
-		Key: "priority", Title: "voice at priority 0 beside two bulk classes at priority 1",
+		Key: "probe", Title: "voice at priority 0 carrying only the probe, beside two bulk classes at priority 1 (the issue's reference)",
+		RootBits: shareRootBits, Probe: true,
+		Leaves: []shareLeaf{
+			{Name: "voice", RateBits: 2_000_000, CeilBits: shareRootBits, Priority: 0, UDP: true},
+			{Name: "a", RateBits: 8_000_000, CeilBits: shareRootBits, Priority: 1, Port: iperfPort, Backlogged: true},
+			{Name: "b", RateBits: 8_000_000, CeilBits: shareRootBits, Priority: 1, Port: sharePortB, Backlogged: true},
+		},
+	},
+	{
+		Key: "priority", Title: "voice at priority 0 carrying a 3 Mbit/s UDP stream (above its rate) and the probe, beside two bulk classes at priority 1",
 		RootBits: shareRootBits, Probe: true,
 		Leaves: []shareLeaf{
 			{Name: "voice", RateBits: 2_000_000, CeilBits: shareRootBits, Priority: 0, Port: sharePortVoice, UDP: true},
@@ -85,9 +94,13 @@ var shareCases = []shareCase{
 }
 
 // shareVariants are the shapers of scenario 12's sharing cases.
+// pacer-flat is no tree but one class of the root's rate carrying all
+// the traffic (fair-queued by flow): a reference for the CPU, and for
+// what the tree changes in the shares.
 var shareVariants = []struct{ key, name string }{
 	{"pacer", "pacer (offloads off)"},
 	{"htb", "htb on veth (offloads off)"},
+	{"pacer-flat", "pacer, one class (offloads off)"},
 }
 
 // classShare is what one class got in one sharing case and variant.
@@ -288,7 +301,10 @@ func shareExpected(c *shareCase) []expectedClass {
 	for _, l := range c.Leaves {
 		demand := float64(l.CeilBits) * 10
 		if l.UDP {
-			demand = voiceIPBits
+			demand = 0
+			if l.Port != 0 {
+				demand = voiceIPBits
+			}
 			if c.Probe {
 				demand += float64(probePayload+28) * 8 / lulProbeInterval.Seconds()
 			}
@@ -334,9 +350,15 @@ func (r *runner) shareOnce(ctx context.Context, sr *shareResult, rep int) error 
 	c := sr.Case
 	var p *path
 	var err error
-	if sr.Key == "pacer" {
+	switch sr.Key {
+	case "pacer":
 		p, err = r.e.pacerPath(false, 0, sharePolicy(c))
-	} else {
+	case "pacer-flat":
+		p, err = r.e.pacerPath(false, 0, shapedPolicy(c.RootBits, burstFor(c.RootBits/8), shareBacklog))
+		if err == nil {
+			p.name = "pacer, one class (offloads off)"
+		}
+	default:
 		p, err = r.buildHTB(ctx, c, false)
 	}
 	if err != nil {

@@ -45,8 +45,8 @@ func (r *rep) share(res *results, p params) {
 	r.p("")
 	r.p("The same tree and the same traffic through pacer ([link sharing](docs/link-sharing.md)) and through the kernel's htb, in the same run, the variants alternating repetition by repetition. **pacer**: the tree as a config (the root is the direction's `rate`; every class `rate`, `ceil` and `priority`, bursts by default: 10 ms of the rate, cburst 10 ms of the ceil), offloads off. **htb** on the veth's sending end (offloads off): root class 1:1 with the root's rate, a child per class with the same `rate`, `ceil`, `prio`, `burst` and `cburst`, every figure ×1514/1500 as for tbf (htb charges the Ethernet header), u32 filters on the protocol and the destination port; pacer matches the same way (`proto`, `dport`). The bulk classes' queues hold %v at their ceil (pacer's `backlog`; a `bfifo` of as many bytes under each htb leaf); the UDP class has pacer's default queue and htb's default leaf qdisc. Weights are both defaults: pacer's follows the rate, htb's quantum is rate/r2q.", shareBacklog)
 	r.p("")
-	r.p("**Cases**, root %d Mbit/s: %s. Each bulk class carries %d TCP flows (one `iperf3 -P %d -C cubic` to its own port), the UDP class a %d Mbit/s stream (`iperf3 -u`, %d-byte IP packets) and the harness's UDP probe (a %d-byte datagram every %v). A run lasts %v; the figures are over the window from %v after the traffic starts to 0.5 s before it ends, %s. A class's rate is what its iperf3 server received, counted back to IP bytes (1500 per 1448 TCP payload bytes; the probe's packets added to the UDP class); **want** is HTB's promise for the offered load (each class its rate, the spare by priority, then by weight, up to the ceil). The probe's RTT is given as the loaded p50 and p99 **minus its idle p50** through the same variant (probes in the second before the traffic). **CPU per GB** is of IP bytes delivered and counts the whole path: this process (pacer's workers, the probe) and the iperf3 processes, whose sends and receives carry the kernel's work (htb's included) as far as it runs in their context (softirq work run outside them, such as htb's dequeue from its timer, is not counted: at 20 Mbit/s the iperf3 processes barely run, so htb's *path* figure is mostly the probe's); *pacer alone* is this process's; *machine* is the whole machine's busy time (/proc/stat), which counts that softirq work too, but also any other work on the machine at the time.",
-		shareRootBits/1_000_000, caseTitles(), shareFlows, shareFlows, voiceIPBits/1_000_000, voiceLen+28, probePayload+28, lulProbeInterval,
+	r.p("**Cases**, root %d Mbit/s: %s. Each bulk class carries %d TCP flows (one `iperf3 -P %d -C cubic` to its own port); the voice class (all UDP) carries the harness's UDP probe (a %d-byte datagram every %v) and, in the *priority* case, a %d Mbit/s stream (`iperf3 -u`, %d-byte IP packets; with the probe below the 2 + 2 Mbit/s voice can get, so that its queue does not grow without bound). **pacer, one class** is no tree: one class of the root's rate (and the same backlog) carrying all the traffic, fair-queued by flow (pacer's default queue), as the reference for the CPU and for what the tree changes in the shares. A run lasts %v; the figures are over the window from %v after the traffic starts to 0.5 s before it ends, %s. A class's rate is what its iperf3 server received, counted back to IP bytes (1500 per 1448 TCP payload bytes; the probe's packets added to the voice class); **want** is HTB's promise for the offered load (each class its rate, the spare by priority, then by weight, up to the ceil). The probe's RTT is given as the loaded p50 and p99 **minus its idle p50** through the same variant (probes in the second before the traffic). **CPU per GB** is of IP bytes delivered and counts the whole path: this process (pacer's workers, the probe) and the iperf3 processes, whose sends and receives carry the kernel's work (htb's included) as far as it runs in their context; softirq work run outside them, such as htb's dequeue from its watchdog timer, is not counted, so at 20 Mbit/s, where the iperf3 processes barely run, htb's figure is mostly the probe's and is a lower bound. *pacer alone* is this process's. (The machine's busy time was too disturbed by other work on this shared machine at 20 Mbit/s to report.)",
+		shareRootBits/1_000_000, caseTitles(), shareFlows, shareFlows, probePayload+28, lulProbeInterval, voiceIPBits/1_000_000, voiceLen+28,
 		p.shareTime, p.shareWarm, medianOf(p.shareReps))
 	r.p("")
 	t := newTable("case", "shaper", "class (rate / ceil, prio)", "want Mbit/s", "got Mbit/s", "error")
@@ -54,12 +54,16 @@ func (r *rep) share(res *results, p params) {
 		for i, cl := range sr.Classes {
 			l := sr.Case.Leaves[i]
 			got := summarize(cl.Mbps)
+			if sr.Key == "pacer-flat" {
+				t.add(sr.Case.Key, sr.Name, cl.Name+"'s traffic", "—", fmtSummary(got, 2), "—")
+				continue
+			}
 			t.add(sr.Case.Key, sr.Name, fmt.Sprintf("%s (%s / %s, %d)", cl.Name, mbit(l.RateBits), mbit(l.CeilBits), l.Priority),
 				fmtNum(cl.Expected/1e6, 2), fmtSummary(got, 2), fmtPct(relErr(got, cl.Expected/1e6)))
 		}
 	}
 	r.p("%s", t)
-	t = newTable("case", "shaper", "probe idle p50 ms", "probe p50 − idle, ms", "probe p99 − idle, ms", "probes lost", "utilisation", "CPU s per GB: path", "pacer alone", "machine")
+	t = newTable("case", "shaper", "probe idle p50 ms", "probe p50 − idle, ms", "probe p99 − idle, ms", "probes lost", "utilisation", "CPU s per GB: path", "pacer alone")
 	for _, sr := range s.Sharing {
 		idle := summarize(sr.IdleP50)
 		p50, p99, lost := "—", "—", "—"
@@ -69,7 +73,7 @@ func (r *rep) share(res *results, p params) {
 			lost = fmt.Sprintf("%d of %d", sr.Lost, sr.Sent)
 		}
 		own := "—"
-		if sr.Key == "pacer" {
+		if strings.HasPrefix(sr.Key, "pacer") {
 			own = fmtSummary(summarize(sr.OwnCPU), 1)
 		}
 		idleS := "—"
@@ -77,11 +81,11 @@ func (r *rep) share(res *results, p params) {
 			idleS = fmtSummary(idle, 3)
 		}
 		if len(sr.Util) == 0 {
-			t.add(sr.Case.Key, sr.Name, "failed", "failed", "failed", "—", "failed", "—", "—", "—")
+			t.add(sr.Case.Key, sr.Name, "failed", "failed", "failed", "—", "failed", "—", "—")
 			continue
 		}
 		t.add(sr.Case.Key, sr.Name, idleS, p50, p99, lost, fmtSummary(summarize(sr.Util).scale(100), 1)+"%",
-			fmtSummary(summarize(sr.PathCPU), 1), own, fmtSummary(summarize(sr.MachCPU), 1))
+			fmtSummary(summarize(sr.PathCPU), 1), own)
 	}
 	r.p("%s", t)
 	r.p("For reference, the issue quotes htb on a veth pair with voice at prio 0 beside four bulk flows in a prio-2 class: probe p50 0.09 ms, p99 0.20 ms.")
