@@ -20,7 +20,8 @@
 // (shaper.Open, in this process, so that this process's rusage is pacer's
 // CPU), the bare copy loop (tuntest.BareCopy, also in this process), and a
 // veth pair, with `tc qdisc tbf` (and fq_codel, cake and netem, where the
-// kernel has them) where a shaper or emulator is compared. Traffic is
+// kernel has them) where a shaper or emulator is compared, and `tc htb`
+// where a class tree is (scenario 12). Traffic is
 // iperf3, ping and the harness's UDP probe between 198.18.0.1 and
 // 198.18.0.2 only.
 package main
