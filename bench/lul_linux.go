@@ -355,7 +355,12 @@ func (j *jsonIperf) wait(ctx context.Context, d time.Duration) ([]byte, error) {
 // it listens. A server with --json prints nothing until the test ends, so
 // the listening socket is looked up in ns2's /proc/net/tcp.
 func (e *env) startJSONIperfServer(ctx context.Context) (*jsonIperf, error) {
-	j, err := e.startJSONIperf(e.ns2, "-s", "-1", "-i", "0.5", "-B", addr2.String(), "-p", strconv.Itoa(iperfPort))
+	return e.startJSONIperfServerOn(ctx, iperfPort)
+}
+
+// startJSONIperfServerOn is startJSONIperfServer on another port.
+func (e *env) startJSONIperfServerOn(ctx context.Context, port int) (*jsonIperf, error) {
+	j, err := e.startJSONIperf(e.ns2, "-s", "-1", "-i", "0.5", "-B", addr2.String(), "-p", strconv.Itoa(port))
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +375,7 @@ func (e *env) startJSONIperfServer(ctx context.Context) (*jsonIperf, error) {
 			j.stop()
 			return nil, err
 		}
-		if tcpListening(tab, iperfPort) {
+		if tcpListening(tab, port) {
 			return j, nil
 		}
 		select {
@@ -391,7 +396,13 @@ func (e *env) startJSONIperfServer(ctx context.Context) (*jsonIperf, error) {
 // startJSONIperfClient starts `iperf3 -c --json` in ns1 against the server
 // in ns2 for secs seconds.
 func (e *env) startJSONIperfClient(secs int, extra ...string) (*jsonIperf, error) {
-	return e.startJSONIperf(e.ns1, append([]string{"-c", addr2.String(), "-p", strconv.Itoa(iperfPort),
+	return e.startJSONIperfClientTo(iperfPort, secs, extra...)
+}
+
+// startJSONIperfClientTo is startJSONIperfClient against the server on
+// another port.
+func (e *env) startJSONIperfClientTo(port, secs int, extra ...string) (*jsonIperf, error) {
+	return e.startJSONIperf(e.ns1, append([]string{"-c", addr2.String(), "-p", strconv.Itoa(port),
 		"-t", strconv.Itoa(secs)}, extra...)...)
 }
 

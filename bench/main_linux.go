@@ -20,7 +20,8 @@
 // (shaper.Open, in this process, so that this process's rusage is pacer's
 // CPU), the bare copy loop (tuntest.BareCopy, also in this process), and a
 // veth pair, with `tc qdisc tbf` (and fq_codel, cake and netem, where the
-// kernel has them) where a shaper or emulator is compared. Traffic is
+// kernel has them) where a shaper or emulator is compared, and `tc htb`
+// where a class tree is (scenario 12). Traffic is
 // iperf3, ping and the harness's UDP probe between 198.18.0.1 and
 // 198.18.0.2 only.
 package main
@@ -74,6 +75,10 @@ type params struct {
 	emuIdle        time.Duration // scenario 11, probe: each idle phase
 	emuLoadWarm    time.Duration // from the bulk flows' start to the first loaded phase
 	emuProbeWindow time.Duration // each loaded phase
+	shareReps      int           // scenario 12, sharing cases
+	shareTime      time.Duration // scenario 12: iperf3 -t per run (whole seconds)
+	shareWarm      time.Duration // scenario 12: from the traffic's start to the window
+	shareIdle      time.Duration // scenario 12: probes before the traffic starts
 }
 
 var fullParams = params{
@@ -86,6 +91,7 @@ var fullParams = params{
 	lulTime: 7 * time.Second, lulSkip: 2 * time.Second, lulReps: 3,
 	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second, emuSteadyAt: 10 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
+	shareReps: 3, shareTime: 10 * time.Second, shareWarm: 3 * time.Second, shareIdle: time.Second,
 }
 
 var quickParams = params{
@@ -98,6 +104,7 @@ var quickParams = params{
 	lulTime: 6 * time.Second, lulSkip: 2 * time.Second, lulReps: 1,
 	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second, emuSteadyAt: 3 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
+	shareReps: 1, shareTime: 6 * time.Second, shareWarm: 2 * time.Second, shareIdle: time.Second,
 }
 
 // results is everything a run measured, for the report.
@@ -113,6 +120,7 @@ type results struct {
 	RateChange  []*rateSeries
 	LUL         []*lulResult      // scenario 10, by rate then variant
 	Emu         *emuResults       // scenario 11
+	Share       *shareResults     // scenario 12
 	Plots       map[string]string // plot name → path relative to the report
 	Errors      []string
 }
@@ -135,11 +143,11 @@ func (r *runner) progress(format string, args ...any) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenarios 10 and 11; whole run about 2 minutes)")
+	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenarios 10, 11 and 12's sharing cases; whole run about 3 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11), for development; default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12), for development; default all")
 	soak := flag.Bool("soak", false, "soak mode instead of the benchmarks: pacerd under changing rates and reloads for -duration; writes -out (default SOAK.md) and soak.csv and soak.png into -plots (default docs/)")
 	duration := flag.Duration("duration", 20*time.Minute, "soak: how long the changes run (whole multiples of 10s)")
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
@@ -248,6 +256,7 @@ func run() int {
 		{[]string{"9"}, "scenario 9", r.runRateChange},
 		{[]string{"10"}, "scenario 10", r.runLatencyUnderLoad},
 		{[]string{"11"}, "scenario 11", r.runEmulation},
+		{[]string{"12"}, "scenario 12", r.runShare},
 	} {
 		if ctx.Err() != nil {
 			break

@@ -46,6 +46,17 @@ type decisionRow struct {
 	Allocs  summary
 }
 
+// treeRow is a row of scenario 2's tree decision: BenchmarkDecision's
+// tree-depth=N sub-benchmark (parse + classify + decide for a leaf N
+// levels deep), missing in a commit that does not have it yet.
+type treeRow struct {
+	Depth        int
+	NsOp, Allocs summary
+}
+
+// treeDepths are the depths of BenchmarkDecision's tree sub-benchmarks.
+var treeDepths = []int{1, 3}
+
 // perKeyRow is a measured row of scenario 2's per-key decision.
 type perKeyRow struct {
 	PacketsPerKey int
@@ -63,6 +74,7 @@ type fqRow struct {
 type microResults struct {
 	Bucket   []bucketRow
 	Decision []decisionRow
+	Tree     []treeRow   // BenchmarkDecision/tree-depth=N; NsOp.N is 0 where the sub-benchmark is missing
 	PerKey   []perKeyRow // the decision with a per-key limit and 100,000 live keys
 	FQ       []fqRow     // fair-queue enqueue + dequeue
 	Command  []string    // the go test command lines
@@ -118,6 +130,10 @@ func runMicro(ctx context.Context, gt, dir string, count int, benchtime string, 
 	for _, n := range []int{1, 100, 10000} {
 		key := fmt.Sprintf("Decision/classes=%d", n)
 		res.Decision = append(res.Decision, decisionRow{Classes: n, NsOp: summarize(ns[key]), Allocs: summarize(allocs[key])})
+	}
+	for _, depth := range treeDepths {
+		key := fmt.Sprintf("Decision/tree-depth=%d", depth)
+		res.Tree = append(res.Tree, treeRow{Depth: depth, NsOp: summarize(ns[key]), Allocs: summarize(allocs[key])})
 	}
 	for _, run := range []int{1, 32} {
 		key := fmt.Sprintf("DecisionPerKey/packets-per-key=%d", run)

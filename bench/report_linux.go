@@ -73,6 +73,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.plots(res)
 	r.latencyUnderLoad(res, p)
 	r.emulation(res, p)
+	r.share(res, p)
 	r.method(p)
 
 	h := &rep{w: w}
@@ -166,6 +167,7 @@ func (r *rep) decision(res *results) {
 	}
 	r.headline("Decision per packet: %s classes (%s for 10,000 vs 1).", strings.Join(parts, ", "),
 		fmtRatio(ratio(res.Micro.Decision[len(res.Micro.Decision)-1].NsOp, base)))
+	r.treeDecision(res.Micro.Tree, base)
 
 	if len(res.Micro.PerKey) > 0 {
 		r.p("`BenchmarkDecisionPerKey`: the same decision in a class with a per-key limit (`per: {key: src}`) and 100,000 live keys, on all CPUs at once: parse, classify, look the source's key up, replenish and grab the key's and the class's buckets. With one packet per key before the next (random) key every lookup misses the caches; with 32 (a batch of one flow) it is the common case. The design budget is 150 ns.")
@@ -748,6 +750,8 @@ func (r *rep) method(p params) {
 			int(p.lulTime/time.Second), lulFlows, lulProbeInterval, 2*shapeBacklog, p.lulSkip, p.lulTime-500*time.Millisecond, plural(p.lulReps, "repetition")),
 		fmt.Sprintf("Scenario 11 raises `net.ipv4.tcp_rmem` and `tcp_wmem`'s maximum to %d MiB in both namespaces (so that a window covers 10 Gbit/s × 20 ms); its throughput runs are `iperf3 -c -t %d [-P 4] -C cubic` with a window of %v after %v (the rate-limited ones `-t %d`, with a second window from %v), and its probe phases last %v idle and %v under load (after %v of load), %s.",
 			emuTCPBufMax>>20, int((p.emuWarm+p.emuWindow)/time.Second)+2, p.emuWindow, p.emuWarm, int((p.emuSteadyAt+p.emuWindow)/time.Second)+2, p.emuSteadyAt, p.emuIdle, p.emuProbeWindow, p.emuLoadWarm, plural(p.emuReps, "repetition")),
+		fmt.Sprintf("Scenario 12 builds the htb tree with `tc` in the sending namespace on the veth's end and removes it with the veth; its sharing runs are `iperf3 -c -t %d -P %d -C cubic -i 0.5 --json --get-server-output` per bulk class (and `-u` for the voice stream) against one-test `iperf3 -s --json` servers on ports %d, %d and %d, %s; the CPU of the iperf3 processes is read from /proc/PID/stat (10 ms ticks).",
+			int(p.shareTime/time.Second), shareFlows, iperfPort, sharePortB, sharePortVoice, plural(p.shareReps, "repetition")),
 		fmt.Sprintf("Scenarios 1 and 2 run `go test -bench` as a subprocess, %d times each (`-count %d -benchtime %s`); the benchmarks stay in their `_test.go` files.", p.benchCount, p.benchCount, p.benchTime),
 		"The run measures on whatever else the machine is doing: the header gives the load average and the other CPU time during the run.",
 	}

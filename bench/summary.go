@@ -173,3 +173,9 @@ func delayPercentile(counts []uint64, bounds []time.Duration, p float64) time.Du
 	}
 	return time.Duration(math.MaxInt64)
 }
+
+// shift returns s with d added to every value.
+func (s summary) shift(d float64) summary {
+	s.Median, s.Min, s.Max = s.Median+d, s.Min+d, s.Max+d
+	return s
+}
