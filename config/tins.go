@@ -73,24 +73,24 @@ type Tin struct {
 // cakeSets are the DSCP values of the tins of sch_cake.c's tables,
 // CS0/DF and the unlisted values being best effort.
 var (
-	dscpBulk        = DSCPOf(1, 8)                                            // LE, CS1
-	dscpVoice4      = DSCPOf(32, 40, 44, 46, 48, 56)                          // CS4, CS5, VA, EF, CS6, CS7
-	dscpVideo4      = DSCPOf(4, 16, 18, 20, 22, 24, 26, 28, 30, 34, 36, 38) // TOS4, CS2, AF2x, CS3, AF3x, AF4x
-	dscpVoice3      = DSCPOf(4, 44, 46, 48, 56)                               // TOS4, VA, EF, CS6, CS7
-	allDSCP DSCPSet = 1<<64 - 1
+	dscpBulk           = DSCPOf(1, 8)                                          // LE, CS1
+	dscpVoice4         = DSCPOf(32, 40, 44, 46, 48, 56)                        // CS4, CS5, VA, EF, CS6, CS7
+	dscpVideo4         = DSCPOf(4, 16, 18, 20, 22, 24, 26, 28, 30, 34, 36, 38) // TOS4, CS2, AF2x, CS3, AF3x, AF4x
+	dscpVoice3         = DSCPOf(4, 44, 46, 48, 56)                             // TOS4, VA, EF, CS6, CS7
+	allDSCP    DSCPSet = 1<<64 - 1
 )
 
 // diffserv8Sets are the DSCP values of diffserv8's tin 0 .. tin 7 (tin 2
 // best effort).
 var diffserv8Sets = [8]DSCPSet{
-	DSCPOf(1),                              // LE
-	DSCPOf(2, 8, 10, 12, 14),               // TOS2, CS1, AF1x
-	0,                                      // best effort
-	DSCPOf(24, 26, 28, 30, 34, 36, 38),     // CS3, AF3x, AF4x
-	DSCPOf(4, 18, 20, 22),                  // TOS4, AF2x
-	DSCPOf(16),                             // CS2
-	DSCPOf(32, 40, 44, 46),                 // CS4, CS5, VA, EF
-	DSCPOf(48, 56),                         // CS6, CS7
+	DSCPOf(1),                          // LE
+	DSCPOf(2, 8, 10, 12, 14),           // TOS2, CS1, AF1x
+	0,                                  // best effort
+	DSCPOf(24, 26, 28, 30, 34, 36, 38), // CS3, AF3x, AF4x
+	DSCPOf(4, 18, 20, 22),              // TOS4, AF2x
+	DSCPOf(16),                         // CS2
+	DSCPOf(32, 40, 44, 46),             // CS4, CS5, VA, EF
+	DSCPOf(48, 56),                     // CS6, CS7
 }
 
 // TinsOf returns the tins of a preset in priority order (the first

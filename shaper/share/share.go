@@ -187,6 +187,13 @@ const activeFor = 10 * time.Millisecond
 // (a worker may wake its wake slack late) and take it.
 const blockFor = time.Millisecond
 
+// withinFor is how long after the tokens it waits for are due a packet
+// within its rate that a shared ceil held up still counts as waiting:
+// longer than blockFor, as a borrower that comes first while it counts
+// no more takes what it waited for, and its worker may wake late on a
+// busy machine. It ends sooner when the packet goes.
+const withinFor = 5 * time.Millisecond
+
 // maxYield bounds how long a borrower waits for a sibling before it asks
 // again.
 const maxYield = 2 * time.Millisecond
@@ -229,12 +236,20 @@ func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
 // while a sibling (of n or of an ancestor, in an overcommitted sibling
 // set) of a better priority waits with a packet within its rate; and a
 // packet within n's rate that a shared ceil (or the root's cap) holds up
-// marks n so (withinUntil), up to the level below that ceil.
+// marks n so (withinUntil), up to the level below that ceil. A packet
+// over n's rate (a borrower) waits while such a sibling of any priority
+// waits: the classes within their rates go first.
 func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
-	if d := n.yieldWithin(now); d > 0 {
+	c := n.Class
+	if d := n.yieldWithin(now, false); d > 0 {
+		// It waits for a better sibling; with a packet within its rate
+		// it still waits before the borrowers.
+		c.Rate.Replenish(now)
+		if c.Rate.WaitFor(cost) == 0 {
+			n.waitWithin(Root, now+int64(d+withinFor))
+		}
 		return None, d
 	}
-	c := n.Class
 	ok, short, wait := n.take(Own, c.Rate, cost, now)
 	if ok {
 		c.blockedUntil.Store(0)
@@ -246,32 +261,41 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 		return Own, 0
 	}
 	if short == None {
+		if d := n.yieldWithin(now, true); d > 0 {
+			return None, d
+		}
 		return n.borrow(cost, now)
 	}
 	// The ceil short levels up (Root: the root's cap) holds up a packet
 	// within n's rate: n and its ancestors below that ceil wait for it.
-	t := now + int64(wait+blockFor)
-	level := Lender(0)
-	for y := n; y != nil && level < short; y = y.Parent {
-		if y.overcommitted && y.Class.withinUntil.Load() < t {
-			y.Class.withinUntil.Store(t)
-		}
-		level++
-	}
+	n.waitWithin(short, now+int64(wait+withinFor))
 	return None, wait
 }
 
+// waitWithin marks n and its ancestors below level (in overcommitted
+// sibling sets) as waiting with a packet within their rates until t.
+func (n *Node) waitWithin(level Lender, t int64) {
+	l := Lender(0)
+	for y := n; y != nil && l < level; y = y.Parent {
+		if y.overcommitted && y.Class.withinUntil.Load() < t {
+			y.Class.withinUntil.Store(t)
+		}
+		l++
+	}
+}
+
 // yieldWithin returns how long n waits for a sibling of a better
-// priority that waits with a packet within its rate (of n's, or of an
-// ancestor's in an overcommitted sibling set); 0: none does.
-func (n *Node) yieldWithin(now int64) time.Duration {
+// priority (of any, if all) that waits with a packet within its rate (a
+// sibling of n's, or of an ancestor's, in an overcommitted sibling set);
+// 0: none does.
+func (n *Node) yieldWithin(now int64, all bool) time.Duration {
 	var until int64
 	for x := n; x != nil; x = x.Parent {
 		if !x.overcommitted {
 			continue
 		}
 		for _, y := range x.siblings() {
-			if y.Priority < x.Priority {
+			if y.Priority < x.Priority || all && y != x {
 				if u := y.Class.withinUntil.Load(); u > now {
 					until = max(until, u)
 				}
