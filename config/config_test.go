@@ -466,6 +466,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, queue: fifo, aqm: codel}\n  - {name: b, rate: 1mbit, target: 1s, interval: 1s, flows: 12, quantum: 32}\n"))
 	f.Add([]byte(base + "ingress:\n  default: {rate: 1mbit, mode: police, ecn: true, isolate: hosts}\n"))
 	f.Add([]byte(base + "redis: {sentinel: {master: m, addresses: ['s:1']}, tls: {ca_file: /a}}\negress:\n  classes:\n  - {name: a, global: {key: k, rate: 1mbit, period: 200ms, on_unreachable: open}}\n"))
+	f.Add([]byte(base + "egress:\n  classes:\n  - {name: s, rate: 20mbit, ceil: 30mbit, tins: diffserv4, wash: true, match: {dscp: [ef, 40]}}\ningress:\n  rate: 8mbit\n  tins: diffserv8\n"))
 	f.Add([]byte("a: [\n"))
 	lineRE := regexp.MustCompile(`^f\.yaml:[0-9]+: `)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -213,3 +213,30 @@ func TestDSCPList(t *testing.T) {
 		t.Errorf("JSON %s", b)
 	}
 }
+
+// TestTinsFollowSet: a class's rate set as pacerctl set does moves its
+// tins' thresholds and ceils; its tins cannot be found to be set.
+func TestTinsFollowSet(t *testing.T) {
+	c, err := config.Parse("tins.yaml", []byte(treeBase+"egress:\n  classes:\n    - {name: site, rate: 20mbit, tins: diffserv4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &c.Egress.Classes[0]
+	if err := c.ApplyClass(config.Egress, cc, []config.Change{{Key: "rate", Value: "40mbit"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ex := c.Egress.Expanded()
+	if v := ex.Classes[1]; v.Name != "site/voice" || v.Rate != 1_250_000 || v.Ceil != 5_000_000 {
+		t.Errorf("voice after rate=40mbit: %s rate %d ceil %d, want 1250000 and 5000000", v.Name, v.Rate, v.Ceil)
+	}
+	if owner, ok := c.Egress.TinOwner("site/video"); !ok || owner != "site" {
+		t.Errorf("TinOwner(site/video) = %q, %v", owner, ok)
+	}
+	if _, ok := c.Egress.TinOwner("site"); ok {
+		t.Error("site is no tin")
+	}
+}

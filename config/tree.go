@@ -264,7 +264,9 @@ func knownNames(index map[string]int) string {
 // each naming the file, line and setting as errors do: children whose
 // rates add up to more than their parent's (the direction's, for
 // top-level classes). Their guarantees then hold only while they do not
-// all use them at once; what every ceil bounds still holds.
+// all use them at once, and within their rates they are served by
+// priority; what every ceil bounds still holds. A class's tins overcommit
+// it by design (CAKE's thresholds) and are not warned of.
 func (c *Config) Warnings() []error {
 	var out []error
 	v := &validator{src: c.src}
@@ -317,7 +319,7 @@ func (v *validator) oversubscribed(path string, dc *DirectionConfig) []error {
 		if p == "" {
 			what = "the direction's"
 		}
-		out = append(out, v.src.errorf(first[p]+".rate", "warning: the rates of %s children add up to %s, more than %s rate (%s): each keeps its guarantee only while they do not all use it at once", strings.TrimSuffix(what, "'s")+"'s", FormatRate(sum[p]), what, FormatRate(r)))
+		out = append(out, v.src.errorf(first[p]+".rate", "warning: the rates of %s children add up to %s, more than %s rate (%s): each keeps its guarantee only while they do not all use it at once; within their rates they are then served by priority", strings.TrimSuffix(what, "'s")+"'s", FormatRate(sum[p]), what, FormatRate(r)))
 	}
 	return out
 }
