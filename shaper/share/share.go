@@ -23,6 +23,14 @@
 // time, vt). A borrower yields while a sibling of a better priority is
 // blocked, or while it is ahead of the least served active sibling of its
 // own priority by more than two packets.
+//
+// Where the rates of a parent's children add up to more than its rate
+// (an overcommitted parent, as CAKE's tins are; Tree.Finish finds them),
+// the children's packets within their rates go by priority too, as HTB
+// serves the classes that can send: a packet within its rate that a
+// shared ceil holds up marks its class as waiting (withinUntil), and its
+// siblings of a worse priority, and its borrowing siblings of any, wait
+// for it. A tree whose rates fit never takes that path.
 package share
 
 import (
