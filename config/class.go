@@ -30,6 +30,14 @@ type DirectionConfig struct {
 	// hosts, leased from Redis; Rate is then Global.Rate (SetDefaults) and
 	// the direction's bucket runs at the rate the lease sets.
 	Global *GlobalConfig
+	// Tins, if set, splits the direction's packets into CAKE's tins of
+	// the preset under the root (see tins.go); the direction then has no
+	// classes. Wash clears the DSCP of its packets once their tin is
+	// chosen. TinClasses are the tins as classes (SetDefaults makes them
+	// from Tins and Rate; see Expanded).
+	Tins       Tins
+	Wash       bool
+	TinClasses []ClassConfig
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -102,6 +110,18 @@ type ClassConfig struct {
 	CBurst   uint64
 	Priority *int
 	Weight   uint64
+
+	// Tins, if set, makes the class an inner class whose children are
+	// CAKE's tins of the preset (see tins.go): TinClasses, which
+	// SetDefaults makes from the class's settings (see Expanded). TinOf
+	// is, on a tin's class, the class that has it ("" for a direction's
+	// tins: then Parent is "" too). Wash clears the DSCP of the class's
+	// packets (its tins' packets), keeping ECN, once the class (tin) is
+	// chosen.
+	Tins       Tins
+	TinClasses []ClassConfig
+	TinOf      string
+	Wash       bool
 }
 
 // DefaultBurst is the burst used when a config gives a rate but no burst:
@@ -134,7 +154,7 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				d.class(v, p, dc.Default, true)
 			}},
 			d.globalField(&dc.Global),
-		}, d.emulateFields(&dc.Emulate)...))
+		}, append(d.tinsFields(&dc.Tins, &dc.Wash), d.emulateFields(&dc.Emulate)...)...))
 		d.globalRate(path, dc.Global, "direction")
 	}
 }
@@ -162,7 +182,10 @@ func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	fields = append(fields, d.emulateFields(&cc.Emulate)...)
 	fields = append(fields, d.globalField(&cc.Global))
 	fields = append(fields, d.treeFields(cc)...)
-	if !isDefault {
+	if isDefault {
+		fields = append(fields, field{"wash", d.boolean(&cc.Wash)})
+	} else {
+		fields = append(fields, d.tinsFields(&cc.Tins, &cc.Wash)...)
 		fields = append([]field{
 			{"name", d.str(&cc.Name)},
 			{"match", d.match(&cc.Match)},
@@ -190,6 +213,12 @@ func (dc *DirectionConfig) setDefaults(mtu int) {
 		}
 		dc.Default.setDefaults(mtu)
 	}
+	dc.TinClasses = nil
+	if dc.Tins != TinsNone {
+		root := ClassConfig{Rate: dc.Rate, Ceil: dc.Rate, Backlog: DefaultBacklog}
+		root.FQ.setDefaults()
+		dc.TinClasses = tinClasses(dc.Tins, &root, dc.Wash, mtu)
+	}
 }
 
 func (cc *ClassConfig) setDefaults(mtu int) {
@@ -212,6 +241,7 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 		cc.Per.setDefaults(mtu)
 	}
 	cc.treeDefaults(mtu)
+	cc.TinClasses = tinClasses(cc.Tins, cc, cc.Wash, mtu)
 }
 
 func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from string) {
@@ -223,6 +253,7 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 	}
 	v.emulate(path, &dc.Emulate, dc.Rate)
 	v.directionGlobal(path, dc, mtu, from)
+	v.directionTins(path, dc)
 	seen := map[string]int{}
 	for i := range dc.Classes {
 		cc := &dc.Classes[i]
@@ -297,6 +328,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
 	v.classTree(path, cc)
+	v.classTins(path, cc)
 }
 
 // parseMode reads a mode's config name ("shape" or "police").

@@ -67,7 +67,7 @@ func TestLoadConfigFull(t *testing.T) {
 			{
 				Name: "video",
 				Match: config.MatchConfig{Src: pfx("198.18.0.0/24"), Dst: pfx("198.18.0.2/32"), Proto: u8(17),
-					Sport: config.PortRange{Lo: 80, Hi: 80}, Dport: config.PortRange{Lo: 5000, Hi: 5999}, DSCP: u8(46)},
+					Sport: config.PortRange{Lo: 80, Hi: 80}, Dport: config.PortRange{Lo: 5000, Hi: 5999}, DSCP: config.DSCPOf(46)},
 				Rate: 2_500_000, Burst: 32 << 10, Peak: 5_000_000, Backlog: 100 * time.Millisecond, Mode: config.ModeShape, Capped: true,
 				Queue: config.QueueFQ,
 				FQ: config.FQConfig{AQM: config.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
@@ -98,7 +98,7 @@ func TestLoadConfigFull(t *testing.T) {
 		Rate:  125_000_000,
 		Burst: 1_250_000,
 		Classes: []config.ClassConfig{
-			{Name: "voice", Match: config.MatchConfig{DSCP: u8(46)}, Rate: 125_000, Burst: 3000, Backlog: config.DefaultBacklog, Queue: config.QueueFIFO},
+			{Name: "voice", Match: config.MatchConfig{DSCP: config.DSCPOf(46)}, Rate: 125_000, Burst: 3000, Backlog: config.DefaultBacklog, Queue: config.QueueFIFO},
 		},
 		Emulate: config.EmulateConfig{Delay: 20 * time.Millisecond, LossModel: &config.GilbertElliott{P: 0.5, R: 99.5, H: 0, K: 100},
 			Rates: []config.RateStep{{At: 0, Rate: 125_000_000}, {At: 1500 * time.Millisecond, Rate: 12_500_000}, {At: 2 * time.Second}}},
@@ -181,7 +181,7 @@ func TestParseConfigIPv6(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.Egress.Classes
-	if got := *cl[1].Match.DSCP; got != 34 {
+	if got := cl[1].Match.DSCP; got != config.DSCPOf(34) {
 		t.Errorf("AF41 = %d, want 34", got)
 	}
 	if got, want := cl[1].Match.Dst, pfx("2001:db8:100::/48", "2001:db8:200::7/128"); !reflect.DeepEqual(got, want) {
@@ -261,7 +261,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, wash)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -295,7 +295,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
 		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceiling: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight)`},
+			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, tins, wash)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,
@@ -346,7 +346,7 @@ func TestValidateGoConfig(t *testing.T) {
 	c := &config.Config{
 		Link: config.LinkPairConfig{Inner: config.LinkConfig{Name: "a"}, Outer: config.LinkConfig{Name: "b"}},
 		Egress: config.DirectionConfig{Classes: []config.ClassConfig{
-			{Name: "x", Rate: 1000, Match: config.MatchConfig{DSCP: u8(70)}},
+			{Name: "x", Rate: 1000, Match: config.MatchConfig{Dport: config.PortRange{Lo: 9, Hi: 8}}},
 		}},
 	}
 	err := c.Validate()
@@ -359,10 +359,10 @@ func TestValidateGoConfig(t *testing.T) {
 	}
 	c.SetDefaults()
 	err = c.Validate()
-	if err == nil || err.Error() != "egress.classes[0].match.dscp: 70 is above 63" {
+	if err == nil || err.Error() != "egress.classes[0].match.dport: range 9-8 is reversed" {
 		t.Errorf("after SetDefaults: err = %v", err)
 	}
-	*c.Egress.Classes[0].Match.DSCP = 7
+	c.Egress.Classes[0].Match.Dport = config.PortRange{Lo: 8, Hi: 9}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
@@ -466,6 +466,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, queue: fifo, aqm: codel}\n  - {name: b, rate: 1mbit, target: 1s, interval: 1s, flows: 12, quantum: 32}\n"))
 	f.Add([]byte(base + "ingress:\n  default: {rate: 1mbit, mode: police, ecn: true, isolate: hosts}\n"))
 	f.Add([]byte(base + "redis: {sentinel: {master: m, addresses: ['s:1']}, tls: {ca_file: /a}}\negress:\n  classes:\n  - {name: a, global: {key: k, rate: 1mbit, period: 200ms, on_unreachable: open}}\n"))
+	f.Add([]byte(base + "egress:\n  classes:\n  - {name: s, rate: 20mbit, ceil: 30mbit, tins: diffserv4, wash: true, match: {dscp: [ef, 40]}}\ningress:\n  rate: 8mbit\n  tins: diffserv8\n"))
 	f.Add([]byte("a: [\n"))
 	lineRE := regexp.MustCompile(`^f\.yaml:[0-9]+: `)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -22,8 +22,8 @@ type MatchConfig struct {
 	Proto *uint8
 	// Sport and Dport match TCP and UDP ports.
 	Sport, Dport PortRange
-	// DSCP, if set, is 0 to 63.
-	DSCP *uint8
+	// DSCP, if not the zero (any) set, is the DSCP values that match.
+	DSCP DSCPSet
 }
 
 // PortRange is an inclusive range of ports. The zero PortRange (0-0) means
@@ -68,18 +68,7 @@ func (d *decoder) match(m *MatchConfig) func(*yaml.Node, string) {
 			}},
 			{"sport", d.ports(&m.Sport)},
 			{"dport", d.ports(&m.Dport)},
-			{"dscp", func(v *yaml.Node, p string) {
-				s, ok := d.scalar(v, p, "a DSCP value (0 to 63 or a name such as ef)")
-				if !ok {
-					return
-				}
-				dscp, err := parseDSCP(s)
-				if err != nil {
-					d.failf(v, p, "%v", err)
-					return
-				}
-				m.DSCP = &dscp
-			}},
+			{"dscp", d.dscps(&m.DSCP)},
 		})
 	}
 }
@@ -196,9 +185,6 @@ func (v *validator) match(path string, m *MatchConfig) {
 			v.errorf(path+"."+pr.name, "range %d-%d is reversed", r.Lo, r.Hi)
 		}
 	}
-	if m.DSCP != nil && *m.DSCP > 63 {
-		v.errorf(path+".dscp", "%d is above 63", *m.DSCP)
-	}
 }
 
 const (
@@ -231,7 +217,7 @@ func famName(f int) string {
 }
 
 func (m *MatchConfig) isZero() bool {
-	return len(m.Src) == 0 && len(m.Dst) == 0 && m.Proto == nil && m.Sport.IsAny() && m.Dport.IsAny() && m.DSCP == nil
+	return len(m.Src) == 0 && len(m.Dst) == 0 && m.Proto == nil && m.Sport.IsAny() && m.Dport.IsAny() && m.DSCP.IsAny()
 }
 
 // Units.

@@ -39,7 +39,7 @@ var treeKeys = [...]string{"parent", "ceil", "cburst", "priority", "weight"}
 // the packets a class takes, and an inner class takes none of its own.
 var leafOnly = [...]string{"match", "peak", "backlog", "mode", "capped", "queue", "fq", "aqm", "ecn", "target", "interval",
 	"flows", "isolate", "quantum", "per", "global", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
-	"corrupt", "trace", "rates"}
+	"corrupt", "trace", "rates", "tins", "wash"}
 
 // treeFields are a class's link-sharing keys and how each decodes into cc.
 func (d *decoder) treeFields(cc *ClassConfig) []field {
@@ -67,8 +67,11 @@ func (d *decoder) treeFields(cc *ClassConfig) []field {
 // every class has its rate and the direction's rate is a cap they share
 // first come, first served, as before link sharing.
 func (dc *DirectionConfig) IsTree() bool {
+	if dc.Tins != TinsNone {
+		return true
+	}
 	for i := range dc.Classes {
-		if cc := &dc.Classes[i]; cc.Parent != "" || cc.Ceil > cc.Rate {
+		if cc := &dc.Classes[i]; cc.Parent != "" || cc.Ceil > cc.Rate || cc.Tins != TinsNone {
 			return true
 		}
 	}
@@ -160,6 +163,8 @@ func (v *validator) tree(path string, dc *DirectionConfig, from string) {
 				v.errorf(p+".parent", "a class cannot be its own parent")
 			case !ok:
 				v.errorf(p+".parent", "%s has no class %q%s", path, cc.Parent, knownNames(index))
+			case dc.Classes[j].Tins != TinsNone:
+				v.errorf(p+".parent", "%q has tins (%s): its children are its tins, so no class can name it as parent", cc.Parent, dc.Classes[j].Tins)
 			default:
 				if depth, cycle := depthOf(dc, j, index); cycle {
 					v.errorf(p+".parent", "%q is its own ancestor: the parents form a cycle", cc.Name)
@@ -168,7 +173,7 @@ func (v *validator) tree(path string, dc *DirectionConfig, from string) {
 				}
 			}
 		}
-		if inner[cc.Name] && k < len(dc.Classes) {
+		if inner[cc.Name] && k < len(dc.Classes) && cc.Tins == TinsNone {
 			v.innerClass(p, cc)
 		}
 		if dc.IsTree() && cc.Capped {
@@ -259,7 +264,9 @@ func knownNames(index map[string]int) string {
 // each naming the file, line and setting as errors do: children whose
 // rates add up to more than their parent's (the direction's, for
 // top-level classes). Their guarantees then hold only while they do not
-// all use them at once; what every ceil bounds still holds.
+// all use them at once, and within their rates they are served by
+// priority; what every ceil bounds still holds. A class's tins overcommit
+// it by design (CAKE's thresholds) and are not warned of.
 func (c *Config) Warnings() []error {
 	var out []error
 	v := &validator{src: c.src}
@@ -312,7 +319,7 @@ func (v *validator) oversubscribed(path string, dc *DirectionConfig) []error {
 		if p == "" {
 			what = "the direction's"
 		}
-		out = append(out, v.src.errorf(first[p]+".rate", "warning: the rates of %s children add up to %s, more than %s rate (%s): each keeps its guarantee only while they do not all use it at once", strings.TrimSuffix(what, "'s")+"'s", FormatRate(sum[p]), what, FormatRate(r)))
+		out = append(out, v.src.errorf(first[p]+".rate", "warning: the rates of %s children add up to %s, more than %s rate (%s): each keeps its guarantee only while they do not all use it at once; within their rates they are then served by priority", strings.TrimSuffix(what, "'s")+"'s", FormatRate(sum[p]), what, FormatRate(r)))
 	}
 	return out
 }

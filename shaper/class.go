@@ -75,6 +75,9 @@ type classState struct {
 	perPolice bool
 	// emu is the class's link emulation (nil: none).
 	emu *emulate.Settings
+	// wash: the class clears its packets' DSCP (keeping ECN) once they
+	// are classified.
+	wash bool
 	// children are an inner class's children (link sharing): it takes no
 	// packets of its own, and its counters are theirs summed.
 	children []*Class
@@ -135,7 +138,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 	c.sched = c.nextSched
 	c.nextSched = nil
 	old := c.state.Load()
-	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog}
+	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash}
 	c.applyPer(st, cfg, now)
 	st.emu = emuSettings(cfg.Emulate)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {

@@ -32,6 +32,7 @@ type direction struct {
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
 // by name. It fails only on a classifier error; cfg is validated already.
 func newDirection(name string, cfg config.DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
+	cfg = cfg.Expanded() // tins as classes of their own
 	d := &direction{name: name, emu: emuSettings(cfg.Emulate)}
 	if cfg.Global != nil {
 		g := *cfg.Global
@@ -178,6 +179,7 @@ func plantTree(classes []builtClass, root, spare *bucket.Bucket) *share.Tree {
 	for i := range classes {
 		plant(&classes[i])
 	}
+	t.Finish()
 	return t
 }
 

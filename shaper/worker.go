@@ -190,7 +190,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 
 // handle takes packet i of the read batch along the stages of its path
 // up to its class's queue: parse, classify (its class, then its key),
-// impair on arrival. The queue then sends it on through the gate (gate.go)
+// wash (a class with wash clears the DSCP), impair on arrival. The queue then sends it on through the gate (gate.go)
 // at once, holds it (serviceHeld sends it on once the gate lets it go), or
 // drops it. What leaves departs (delay.go): the delay line, the
 // departure's impairments, the write batch (write.go), which flush
@@ -202,6 +202,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		return
 	}
 	w.classify(a)
+	w.wash(a)
 	if !w.imp.arrive(a) {
 		return
 	}
@@ -233,6 +234,14 @@ func (w *worker) classify(a *arrival) {
 	a.sh.rxPackets.Add(1)
 	a.sh.rxBytes.Add(uint64(a.pkt.Cost))
 	a.st = a.c.state.Load()
+}
+
+// wash clears the DSCP of a packet of a class with wash (keeping ECN),
+// now that its class (its tin) is chosen: the packet leaves unmarked.
+func (w *worker) wash(a *arrival) {
+	if a.st.wash {
+		classify.WashDSCP(a.buf[tun.Headroom : tun.Headroom+a.pkt.Size])
+	}
 }
 
 // keyFor finds the packet's key in a class with a per-key limit. With

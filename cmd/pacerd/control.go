@@ -235,6 +235,12 @@ func findClass(dc *config.DirectionConfig, dir, name string) (*config.ClassConfi
 			return &dc.Classes[i], nil
 		}
 	}
+	if owner, ok := dc.TinOwner(name); ok {
+		if owner == "" {
+			return nil, badRequest("%q is one of %s's tins (%s): its settings follow the direction's rate; change the direction (reload) instead", name, dir, dc.Tins)
+		}
+		return nil, badRequest("%q is one of class %s's tins (%s): its settings follow %s's; set %s instead", name, owner, dc.Classes[slices.IndexFunc(dc.Classes, func(c config.ClassConfig) bool { return c.Name == owner })].Tins, owner, owner)
+	}
 	return nil, notFound(dir, name)
 }
 
@@ -510,8 +516,8 @@ func classJSON(cc config.ClassConfig) control.ClassConfig {
 	if !cc.Match.Dport.IsAny() {
 		m.Dport = cc.Match.Dport.String()
 	}
-	if cc.Match.DSCP != nil {
-		m.DSCP = strconv.Itoa(int(*cc.Match.DSCP))
+	if !cc.Match.DSCP.IsAny() {
+		m.DSCP = cc.Match.DSCP.String()
 	}
 	if !m.IsZero() {
 		out.Match = m

@@ -37,9 +37,15 @@ ingress:
 // started), its config file, and a client of its control API.
 func newControlDaemon(t *testing.T) (*daemon, string, *control.Client) {
 	t.Helper()
+	return newControlDaemonWith(t, controlTestConfig)
+}
+
+// newControlDaemonWith is newControlDaemon with the config text text.
+func newControlDaemonWith(t *testing.T, text string) (*daemon, string, *control.Client) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pacer.yaml")
-	writeFile(t, path, controlTestConfig)
+	writeFile(t, path, text)
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)

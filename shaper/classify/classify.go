@@ -24,7 +24,7 @@ func Matches(m *config.MatchConfig, f *Flow) bool {
 	return inPrefixes(m.Src, f.Src) && inPrefixes(m.Dst, f.Dst) &&
 		(m.Proto == nil || *m.Proto == f.Proto) &&
 		m.Sport.Contains(f.Sport) && m.Dport.Contains(f.Dport) &&
-		(m.DSCP == nil || *m.DSCP == f.DSCP)
+		m.DSCP.Contains(f.DSCP)
 }
 
 func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
@@ -236,8 +236,8 @@ func (c *Classifier) Len() int { return c.n }
 // NewClassifier builds a Classifier over the classes' matches, in order:
 // Classify returns an index into classes. Only Match is read. Prefixes
 // with host bits set are masked (Validate rejects those in a config).
-// It returns an error for an invalid (zero) prefix, a port range with Lo
-// above Hi, or a DSCP above 63.
+// It returns an error for an invalid (zero) prefix or a port range with
+// Lo above Hi.
 func NewClassifier(classes []config.ClassConfig) (*Classifier, error) {
 	n := len(classes)
 	words := max((n+63)/64, 1)
@@ -257,13 +257,12 @@ func NewClassifier(classes []config.ClassConfig) (*Classifier, error) {
 			protoSet[*m.Proto] = append(protoSet[*m.Proto], i)
 			c.useProto = true
 		}
-		switch {
-		case m.DSCP == nil:
+		if m.DSCP.IsAny() {
 			dscpAny.set(i)
-		case *m.DSCP > 63:
-			return nil, fmt.Errorf("classifier: class %d (%q): dscp %d is above 63", i, classes[i].Name, *m.DSCP)
-		default:
-			dscpSet[*m.DSCP] = append(dscpSet[*m.DSCP], i)
+		} else {
+			for _, v := range m.DSCP.Values() {
+				dscpSet[v] = append(dscpSet[v], i)
+			}
 			c.useDSCP = true
 		}
 		for _, pr := range []struct {

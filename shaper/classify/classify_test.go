@@ -39,7 +39,7 @@ func flow(src, dst string, proto uint8, sport, dport uint16, dscp uint8) classif
 
 func TestClassify(t *testing.T) {
 	classes := []config.ClassConfig{
-		{Name: "voice", Match: config.MatchConfig{DSCP: u8(46)}},
+		{Name: "voice", Match: config.MatchConfig{DSCP: config.DSCPOf(46)}},
 		{Name: "video", Match: config.MatchConfig{Dst: pfx("198.18.0.2/32"), Proto: u8(17), Dport: config.PortRange{Lo: 5000, Hi: 5999}}},
 		{Name: "ssh", Match: config.MatchConfig{Proto: u8(6), Dport: config.PortRange{Lo: 22, Hi: 22}}},
 		{Name: "lan", Match: config.MatchConfig{Src: pfx("198.18.0.0/24", "2001:db8::/32"), Dst: pfx("198.18.1.0/24", "2001:db8:1::/48")}},
@@ -131,7 +131,6 @@ func TestNewClassifierErrors(t *testing.T) {
 	}{
 		{name: "zero prefix", match: config.MatchConfig{Src: []netip.Prefix{{}}}},
 		{name: "reversed ports", match: config.MatchConfig{Dport: config.PortRange{Lo: 9, Hi: 8}}},
-		{name: "dscp 64", match: config.MatchConfig{DSCP: u8(64)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,9 +229,12 @@ func (g *gen) class() config.ClassConfig {
 	}
 	m.Sport, m.Dport = g.ports(), g.ports()
 	if b := g.byte(); b < 64 {
-		m.DSCP = u8(b % 64)
+		m.DSCP = config.DSCPOf(b % 64)
 	} else if b < 96 {
-		m.DSCP = u8([]uint8{0, 10, 46, 63}[b%4])
+		m.DSCP = config.DSCPOf([]uint8{0, 10, 46, 63}[b%4])
+	} else if b < 112 {
+		// A set, as a tin's: two to four values.
+		m.DSCP = config.DSCPOf(b%64, g.byte()%64, []uint8{0, 10, 46, 63}[b%4])
 	}
 	return config.ClassConfig{Match: m}
 }
@@ -466,7 +468,7 @@ func realistic(n, nflows int) ([]config.ClassConfig, []classify.Flow) {
 			}
 		}
 		if rng.IntN(10) == 0 {
-			m.DSCP = u8([]uint8{10, 18, 26, 34, 46}[rng.IntN(5)])
+			m.DSCP = config.DSCPOf([]uint8{10, 18, 26, 34, 46}[rng.IntN(5)])
 		}
 		classes[i] = config.ClassConfig{Name: "c" + strconv.Itoa(i), Match: m}
 	}
@@ -499,8 +501,8 @@ func realistic(n, nflows int) ([]config.ClassConfig, []classify.Flow) {
 			if !m.Sport.IsAny() {
 				f.Sport = m.Sport.Lo
 			}
-			if m.DSCP != nil {
-				f.DSCP = *m.DSCP
+			if !m.DSCP.IsAny() {
+				f.DSCP = m.DSCP.Values()[0]
 			}
 		}
 		if f.Proto != 6 && f.Proto != 17 {

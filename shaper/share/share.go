@@ -23,6 +23,14 @@
 // time, vt). A borrower yields while a sibling of a better priority is
 // blocked, or while it is ahead of the least served active sibling of its
 // own priority by more than two packets.
+//
+// Where the rates of a parent's children add up to more than its rate
+// (an overcommitted parent, as CAKE's tins are; Tree.Finish finds them),
+// the children's packets within their rates go by priority too, as HTB
+// serves the classes that can send: a packet within its rate that a
+// shared ceil holds up marks its class as waiting (withinUntil), and its
+// siblings of a worse priority, and its borrowing siblings of any, wait
+// for it. A tree whose rates fit never takes that path.
 package share
 
 import (
@@ -57,6 +65,11 @@ type Class struct {
 	activeUntil  atomic.Int64  // clock ns until which it counts as a borrower
 	blockedUntil atomic.Int64  // clock ns until which it waits for spare
 	borrowed     atomic.Uint64 // bytes it sent over its rate
+	// withinUntil: clock ns until which a packet of it (its subtree)
+	// within its rate waits for a ceil it shares with its siblings (or
+	// the root's cap); set only in an overcommitted sibling set (see
+	// Node.overcommitted).
+	withinUntil atomic.Int64
 }
 
 // Borrowed returns the bytes the class sent beyond its rate: borrowed from
@@ -77,6 +90,12 @@ type Node struct {
 	Borrows bool
 	tree    *Tree
 	depth   int // 0: a child of the root
+	// overcommitted: the rates of n and its siblings add up to more than
+	// their parent's (the root's) rate, so that their packets within
+	// their rates can run short of a ceil they share; they then go by
+	// priority (withinUntil). contended: n or one of its ancestors is
+	// overcommitted, so n's packets take that path. Both set by Finish.
+	overcommitted, contended bool
 }
 
 // Tree is one direction's compiled tree of classes.
@@ -102,6 +121,38 @@ func (t *Tree) Add(parent *Node, c *Class, priority uint8, weight uint64, borrow
 		parent.Children = append(parent.Children, n)
 	}
 	return n
+}
+
+// Finish completes the tree once every node is added: it marks the
+// sibling sets whose rates add up to more than their parent's rate (the
+// root's: Spare's, or Root's; an unlimited root is never overcommitted),
+// from the rates their buckets have now. Their packets within their
+// rates then go by priority when a ceil they share runs short (see Try);
+// the nodes of a tree whose rates fit take the plain path, at no cost.
+// A tree whose rates change must be built again (the owner replaces the
+// tree on every change).
+func (t *Tree) Finish() {
+	var rootRate uint64
+	switch {
+	case t.Spare != nil:
+		rootRate = t.Spare.Rate()
+	case t.Root != nil:
+		rootRate = t.Root.Rate()
+	}
+	var mark func(sibs []*Node, rate uint64, above bool)
+	mark = func(sibs []*Node, rate uint64, above bool) {
+		var sum uint64
+		for _, y := range sibs {
+			sum += y.Class.Rate.Rate()
+		}
+		over := rate > 0 && sum > rate
+		for _, y := range sibs {
+			y.overcommitted = over
+			y.contended = over || above
+			mark(y.Children, y.Class.Rate.Rate(), y.contended)
+		}
+	}
+	mark(t.Top, rootRate, false)
 }
 
 // Depth is how many ancestors the node has below the root.
@@ -144,6 +195,13 @@ const activeFor = 10 * time.Millisecond
 // (a worker may wake its wake slack late) and take it.
 const blockFor = time.Millisecond
 
+// withinFor is how long after the tokens it waits for are due a packet
+// within its rate that a shared ceil held up still counts as waiting:
+// longer than blockFor, as a borrower that comes first while it counts
+// no more takes what it waited for, and its worker may wake late on a
+// busy machine. It ends sooner when the packet goes.
+const withinFor = 5 * time.Millisecond
+
 // maxYield bounds how long a borrower waits for a sibling before it asks
 // again.
 const maxYield = 2 * time.Millisecond
@@ -167,6 +225,9 @@ const slackPackets = 2 * 1514
 // sent.
 func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
 	c := n.Class
+	if n.contended {
+		return n.tryContended(cost, now)
+	}
 	ok, short, wait := n.take(Own, c.Rate, cost, now)
 	if ok {
 		c.blockedUntil.Store(0)
@@ -176,6 +237,83 @@ func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
 		return None, wait // a ceil on the way is short: borrowing cannot help
 	}
 	return n.borrow(cost, now)
+}
+
+// tryContended is Try for a node under an overcommitted parent: as HTB
+// serves the classes within their rates by priority, a packet of n waits
+// while a sibling (of n or of an ancestor, in an overcommitted sibling
+// set) of a better priority waits with a packet within its rate; and a
+// packet within n's rate that a shared ceil (or the root's cap) holds up
+// marks n so (withinUntil), up to the level below that ceil. A packet
+// over n's rate (a borrower) waits while such a sibling of any priority
+// waits: the classes within their rates go first.
+func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
+	c := n.Class
+	if d := n.yieldWithin(now, false); d > 0 {
+		// It waits for a better sibling; with a packet within its rate
+		// it still waits before the borrowers.
+		c.Rate.Replenish(now)
+		if c.Rate.WaitFor(cost) == 0 {
+			n.waitWithin(Root, now+int64(d+withinFor))
+		}
+		return None, d
+	}
+	ok, short, wait := n.take(Own, c.Rate, cost, now)
+	if ok {
+		c.blockedUntil.Store(0)
+		for y := n; y != nil; y = y.Parent {
+			if y.overcommitted && y.Class.withinUntil.Load() != 0 {
+				y.Class.withinUntil.Store(0)
+			}
+		}
+		return Own, 0
+	}
+	if short == None {
+		if d := n.yieldWithin(now, true); d > 0 {
+			return None, d
+		}
+		return n.borrow(cost, now)
+	}
+	// The ceil short levels up (Root: the root's cap) holds up a packet
+	// within n's rate: n and its ancestors below that ceil wait for it.
+	n.waitWithin(short, now+int64(wait+withinFor))
+	return None, wait
+}
+
+// waitWithin marks n and its ancestors below level (in overcommitted
+// sibling sets) as waiting with a packet within their rates until t.
+func (n *Node) waitWithin(level Lender, t int64) {
+	l := Lender(0)
+	for y := n; y != nil && l < level; y = y.Parent {
+		if y.overcommitted && y.Class.withinUntil.Load() < t {
+			y.Class.withinUntil.Store(t)
+		}
+		l++
+	}
+}
+
+// yieldWithin returns how long n waits for a sibling of a better
+// priority (of any, if all) that waits with a packet within its rate (a
+// sibling of n's, or of an ancestor's, in an overcommitted sibling set);
+// 0: none does.
+func (n *Node) yieldWithin(now int64, all bool) time.Duration {
+	var until int64
+	for x := n; x != nil; x = x.Parent {
+		if !x.overcommitted {
+			continue
+		}
+		for _, y := range x.siblings() {
+			if y.Priority < x.Priority || all && y != x {
+				if u := y.Class.withinUntil.Load(); u > now {
+					until = max(until, u)
+				}
+			}
+		}
+	}
+	if until == 0 {
+		return 0
+	}
+	return min(time.Duration(until-now), maxYield)
 }
 
 // borrow looks for a lender above n for a packet over n's rate.

@@ -70,6 +70,7 @@ func newSim(root uint64, specs []spec) *sim {
 		}
 	}
 	s.offered = make([]float64, len(s.leaves))
+	s.tree.Finish()
 	return s
 }
 
@@ -401,5 +402,88 @@ func TestConcurrentTry(t *testing.T) {
 		// Each worker's clock runs on its own here, so the root is not
 		// used whole; but it is used.
 		t.Errorf("the root let %d bytes through in %.0f s, want at least half its rate's %.0f", sent[""], d, 2000000*d)
+	}
+}
+
+// tinSpecs is CAKE's diffserv4 under a 2,000,000 B/s class: voice 25%,
+// video 50%, bulk 6.25%, best effort 100% of it, ceil all of it, in
+// CAKE's order within their thresholds (voice, video, bulk, best effort),
+// all saturated.
+func tinSpecs() []spec {
+	return []spec{
+		{name: "site", rate: 2000000, ceil: 2000000},
+		{name: "voice", parent: "site", rate: 500000, ceil: 2000000, prio: 0, offer: all},
+		{name: "video", parent: "site", rate: 1000000, ceil: 2000000, prio: 1, offer: all},
+		{name: "bulk", parent: "site", rate: 125000, ceil: 2000000, prio: 2, offer: all},
+		{name: "besteffort", parent: "site", rate: 2000000, ceil: 2000000, prio: 3, offer: all},
+	}
+}
+
+// TestOvercommittedByPriority: children of an overcommitted parent, all
+// saturated, get their rates in priority order, the worst what is left.
+func TestOvercommittedByPriority(t *testing.T) {
+	s := newSim(0, tinSpecs())
+	if !s.nodes["voice"].overcommitted || s.nodes["site"].contended {
+		t.Fatalf("site's children: overcommitted %v; site contended %v: want true, false", s.nodes["voice"].overcommitted, s.nodes["site"].contended)
+	}
+	got := s.run(t, 0, 10*time.Second)
+	for name, want := range map[string]float64{"voice": 500000, "video": 1000000, "bulk": 125000, "besteffort": 375000} {
+		if !within(got[name], want, 0.02) {
+			t.Errorf("%s: %.0f B/s, want %.0f (its rate, by priority; best effort what is left)", name, got[name], want)
+		}
+	}
+}
+
+// TestOvercommittedWithoutRule: the same tree without the rule (its nodes
+// taken as not contended) shares the parent first come, first served:
+// what TestOvercommittedByPriority tells apart.
+func TestOvercommittedWithoutRule(t *testing.T) {
+	s := newSim(0, tinSpecs())
+	for _, n := range s.nodes {
+		n.overcommitted, n.contended = false, false
+	}
+	got := s.run(t, 0, 10*time.Second)
+	if within(got["voice"], 500000, 0.02) && within(got["besteffort"], 375000, 0.02) {
+		t.Errorf("without the rule voice %.0f and best effort %.0f B/s: the rule made no difference", got["voice"], got["besteffort"])
+	}
+}
+
+// TestOvercommittedTopLevel: the root's children overcommit it (tins on
+// the direction); only voice and best effort busy: voice its rate,
+// best effort the rest; voice alone borrows all.
+func TestOvercommittedTopLevel(t *testing.T) {
+	specs := tinSpecs()[1:]
+	for i := range specs {
+		specs[i].parent = ""
+		if specs[i].name == "video" || specs[i].name == "bulk" {
+			specs[i].offer = 0
+		}
+	}
+	s := newSim(2000000, specs)
+	got := s.run(t, 0, 10*time.Second)
+	if !within(got["voice"], 500000, 0.02) || !within(got["besteffort"], 1500000, 0.02) {
+		t.Errorf("voice %.0f, best effort %.0f B/s; want 500000 and 1500000", got["voice"], got["besteffort"])
+	}
+	specs[3].offer = 0
+	s = newSim(2000000, specs)
+	got = s.run(t, 0, 10*time.Second)
+	if !within(got["voice"], 2000000, 0.01) {
+		t.Errorf("voice alone: %.0f B/s, want all 2000000 (borrowing beyond its rate)", got["voice"])
+	}
+}
+
+// TestFittingTreeNotContended: a tree whose rates fit takes the plain
+// path everywhere.
+func TestFittingTreeNotContended(t *testing.T) {
+	s := newSim(2000000, []spec{
+		{name: "site", rate: 1000000, ceil: 2000000},
+		{name: "a", parent: "site", rate: 500000, ceil: 2000000},
+		{name: "b", parent: "site", rate: 500000, ceil: 2000000},
+		{name: "c", rate: 1000000, ceil: 2000000},
+	})
+	for name, n := range s.nodes {
+		if n.overcommitted || n.contended {
+			t.Errorf("%s: overcommitted %v, contended %v in a tree whose rates fit", name, n.overcommitted, n.contended)
+		}
 	}
 }
