@@ -55,7 +55,7 @@ const nsPerSecond = uint64(time.Second)
 const (
 	pairBytes   = 128
 	pairWords   = pairBytes / 8
-	roverCount  = 5 // tail, head, released, issued, tailSeen
+	roverCount  = 6 // tail, head, released, issued, tailSeen, seen
 	roverBlockN = roverCount*pairWords + pairWords
 )
 
@@ -132,6 +132,11 @@ type Bucket struct {
 	// tailSeen is a tail value that a replenisher read: a lower bound of
 	// tail, written once per replenish that does work.
 	tailSeen *atomic.Uint64
+	// seen is the latest now (as int64) that a Replenish finished with,
+	// on a bucket without capped release (else math.MinInt64): a
+	// Replenish at a now no later has nothing to do. Refund and the
+	// setters, after which it might, set it back to math.MinInt64.
+	seen *atomic.Uint64
 
 	ep atomic.Pointer[epoch]
 	// threshold is the threshold in constant mode (WithThreshold, or the
@@ -215,10 +220,10 @@ func New(rate, limit uint64, opts ...Option) *Bucket {
 		// One allocation: the bucket and its counters right behind it.
 		c := new(compactBucket)
 		b = &c.Bucket
-		b.tail, b.head, b.released, b.issued, b.tailSeen = &c.r[0], &c.r[1], &c.r[2], &c.r[3], &c.r[4]
+		b.tail, b.head, b.released, b.issued, b.tailSeen, b.seen = &c.r[0], &c.r[1], &c.r[2], &c.r[3], &c.r[4], &c.r[5]
 	} else {
 		r := newRovers()
-		b = &Bucket{tail: r[0], head: r[1], released: r[2], issued: r[3], tailSeen: r[4]}
+		b = &Bucket{tail: r[0], head: r[1], released: r[2], issued: r[3], tailSeen: r[4], seen: r[5]}
 	}
 	b.capped, b.threshold, b.hasThreshold = o.capped, o.threshold, o.hasThreshold
 	if !o.hasThreshold {
@@ -229,6 +234,7 @@ func New(rate, limit uint64, opts ...Option) *Bucket {
 	b.released.Store(o.rovers)
 	b.issued.Store(o.rovers)
 	b.tailSeen.Store(o.rovers)
+	b.unsee()
 	ep := &epoch{rate: rate, limit: limit, origin: o.start, base: o.rovers, threshold: b.threshold}
 	if o.sched != nil {
 		ep.sched, ep.threshold = newScheduled(o.sched, o.start), b.schedThreshold(o.sched, limit)
@@ -294,9 +300,33 @@ func (b *Bucket) Wait(ticket uint64) time.Duration {
 // the moment the bucket was full is ever handed out. Calls with a now
 // earlier than a previous call's add nothing. When many goroutines
 // replenish at once, one of them does the work and the others return.
+//
+// A Replenish at a now no later than one a previous Replenish finished
+// with returns after one load (but in capped mode): what that one left
+// due was below the threshold and below the room then, and grabs since
+// only make the room larger. (A Refund or a setter racing that previous
+// call may leave a discard of less than one threshold to the next now:
+// within the guarantee's threshold.) So the many replenishes of one
+// batch's now, one per bucket a packet passes, cost the batch one.
 func (b *Bucket) Replenish(now int64) {
-	b.replenish(now)
+	if now > int64(b.seen.Load()) { // small enough to inline
+		b.replenishSeen(now)
+	}
 }
+
+// replenishSeen is Replenish past its look at seen.
+//
+//go:noinline
+func (b *Bucket) replenishSeen(now int64) {
+	b.replenish(now)
+	if !b.capped {
+		b.seen.Store(uint64(now))
+	}
+}
+
+// unsee makes the next Replenish do its full check, whatever its now:
+// after a change that a Replenish at the same now could act on.
+func (b *Bucket) unsee() { b.seen.Store(1 << 63) } // math.MinInt64 as int64
 
 // replenish is Replenish, returning the tokens it put in (for tests).
 func (b *Bucket) replenish(now int64) uint64 {
@@ -433,7 +463,9 @@ func (b *Bucket) refund(n uint64) uint64 {
 	if b.capped {
 		b.released.Add(n)
 	}
-	return b.addHead(n, b.ep.Load().limit)
+	added := b.addHead(n, b.ep.Load().limit)
+	b.unsee() // the room shrank: overflow may be due
+	return added
 }
 
 // TryGrab claims n tokens only if they conform right now (after a
@@ -450,6 +482,20 @@ func (b *Bucket) TryGrab(n uint64, now int64) bool {
 // the last tokens stay for those owed them (a class within its rate).
 func (b *Bucket) TryGrabLeaving(n, leave uint64, now int64) bool {
 	b.Replenish(now)
+	// One attempt here, small enough to inline into the caller; the loop
+	// when another claim raced it.
+	tail := b.tail.Load()
+	if int64(b.head.Load()-tail) < int64(n+leave) {
+		return false
+	}
+	return b.tail.CompareAndSwap(tail, tail+n) || b.tryGrabLoop(n, leave)
+}
+
+// tryGrabLoop is TryGrabLeaving's claim, tried until it holds or the
+// tokens are not there.
+//
+//go:noinline
+func (b *Bucket) tryGrabLoop(n, leave uint64) bool {
 	for {
 		tail := b.tail.Load()
 		if int64(b.head.Load()-tail) < int64(n+leave) {
@@ -563,6 +609,7 @@ func (b *Bucket) SetRate(rate uint64) {
 		ne.origin = b.accountedUntil(old, ne.base)
 	}
 	b.ep.Store(&ne)
+	b.unsee()
 }
 
 // SetSchedule makes the bucket follow s from now on, safely while other
@@ -590,6 +637,7 @@ func (b *Bucket) SetSchedule(s *Schedule) {
 		ne.sched, ne.threshold = newScheduled(s, ne.origin), b.schedThreshold(s, old.limit)
 	}
 	b.ep.Store(ne)
+	b.unsee()
 }
 
 // accountedUntil returns the time up to which epoch old has accounted for
@@ -632,6 +680,7 @@ func (b *Bucket) SetLimit(limit uint64) {
 			b.released.Add(uint64(surplus))
 		}
 	}
+	b.unsee()
 }
 
 // Rovers is a snapshot of a bucket's counters.

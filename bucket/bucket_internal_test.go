@@ -356,6 +356,37 @@ func TestReplenishStepTable(t *testing.T) {
 	})
 }
 
+// TestReplenishSameNow pins Replenish's shortcut: a second Replenish at a
+// now one already finished with changes nothing, however many grabs came
+// between; but after a Refund it looks again, so that the overflow the
+// smaller room makes due is discarded at that now and not credited later
+// (a Refund that left the shortcut standing credited 1999 tokens below
+// instead of 1000).
+func TestReplenishSameNow(t *testing.T) {
+	const us = int64(time.Microsecond)
+	forEachStart(t, func(t *testing.T, start uint64) {
+		b := New(1_000_000, 5000, WithThreshold(1000), WithRovers(start))
+		b.Grab(5000)          // empty
+		b.Replenish(999 * us) // 999 due: below the threshold, kept due
+		before := snapshot(b)
+		b.Grab(100)
+		b.Replenish(999 * us) // the same now: nothing to look at
+		if s := snapshot(b); s.head != before.head || s.issued != before.issued {
+			t.Fatalf("second Replenish at the same now changed head/issued: %+v -> %+v", before, s)
+		}
+		b.Refund(4600) // room 500 now: the 999 due would overflow it
+		b.Replenish(999 * us)
+		if got := b.Available(); got != 5000 {
+			t.Fatalf("available after refund and replenish = %d, want 5000 (full, the rest discarded)", got)
+		}
+		b.Grab(5000)
+		b.Replenish(1999 * us) // 1000 µs since the discard
+		if got := b.Available(); got != 1000 {
+			t.Fatalf("available = %d, want 1000: only the time since the bucket was full", got)
+		}
+	})
+}
+
 // TestThresholdDefersSmallReplenish pins that a replenish below the
 // threshold changes nothing and that the time keeps accruing.
 func TestThresholdDefersSmallReplenish(t *testing.T) {
@@ -709,7 +740,7 @@ func TestRoverAlignment(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		b := New(1000, 1000)
 		keep = append(keep, b)
-		for j, r := range []*atomic.Uint64{b.tail, b.head, b.released, b.issued, b.tailSeen} {
+		for j, r := range []*atomic.Uint64{b.tail, b.head, b.released, b.issued, b.tailSeen, b.seen} {
 			if addr := uintptr(unsafe.Pointer(r)); addr%pairBytes != 0 {
 				t.Fatalf("bucket %d rover %d at %#x: not 128-byte aligned", i, j, addr)
 			}

@@ -131,7 +131,8 @@ func newUnclassified(workers int) *Class {
 // and the tickets out on them stay valid.
 //
 // An inner class (some class's parent: inner) has a ceil bucket even at
-// its rate: every packet of its subtree takes from it.
+// its rate: every packet of its subtree takes from it. At its rate and
+// burst, that is its rate bucket itself.
 func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState {
 	// A trace or rate schedule replaces the constant rate (loaded by the
 	// caller: it may fail, and a failed apply must change nothing).
@@ -184,11 +185,17 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		if cburst == 0 {
 			cburst = cfg.Burst
 		}
-		if old != nil && old.ceil != nil {
+		switch {
+		case ceil == rate && cburst == cfg.Burst && st.rate.Schedule() == nil:
+			// An inner class that does not borrow: its rate bucket is
+			// its ceil too (see package share), one atomic add less per
+			// packet of its subtree.
+			st.ceil = st.rate
+		case old != nil && old.ceil != nil && old.ceil != old.rate:
 			st.ceil = old.ceil
 			st.ceil.SetRate(ceil)
 			st.ceil.SetLimit(cburst)
-		} else {
+		default:
 			st.ceil = bucket.New(ceil, cburst, bucket.WithStart(now))
 		}
 	}

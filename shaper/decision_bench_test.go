@@ -10,6 +10,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
+	"github.com/pacer-dev/pacer/shaper/share"
 )
 
 // benchClasses returns n classes that each match a different TCP
@@ -56,38 +57,84 @@ func benchPacket(tb testing.TB) []byte {
 // the headers, classify, replenish (clock read once per 32 packets, as per
 // batch) and grab the class's tokens and read the deficiency. Budget: 100ns
 // with 100 classes.
+//
+// tree-depth=N is the same for a leaf N levels deep in a tree (link
+// sharing) whose every packet is within its rate: after classify, the
+// worker's first-stage passage (passage.grab, which asks the leaf's node)
+// and its move to the link stage, as a FIFO class's enqueue does for a
+// packet at the head of its queue. Issue 27: at most 2x classes=1 at
+// depth 3, no allocation.
 func BenchmarkDecision(b *testing.B) {
 	pkt := benchPacket(b)
-	for _, n := range []int{1, 100, 10000} {
-		b.Run(fmt.Sprintf("classes=%d", n), func(b *testing.B) {
-			d, err := newDirection(Egress, benchClasses(n), nil, 1, 0)
-			if err != nil {
+	cost := uint64(len(pkt))
+	run := func(b *testing.B, cfg config.DirectionConfig) {
+		d, err := newDirection(Egress, cfg, nil, 1, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		want := d.leaves[len(d.leaves)-1]
+		if (d.tree != nil) != cfg.IsTree() || (d.tree != nil && want.state.Load().node == nil) {
+			b.Fatal("the tree was not built")
+		}
+		var h classify.Headers
+		start := time.Now()
+		var now int64
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if i%32 == 0 {
+				now = int64(time.Since(start))
+			}
+			i++
+			if err := classify.ParseHeaders(pkt, &h); err != nil {
 				b.Fatal(err)
 			}
-			want := d.classes[n-1]
-			var h classify.Headers
-			start := time.Now()
-			var now int64
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if i%32 == 0 {
-					now = int64(time.Since(start))
+			c := d.classOf(&h.Flow)
+			st := c.state.Load()
+			if st.node != nil {
+				ps := passage{g: &st.gate, link: d.linkOf(st)}
+				if !ps.grab(cost, false, now, true) || !ps.toLink(cost) || ps.lent != share.Own {
+					b.Fatalf("packet %d not let go within its rate (lent %d)", i, ps.lent)
 				}
-				i++
-				if err := classify.ParseHeaders(pkt, &h); err != nil {
-					b.Fatal(err)
-				}
-				c := d.classOf(&h.Flow)
-				st := c.state.Load()
+			} else {
 				st.rate.Replenish(now)
-				st.rate.Deficiency(st.rate.Grab(uint64(len(pkt))))
-				if c != want {
-					b.Fatalf("classified as %s, want %s", c.Name(), want.Name())
-				}
+				st.rate.Deficiency(st.rate.Grab(cost))
 			}
-		})
+			if c != want {
+				b.Fatalf("classified as %s, want %s", c.Name(), want.Name())
+			}
+		}
 	}
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("classes=%d", n), func(b *testing.B) { run(b, benchClasses(n)) })
+	}
+	for _, depth := range []int{1, 3} {
+		b.Run(fmt.Sprintf("tree-depth=%d", depth), func(b *testing.B) { run(b, benchTree(depth)) })
+	}
+}
+
+// benchTree returns a direction whose one leaf (benchClasses(1)'s class)
+// is depth levels deep: below depth-1 inner classes, each the only child
+// of the one above. Every rate is so high (8.8 Tbit/s, bursts of 1 GiB)
+// that every packet is within it; the leaf may borrow up to twice its
+// rate (which makes depth 1 a tree too), and the direction's rate caps
+// the root.
+func benchTree(depth int) config.DirectionConfig {
+	const rate, burst = 1 << 40, 1 << 30
+	d := benchClasses(1)
+	leaf := d.Classes[0]
+	d.Classes = nil
+	d.Rate, d.Burst = 2*rate, burst
+	parent := ""
+	for i := range depth - 1 {
+		name := fmt.Sprintf("inner%d", i)
+		d.Classes = append(d.Classes, config.ClassConfig{Name: name, Parent: parent, Rate: rate, Burst: burst,
+			Ceil: rate, CBurst: burst, Weight: config.DefaultWeight(rate)})
+		parent = name
+	}
+	leaf.Parent, leaf.Rate, leaf.Burst, leaf.Ceil, leaf.CBurst, leaf.Weight = parent, rate, burst, 2*rate, burst, config.DefaultWeight(rate)
+	d.Classes = append(d.Classes, leaf)
+	return d
 }
 
 // BenchmarkDecisionPerKey measures the decision of a class with a per-key

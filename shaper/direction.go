@@ -24,9 +24,9 @@ type direction struct {
 	global     *config.GlobalConfig // the direction's global limit (a copy; nil: none)
 	// tree is the direction's classes as a tree (link sharing; nil: the
 	// classes share the direction's rate first come, first served).
-	// Its root's cap is link, and spare its lender.
-	tree  *share.Tree
-	spare *bucket.Bucket
+	// link is its root's cap and its root's spare, the lender of the
+	// top-level classes: one bucket, which every packet takes from once.
+	tree *share.Tree
 }
 
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
@@ -124,19 +124,7 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 		}
 	}
 	if cfg.IsTree() {
-		if d.link != nil {
-			// The root's spare: at the direction's rate, charged by every
-			// packet, lent to the top-level classes.
-			if old != nil && old.spare != nil {
-				d.spare = old.spare
-				d.spare.SetRate(cfg.Rate)
-				d.spare.SetLimit(cfg.Burst)
-				d.spare.SetSchedule(d.link.Schedule())
-			} else {
-				d.spare = bucket.New(cfg.Rate, cfg.Burst, bucket.WithStart(now), bucket.WithSchedule(d.link.Schedule()))
-			}
-		}
-		d.tree = plantTree(states, d.link, d.spare)
+		d.tree = plantTree(states, d.link)
 	}
 	for _, b := range states {
 		b.c.state.Store(b.st)
@@ -152,10 +140,10 @@ type builtClass struct {
 }
 
 // plantTree builds the tree of a direction's classes (whose states are
-// built but not installed) under the root's cap and spare buckets (nil:
-// unlimited), and gives each state its node.
-func plantTree(classes []builtClass, root, spare *bucket.Bucket) *share.Tree {
-	t := &share.Tree{Root: root, Spare: spare}
+// built but not installed) under the root's bucket (nil: unlimited), its
+// cap and its spare at once, and gives each state its node.
+func plantTree(classes []builtClass, root *bucket.Bucket) *share.Tree {
+	t := &share.Tree{Root: root, Spare: root}
 	byName := make(map[string]*builtClass, len(classes))
 	for i := range classes {
 		byName[classes[i].cc.Name] = &classes[i]

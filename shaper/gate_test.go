@@ -158,3 +158,70 @@ func TestDelayLineOrder(t *testing.T) {
 		prev = d
 	}
 }
+
+// TestTreeOneBucket: in a tree, the direction's bucket is the root's cap
+// and its spare, and an inner class whose ceil is its rate (and cburst
+// its burst) has one bucket for both; one that may borrow, or whose
+// cburst differs, has two. A reload that changes that keeps the class's
+// rate bucket and gives its ceil a bucket of its own (or drops it).
+func TestTreeOneBucket(t *testing.T) {
+	parse := func(fixed string) config.DirectionConfig {
+		cfg, err := config.Parse("t.yaml", []byte(`link:
+  inner: {name: a}
+  outer: {name: b}
+egress:
+  rate: 20mbit
+  classes:
+    - {name: fixed, rate: 8mbit`+fixed+`}
+    - {name: x, parent: fixed, match: {dport: 443}, rate: 2mbit, ceil: 8mbit}
+    - {name: open, rate: 8mbit, ceil: 20mbit}
+    - {name: y, parent: open, match: {dport: 80}, rate: 2mbit, ceil: 20mbit}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Egress
+	}
+	var d *direction
+	var fixedRate *bucket.Bucket
+	for _, tc := range []struct {
+		fixed string // settings of class fixed beyond its rate
+		one   bool   // its ceil is its rate bucket
+	}{
+		{"", true},
+		{", ceil: 10mbit", false},
+		{"", true},
+		{", cburst: 100kb", false},
+		{", ceil: 8mbit", true},
+	} {
+		var err error
+		d, err = newDirection(Egress, parse(tc.fixed), d, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.tree == nil || d.tree.Root != d.link || d.tree.Spare != d.link {
+			t.Fatalf("%q: the tree's root cap and spare are not the direction's bucket", tc.fixed)
+		}
+		byName := map[string]*classState{}
+		for _, c := range d.classes {
+			byName[c.name] = c.state.Load()
+		}
+		fixed, open := byName["fixed"], byName["open"]
+		if fixedRate != nil && fixed.rate != fixedRate {
+			t.Errorf("%q: class fixed has a new rate bucket", tc.fixed)
+		}
+		fixedRate = fixed.rate
+		if got := fixed.ceil == fixed.rate; got != tc.one {
+			t.Errorf("%q: class fixed's ceil is its rate bucket: %v, want %v", tc.fixed, got, tc.one)
+		}
+		if fixed.ceil == nil || fixed.node.Class.Ceil != fixed.ceil || fixed.node.Class.Rate != fixed.rate {
+			t.Errorf("%q: class fixed's node does not take its buckets", tc.fixed)
+		}
+		if !tc.one && fixed.ceil.Rate() == fixed.rate.Rate() && fixed.ceil.Limit() == fixed.rate.Limit() {
+			t.Errorf("%q: class fixed's own ceil bucket runs at its rate and burst", tc.fixed)
+		}
+		if open.ceil == open.rate || open.ceil.Rate() != 2_500_000 {
+			t.Errorf("class open (ceil 20mbit): ceil bucket %p at %d B/s, rate bucket %p", open.ceil, open.ceil.Rate(), open.rate)
+		}
+	}
+}

@@ -225,10 +225,7 @@ func (l *Link) setDirLeased(i int, r uint64) {
 	defer l.global.rateMu.Unlock()
 	l.global.dirLeased[i].Store(r)
 	if d := l.directionPtr(i).Load(); d != nil && d.global != nil && d.link != nil {
-		d.link.SetRate(localRate(r))
-		if d.spare != nil {
-			d.spare.SetRate(localRate(r))
-		}
+		d.link.SetRate(localRate(r)) // in a tree, the root's spare too
 	}
 }
 

@@ -12,12 +12,17 @@ import (
 // (the common case: it takes its own rate and the ceils on its way) at
 // depths 1 to 3, against a flat class's grab of its one bucket. The clock
 // moves once per 32 packets, as per batch; every bucket has tokens to
-// spare.
+// spare. depth=N has two buckets for the rate and ceil of each inner
+// class and for the root's cap and spare; one-bucket-depth=N one for
+// each, as pacer lays out a tree whose inner classes do not borrow.
 func BenchmarkTry(b *testing.B) {
 	const rate = 1 << 40
-	newClass := func(ceil bool) *Class {
+	newClass := func(ceil, one bool) *Class {
 		c := &Class{Rate: bucket.New(rate, 1<<30, bucket.WithStart(0))}
-		if ceil {
+		switch {
+		case ceil && one:
+			c.Ceil = c.Rate
+		case ceil:
 			c.Ceil = bucket.New(rate, 1<<30, bucket.WithStart(0))
 		}
 		return c
@@ -29,19 +34,26 @@ func BenchmarkTry(b *testing.B) {
 			r.Deficiency(r.Grab(1500))
 		})
 	})
-	for _, depth := range []int{1, 3} {
-		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			t := &Tree{Root: bucket.New(rate, 1<<30, bucket.WithStart(0)), Spare: bucket.New(rate, 1<<30, bucket.WithStart(0))}
-			var n *Node
-			for d := range depth {
-				n = t.Add(n, newClass(d < depth-1), 4, 1, d == depth-1)
-			}
-			batches(b, func(now int64) {
-				if l, _ := n.Try(1500, now); l == None {
-					b.Fatal("not let go")
+	for _, name := range []string{"depth=%d", "one-bucket-depth=%d"} {
+		one := name != "depth=%d"
+		for _, depth := range []int{1, 3} {
+			b.Run(fmt.Sprintf(name, depth), func(b *testing.B) {
+				t := &Tree{Root: bucket.New(rate, 1<<30, bucket.WithStart(0))}
+				t.Spare = t.Root
+				if !one {
+					t.Spare = bucket.New(rate, 1<<30, bucket.WithStart(0))
 				}
+				var n *Node
+				for d := range depth {
+					n = t.Add(n, newClass(d < depth-1, one), 4, 1, d == depth-1)
+				}
+				batches(b, func(now int64) {
+					if l, _ := n.Try(1500, now); l == None {
+						b.Fatal("not let go")
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

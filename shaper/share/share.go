@@ -14,6 +14,15 @@
 // strictly. The root has a spare bucket too, at its rate, that every
 // packet is charged to and the top-level classes borrow from.
 //
+// A class whose ceil is its rate (an inner class that does not borrow)
+// may have one bucket as both (Ceil == Rate), and the root's spare may be
+// its cap (Spare == Root): a packet then takes from that bucket once, all
+// or none, with what it must leave there as the ceil. As its rate, the
+// bucket would only ever hold more: the ceil is charged every packet the
+// rate is and replenished at least as often, so a borrower that finds the
+// ceil's tokens finds the rate's too. One bucket saves a packet one
+// atomic add at that level.
+//
 // Workers on different CPUs decide for the same tree at once, with no
 // lock: a packet takes a lender's tokens only if they are there
 // (bucket.TryGrab), and what priority and weight ask of borrowers is kept
@@ -58,7 +67,8 @@ type Class struct {
 	// included (ceil and cburst): every packet takes its tokens. nil: a
 	// leaf that never borrows (its Rate bounds it). An inner class needs
 	// one, at its rate if it may not borrow: its descendants may then
-	// borrow from it but not through it.
+	// borrow from it but not through it. It may be Rate itself if its
+	// ceil and cburst are its rate and burst.
 	Ceil *bucket.Bucket
 
 	vt           atomic.Uint64 // bytes borrowed per unit of weight (vtScale)
@@ -96,7 +106,36 @@ type Node struct {
 	// priority (withinUntil). contended: n or one of its ancestors is
 	// overcommitted, so n's packets take that path. Both set by Finish.
 	overcommitted, contended bool
+	// hops is the node's way up, built by Add: its own class (level 0),
+	// each ancestor, and last the root. take charges these buckets.
+	hops []hop
+	// own is what take does for a packet within the node's rate, flat:
+	// the buckets it takes from, all or none (its rate, then each ceil
+	// on the way up and the root's cap, none to be left), with the level
+	// each is short for (None for its rate); then the buckets it charges
+	// (the rates above it and the root's spare that are not one of
+	// those).
+	own      []*bucket.Bucket
+	ownShort []Lender
+	charge   []*bucket.Bucket
 }
+
+// hop is one level of a node's way up to the root: the buckets a packet
+// of the node takes there.
+type hop struct {
+	// ceil is taken by every packet, all or none (nil: none; for the
+	// root, its cap).
+	ceil *bucket.Bucket
+	// rate is charged by every packet it lets go and those of the levels
+	// below it (nil: none; for the root, its spare). It is ceil itself
+	// for a class whose ceil is its rate: then it is charged once, as its
+	// ceil.
+	rate  *bucket.Bucket
+	level Lender // Lender(i) at index i; Root for the root
+}
+
+// merged reports whether the hop's rate is its ceil: one bucket.
+func (h *hop) merged() bool { return h.rate != nil && h.rate == h.ceil }
 
 // Tree is one direction's compiled tree of classes.
 type Tree struct {
@@ -105,13 +144,16 @@ type Tree struct {
 	Root *bucket.Bucket
 	// Spare is the direction's rate as a lender: every packet is charged
 	// to it, and the top-level classes borrow what it holds. It runs at
-	// Root's rate (nil: unlimited, it lends whatever is asked).
+	// Root's rate (nil: unlimited, it lends whatever is asked). It may be
+	// Root itself.
 	Spare *bucket.Bucket
 	Top   []*Node // the root's children
 }
 
 // Add puts a node under parent (nil: under the root) and returns it;
-// borrows says the class may exceed its rate (up to its Ceil).
+// borrows says the class may exceed its rate (up to its Ceil). The
+// buckets of the class, of parent's and of the tree are fixed from here
+// on: the node keeps its way up to the root.
 func (t *Tree) Add(parent *Node, c *Class, priority uint8, weight uint64, borrows bool) *Node {
 	n := &Node{Class: c, Parent: parent, Priority: min(priority, MaxPriority), Weight: max(weight, 1), Borrows: borrows && c.Ceil != nil, tree: t}
 	if parent == nil {
@@ -119,6 +161,22 @@ func (t *Tree) Add(parent *Node, c *Class, priority uint8, weight uint64, borrow
 	} else {
 		n.depth = parent.depth + 1
 		parent.Children = append(parent.Children, n)
+	}
+	n.hops = make([]hop, 0, n.depth+2)
+	for y := n; y != nil; y = y.Parent {
+		n.hops = append(n.hops, hop{ceil: y.Class.Ceil, rate: y.Class.Rate, level: Lender(len(n.hops))})
+	}
+	n.hops = append(n.hops, hop{ceil: t.Root, rate: t.Spare, level: Root})
+	if c.Rate != nil {
+		n.own, n.ownShort = append(n.own, c.Rate), append(n.ownShort, None)
+	}
+	for i, h := range n.hops {
+		if h.ceil != nil && (i > 0 || h.ceil != c.Rate) {
+			n.own, n.ownShort = append(n.own, h.ceil), append(n.ownShort, h.level)
+		}
+		if i > 0 && h.rate != nil && !h.merged() {
+			n.charge = append(n.charge, h.rate)
+		}
 	}
 	return n
 }
@@ -224,13 +282,14 @@ const slackPackets = 2 * 1514
 // spare) is charged too, so that their spare counts what their subtree
 // sent.
 func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
-	c := n.Class
 	if n.contended {
 		return n.tryContended(cost, now)
 	}
-	ok, short, wait := n.take(Own, c.Rate, cost, now)
+	ok, short, wait := n.take(Own, cost, now)
 	if ok {
-		c.blockedUntil.Store(0)
+		if c := n.Class; c.blockedUntil.Load() != 0 {
+			c.blockedUntil.Store(0)
+		}
 		return Own, 0
 	}
 	if short != None {
@@ -258,7 +317,7 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 		}
 		return None, d
 	}
-	ok, short, wait := n.take(Own, c.Rate, cost, now)
+	ok, short, wait := n.take(Own, cost, now)
 	if ok {
 		c.blockedUntil.Store(0)
 		for y := n; y != nil; y = y.Parent {
@@ -335,13 +394,11 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 			return None, min(wait, d)
 		}
 		level++
-		lender, lb := x.Parent, n.tree.Spare
-		if lender != nil {
-			lb = lender.Class.Rate
-		} else {
+		lender := x.Parent
+		if lender == nil {
 			level = Root
 		}
-		ok, short, d := n.take(level, lb, cost, now)
+		ok, short, d := n.take(level, cost, now)
 		switch {
 		case ok:
 			n.borrowed(x, cost)
@@ -367,69 +424,88 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 }
 
 // take charges a packet of n that lender (levels up from n) lets go from
-// its bucket lb (nil: an unlimited root): lb and every ceil on the way up
-// with the root's, only if all have the tokens (else nothing, and short
-// says which was: None the lender, else the level of the ceil, Root the
-// root's; wait how long until it is not); then the rate of every class
-// above the lender, and the root's spare unless the root lent.
+// its rate bucket (the root's spare; nil: an unlimited root): that bucket
+// and every ceil on the way up with the root's cap, only if all have the
+// tokens (else nothing, and short says which was: None the lender, else
+// the level of the ceil, Root the root's; wait how long until it is not);
+// then the rate of every class above the lender, and the root's spare
+// unless the root lent. A bucket that is both a level's rate and its ceil
+// is taken once, as the ceil; as the lender's bucket it is short (None)
+// if it lacks the packet's cost, and short as a ceil if it has that but
+// not what the packet must leave there.
 //
 // A borrowed packet leaves reserve tokens in the ceils of the classes it
 // borrows through (n's ancestors up to the lender, and the root's when the
 // root lends): the last tokens of a ceil stay for the traffic that is
 // within its rates, so that borrowers cannot hold up a class's guarantee.
 // To the classes above the lender the packet is within their rates.
-func (n *Node) take(lender Lender, lb *bucket.Bucket, cost uint64, now int64) (ok bool, short Lender, wait time.Duration) {
-	var taken [MaxDepth + 3]*bucket.Bucket
-	k := 0
-	fail := func(b *bucket.Bucket, short Lender) (bool, Lender, time.Duration) {
-		w := max(b.WaitFor(cost), time.Microsecond)
-		for _, t := range taken[:k] {
-			t.Refund(cost)
-		}
-		return false, short, w
+func (n *Node) take(lender Lender, cost uint64, now int64) (ok bool, short Lender, wait time.Duration) {
+	if lender == Own {
+		return n.takeOwn(cost, now)
 	}
+	hops := n.hops
+	li := int(lender) // the lender's hop
+	if lender == Root {
+		li = len(hops) - 1
+	}
+	lh := &hops[li]
+	lb, merged := lh.rate, lh.merged()
 	if lb != nil {
-		if !lb.TryGrab(cost, now) {
-			return fail(lb, None)
-		}
-		taken[k] = lb
-		k++
-	}
-	level := Lender(0)
-	for y := n; y != nil; y = y.Parent {
-		if c := y.Class.Ceil; c != nil {
-			var leave uint64
-			if level > 0 && level <= lender {
-				leave = reserve(c)
-			}
-			if !c.TryGrabLeaving(cost, leave, now) {
-				return fail(c, level)
-			}
-			taken[k] = c
-			k++
-		}
-		level++
-	}
-	if r := n.tree.Root; r != nil {
 		var leave uint64
-		if lender == Root {
-			leave = reserve(r)
+		if merged && li > 0 {
+			leave = reserve(lb)
 		}
-		if !r.TryGrabLeaving(cost, leave, now) {
-			return fail(r, Root)
+		if !lb.TryGrabLeaving(cost, leave, now) {
+			short := None
+			if leave > 0 && lb.Available() >= int64(cost) {
+				short = lh.level // the ceil is short, not the spare
+			}
+			return false, short, max(lb.WaitFor(cost), time.Microsecond)
 		}
-		taken[k] = r
-		k++
 	}
-	level = 0
-	for y := n; y != nil; y = y.Parent {
-		if level > lender {
-			y.Class.Rate.Grab(cost)
+	for i := range hops {
+		c := hops[i].ceil
+		if c == nil || (i == li && merged) {
+			continue
 		}
-		level++
+		var leave uint64
+		if i > 0 && i <= li {
+			leave = reserve(c)
+		}
+		if !c.TryGrabLeaving(cost, leave, now) {
+			wait := max(c.WaitFor(cost), time.Microsecond)
+			if lb != nil {
+				lb.Refund(cost)
+			}
+			for j := range i {
+				if c := hops[j].ceil; c != nil && !(j == li && merged) {
+					c.Refund(cost)
+				}
+			}
+			return false, hops[i].level, wait
+		}
 	}
-	if sp := n.tree.Spare; sp != nil && lender != Root {
-		sp.Grab(cost)
+	for i := li + 1; i < len(hops); i++ {
+		if h := &hops[i]; h.rate != nil && !h.merged() {
+			h.rate.Grab(cost)
+		}
+	}
+	return true, None, 0
+}
+
+// takeOwn is take for a packet within n's rate, from the lists Add made.
+func (n *Node) takeOwn(cost uint64, now int64) (ok bool, short Lender, wait time.Duration) {
+	for i, b := range n.own {
+		if !b.TryGrab(cost, now) {
+			wait := max(b.WaitFor(cost), time.Microsecond)
+			for _, t := range n.own[:i] {
+				t.Refund(cost)
+			}
+			return false, n.ownShort[i], wait
+		}
+	}
+	for _, b := range n.charge {
+		b.Grab(cost)
 	}
 	return true, None, 0
 }
@@ -526,21 +602,13 @@ func (n *Node) Refund(lender Lender, cost uint64) {
 	if lender == None {
 		return
 	}
-	level := Lender(0)
-	for y := n; y != nil; y = y.Parent {
-		c := y.Class
-		if c.Ceil != nil {
-			c.Ceil.Refund(cost)
+	for i := range n.hops {
+		h := &n.hops[i]
+		if h.ceil != nil {
+			h.ceil.Refund(cost)
 		}
-		if level >= lender {
-			c.Rate.Refund(cost)
+		if h.rate != nil && !h.merged() && h.level >= lender {
+			h.rate.Refund(cost)
 		}
-		level++
-	}
-	if r := n.tree.Root; r != nil {
-		r.Refund(cost)
-	}
-	if sp := n.tree.Spare; sp != nil {
-		sp.Refund(cost)
 	}
 }

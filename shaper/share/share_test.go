@@ -43,11 +43,37 @@ const (
 
 func burstOf(rate uint64) uint64 { return max(rate*uint64(burstT)/uint64(time.Second), 2*pkt) }
 
-func newSim(root uint64, specs []spec) *sim {
+// layout is how a test tree's buckets are laid out.
+type layout int
+
+const (
+	// oneBucket: as pacer builds a tree, the root's spare is its cap, and
+	// an inner class whose ceil is its rate has one bucket for both.
+	oneBucket layout = iota
+	// twoBuckets: each of those has two buckets.
+	twoBuckets
+)
+
+func (l layout) String() string { return [...]string{"one-bucket", "two-buckets"}[l] }
+
+// layouts runs f for each layout.
+func layouts(t *testing.T, f func(t *testing.T, l layout)) {
+	for _, l := range []layout{oneBucket, twoBuckets} {
+		t.Run(l.String(), func(t *testing.T) { f(t, l) })
+	}
+}
+
+// newSim builds a tree laid out as pacer does (oneBucket).
+func newSim(root uint64, specs []spec) *sim { return newSimLayout(root, specs, oneBucket) }
+
+func newSimLayout(root uint64, specs []spec, l layout) *sim {
 	s := &sim{tree: &Tree{}, nodes: map[string]*Node{}, specs: specs, sent: map[string]uint64{}, through: map[string][]uint64{}}
 	if root > 0 {
 		s.tree.Root = bucket.New(root, burstOf(root), bucket.WithStart(0))
-		s.tree.Spare = bucket.New(root, burstOf(root), bucket.WithStart(0))
+		s.tree.Spare = s.tree.Root
+		if l == twoBuckets {
+			s.tree.Spare = bucket.New(root, burstOf(root), bucket.WithStart(0))
+		}
 	}
 	isParent := map[string]bool{}
 	for _, sp := range specs {
@@ -55,7 +81,10 @@ func newSim(root uint64, specs []spec) *sim {
 	}
 	for _, sp := range specs {
 		c := &Class{Rate: bucket.New(sp.rate, burstOf(sp.rate), bucket.WithStart(0))}
-		if sp.ceil > sp.rate || isParent[sp.name] {
+		switch {
+		case sp.ceil <= sp.rate && isParent[sp.name] && l == oneBucket:
+			c.Ceil = c.Rate
+		case sp.ceil > sp.rate || isParent[sp.name]:
 			ceil := max(sp.ceil, sp.rate)
 			c.Ceil = bucket.New(ceil, burstOf(ceil), bucket.WithStart(0))
 		}
@@ -215,8 +244,10 @@ func TestGuarantee(t *testing.T) {
 // TestCeilings checks the tbf bound at every level of a tree under load:
 // no class, and not the root, sends more than ceil*w + cburst in any
 // window w.
-func TestCeilings(t *testing.T) {
-	s := newSim(3000000, []spec{
+func TestCeilings(t *testing.T) { layouts(t, testCeilings) }
+
+func testCeilings(t *testing.T, l layout) {
+	s := newSimLayout(3000000, []spec{
 		{name: "site", rate: 1000000, ceil: 2500000},
 		{name: "ap1", parent: "site", rate: 500000, ceil: 1200000},
 		{name: "ap2", parent: "site", rate: 500000, ceil: 2500000},
@@ -224,7 +255,10 @@ func TestCeilings(t *testing.T) {
 		{name: "u2", parent: "ap1", rate: 200000, ceil: 600000, offer: all},
 		{name: "u3", parent: "ap2", rate: 200000, ceil: 3000000, offer: all},
 		{name: "other", rate: 1000000, ceil: 3000000, offer: all},
-	})
+		{name: "fixed", rate: 400000}, // ceil = rate: one bucket
+		{name: "f1", parent: "fixed", rate: 100000, ceil: 400000, offer: all},
+		{name: "f2", parent: "fixed", rate: 100000, ceil: 300000, offer: all},
+	}, l)
 	s.run(t, 0, 5*time.Second)
 	ceil := map[string]uint64{"": 3000000}
 	for _, sp := range s.specs {
@@ -305,33 +339,75 @@ func TestFewActive(t *testing.T) {
 	}
 }
 
-// TestRefund: a packet that did not leave gives back what it was charged.
+// TestRefund: a packet that did not leave gives back what it was
+// charged, whether the parent it borrows from has a ceil above its rate
+// or one bucket for both.
 func TestRefund(t *testing.T) {
-	s := newSim(2000000, []spec{
-		{name: "p", rate: 1000000, ceil: 2000000},
-		{name: "a", parent: "p", rate: 100000, ceil: 2000000},
+	layouts(t, func(t *testing.T, l layout) {
+		for _, pceil := range []uint64{2000000, 1000000} {
+			s := newSimLayout(2000000, []spec{
+				{name: "p", rate: 1000000, ceil: pceil},
+				{name: "a", parent: "p", rate: 100000, ceil: 2000000},
+			}, l)
+			now := int64(time.Second)
+			n := s.nodes["a"]
+			avail := func() []int64 {
+				var out []int64
+				for _, b := range []*bucket.Bucket{n.Class.Rate, n.Class.Ceil, s.nodes["p"].Class.Rate, s.nodes["p"].Class.Ceil, s.tree.Root, s.tree.Spare} {
+					b.Replenish(now)
+					out = append(out, b.Available())
+				}
+				return out
+			}
+			lenders := map[Lender]bool{}
+			for i := range 5 { // own rate, then borrowed from p
+				before := avail()
+				lent, _ := n.Try(pkt, now)
+				if lent == None {
+					t.Fatalf("p ceil %d, try %d: not let go", pceil, i)
+				}
+				lenders[lent] = true
+				n.Refund(lent, pkt)
+				if after := avail(); !equal(before, after) {
+					t.Fatalf("p ceil %d, try %d (lent %d): buckets %v after refund, %v before", pceil, i, lent, after, before)
+				}
+				n.Try(pkt, now) // and spend it, to borrow next time
+			}
+			if !lenders[Own] || !lenders[1] {
+				t.Errorf("p ceil %d: lenders %v, want its own rate and p (1)", pceil, lenders)
+			}
+		}
 	})
-	now := int64(time.Second)
-	n := s.nodes["a"]
-	avail := func() []int64 {
-		var out []int64
-		for _, b := range []*bucket.Bucket{n.Class.Rate, n.Class.Ceil, s.nodes["p"].Class.Rate, s.nodes["p"].Class.Ceil, s.tree.Root, s.tree.Spare} {
-			b.Replenish(now)
-			out = append(out, b.Available())
-		}
-		return out
+}
+
+// TestOneBucket: a tree whose non-borrowing inner class and root each
+// have one bucket for rate and ceil (as pacer builds it) shares as the
+// same tree with two buckets each does: the inner class holds to its
+// rate, its children split it by priority, the root lends its spare to
+// the one class that may borrow.
+func TestOneBucket(t *testing.T) {
+	specs := []spec{
+		{name: "fixed", rate: 1200000}, // ceil = rate: no borrowing
+		{name: "u1", parent: "fixed", rate: 200000, ceil: 1200000, prio: 0, offer: all},
+		{name: "u2", parent: "fixed", rate: 200000, ceil: 1200000, prio: 1, offer: all},
+		{name: "open", rate: 800000, ceil: 2500000},
+		{name: "u3", parent: "open", rate: 100000, ceil: 2500000, offer: all},
 	}
-	for i := range 5 { // own rate, then borrowed from p
-		before := avail()
-		lent, _ := n.Try(pkt, now)
-		if lent == None {
-			t.Fatalf("try %d: not let go", i)
+	want := map[string]float64{"u1": 1000000, "u2": 200000, "u3": 1300000}
+	got := map[layout]map[string]float64{}
+	layouts(t, func(t *testing.T, l layout) {
+		s := newSimLayout(2500000, specs, l)
+		got[l] = s.run(t, 0, 10*time.Second)
+		for name, w := range want {
+			if !within(got[l][name], w, 0.02) {
+				t.Errorf("%s: %.0f B/s, want %.0f (%v)", name, got[l][name], w, got[l])
+			}
 		}
-		n.Refund(lent, pkt)
-		if after := avail(); !equal(before, after) {
-			t.Fatalf("try %d (lent %d): buckets %v after refund, %v before", i, lent, after, before)
+	})
+	for name := range want {
+		if a, b := got[oneBucket][name], got[twoBuckets][name]; !within(a, b, 0.01) {
+			t.Errorf("%s: %.0f B/s with one bucket, %.0f with two", name, a, b)
 		}
-		n.Try(pkt, now) // and spend it, to borrow next time
 	}
 }
 
@@ -348,13 +424,17 @@ func equal(a, b []int64) bool {
 // once (as the workers of a direction do, with no lock): what all of them
 // let go through each class stays within its ceil, and through the root
 // within its rate (the tbf bound over the whole run). Run with -race.
-func TestConcurrentTry(t *testing.T) {
-	s := newSim(2000000, []spec{
+func TestConcurrentTry(t *testing.T) { layouts(t, testConcurrentTry) }
+
+func testConcurrentTry(t *testing.T, l layout) {
+	s := newSimLayout(2000000, []spec{
 		{name: "site", rate: 1000000, ceil: 1500000},
 		{name: "a", parent: "site", rate: 300000, ceil: 1500000},
 		{name: "b", parent: "site", rate: 300000, ceil: 800000},
 		{name: "c", rate: 500000, ceil: 2000000, prio: 1},
-	})
+		{name: "fixed", rate: 400000}, // ceil = rate: one bucket
+		{name: "d", parent: "fixed", rate: 100000, ceil: 400000},
+	}, l)
 	const workers, steps = 4, 2000 // 2 s of 1 ms steps
 	var mu sync.Mutex
 	sent := map[string]uint64{}
@@ -366,7 +446,7 @@ func TestConcurrentTry(t *testing.T) {
 			mine := map[string]uint64{}
 			for i := range steps {
 				now := int64(i) * int64(step)
-				for k, name := range []string{"a", "b", "c"} {
+				for k, name := range []string{"a", "b", "c", "d"} {
 					if (k+w)%2 == 1 && w > 1 {
 						continue // some workers carry only some classes
 					}
@@ -376,8 +456,11 @@ func TestConcurrentTry(t *testing.T) {
 							break
 						}
 						mine[name] += pkt
-						if name != "c" {
+						switch name {
+						case "a", "b":
 							mine["site"] += pkt
+						case "d":
+							mine["fixed"] += pkt
 						}
 						mine[""] += pkt
 					}
@@ -392,7 +475,7 @@ func TestConcurrentTry(t *testing.T) {
 	}
 	wg.Wait()
 	d := float64(steps) * step.Seconds()
-	for name, ceil := range map[string]uint64{"a": 1500000, "b": 800000, "site": 1500000, "c": 2000000, "": 2000000} {
+	for name, ceil := range map[string]uint64{"a": 1500000, "b": 800000, "site": 1500000, "c": 2000000, "d": 400000, "fixed": 400000, "": 2000000} {
 		limit := float64(ceil)*d + float64(burstOf(ceil)) + pkt
 		if float64(sent[name]) > limit {
 			t.Errorf("%q: %d bytes over %.0f s from %d workers, over ceil*t + cburst = %.0f", name, sent[name], d, workers, limit)
