@@ -166,7 +166,7 @@ func (tl *testLink) splitRun(t *testing.T, want []queueSplit, d, omit time.Durat
 // left is the two workers' picked bulk packets, each with a full-size
 // packet's tokens claimed ahead of the ping: 2.4 ms at 10 Mbit/s.)
 func TestFQSplitQueues(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // judges pings: alone
 	tl := newTestLink(t, true, `
 egress:
   classes:

@@ -148,6 +148,11 @@ type Tree struct {
 	// Root itself.
 	Spare *bucket.Bucket
 	Top   []*Node // the root's children
+
+	// withinUntil: clock ns until which some class waits with a packet
+	// within its rate for a ceil it shares (Node.waitWithin), so that
+	// borrowers look for it (Node.yieldToWithin).
+	withinUntil atomic.Int64
 }
 
 // Add puts a node under parent (nil: under the root) and returns it;
@@ -293,7 +298,11 @@ func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
 		return Own, 0
 	}
 	if short != None {
-		return None, wait // a ceil on the way is short: borrowing cannot help
+		// A ceil on the way (short levels up) is short: borrowing cannot
+		// help, and the borrowers that share that ceil must leave it the
+		// tokens it is guaranteed.
+		n.waitWithin(short, now+int64(wait+withinFor))
+		return None, wait
 	}
 	return n.borrow(cost, now)
 }
@@ -339,16 +348,47 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 	return None, wait
 }
 
-// waitWithin marks n and its ancestors below level (in overcommitted
-// sibling sets) as waiting with a packet within their rates until t.
+// waitWithin marks n and its ancestors below level as waiting with a
+// packet within their rates until t: siblings of a worse priority in an
+// overcommitted sibling set wait for them (yieldWithin), and borrowers
+// that share the ceil at level wait for them (yieldToWithin).
 func (n *Node) waitWithin(level Lender, t int64) {
 	l := Lender(0)
 	for y := n; y != nil && l < level; y = y.Parent {
-		if y.overcommitted && y.Class.withinUntil.Load() < t {
+		if y.Class.withinUntil.Load() < t {
 			y.Class.withinUntil.Store(t)
 		}
 		l++
 	}
+	if n.tree.withinUntil.Load() < t {
+		n.tree.withinUntil.Store(t)
+	}
+}
+
+// yieldToWithin returns how long a borrower n waits for a class that
+// waits with a packet within its rate for a ceil n's packet would take
+// from too (a sibling of n or of an ancestor of n, marked by waitWithin):
+// guarantees before borrowing, as HTB serves the classes within their
+// rates first. 0: none waits. It costs one load unless some class in the
+// tree waits.
+func (n *Node) yieldToWithin(now int64) time.Duration {
+	if n.tree.withinUntil.Load() <= now {
+		return 0
+	}
+	var until int64
+	for x := n; x != nil; x = x.Parent {
+		for _, y := range x.siblings() {
+			if y != x {
+				if u := y.Class.withinUntil.Load(); u > now {
+					until = max(until, u)
+				}
+			}
+		}
+	}
+	if until == 0 {
+		return 0
+	}
+	return min(time.Duration(until-now), maxYield)
 }
 
 // yieldWithin returns how long n waits for a sibling of a better
@@ -377,6 +417,9 @@ func (n *Node) yieldWithin(now int64, all bool) time.Duration {
 
 // borrow looks for a lender above n for a packet over n's rate.
 func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
+	if d := n.yieldToWithin(now); d > 0 {
+		return None, d
+	}
 	wait := n.Class.Rate.WaitFor(cost)
 	level := Lender(0)
 	for x := n; ; x = x.Parent {
