@@ -417,9 +417,6 @@ func (n *Node) yieldWithin(now int64, all bool) time.Duration {
 
 // borrow looks for a lender above n for a packet over n's rate.
 func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
-	if d := n.yieldToWithin(now); d > 0 {
-		return None, d
-	}
 	wait := n.Class.Rate.WaitFor(cost)
 	level := Lender(0)
 	for x := n; ; x = x.Parent {
@@ -428,6 +425,13 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 		}
 		if d := x.yield(now); d > 0 {
 			return None, d
+		}
+		if x == n {
+			// Marked active as a borrower first (yield), so that other
+			// borrowers keep its share while it waits here.
+			if d := n.yieldToWithin(now); d > 0 {
+				return None, d
+			}
 		}
 		x.Class.Ceil.Replenish(now)
 		if d := x.Class.Ceil.WaitFor(cost); d > 0 {
