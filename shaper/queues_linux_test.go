@@ -173,7 +173,7 @@ egress:
     - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 10mbit}
 `)
 	split := []queueSplit{{"bulk", 0}, {"bulk", 1}, {"bulk", 1}, {"bulk", 1}}
-	goodput, rtts := tl.splitRun(t, split, 15*time.Second, 3*time.Second)
+	goodput, rtts := tl.splitRun(t, split, 12*time.Second, 2*time.Second)
 	checkSplit(t, goodput, rtts, 10e6, 4*time.Millisecond)
 }
 
@@ -201,10 +201,11 @@ func checkSplit(t *testing.T, goodput []float64, rtts []time.Duration, rate floa
 // and b (each rate 4 Mbit/s, ceil 10, under a 10 Mbit/s direction), two
 // flows each: a's one on each queue, b's both on the queue a's second
 // shares. Each class gets half the link and each flow a quarter (Jain >=
-// 0.99 over the flows). A ping in a is logged, not judged: its p99 was
-// 3.5-5.6 ms (p50 0.1 ms), above the 3 ms issue 27 asks.
+// 0.99 over the flows). A ping in a is logged, not judged (the test runs
+// beside other rate tests): alone its p99 was 3.5-5.6 ms (p50 0.1 ms),
+// above the 3 ms issue 27 asks.
 func TestShareSplitQueues(t *testing.T) {
-	skipShort(t) // judges pings: alone
+	rateTest(t)
 	tl := newTestLink(t, true, `
 egress:
   rate: 10mbit
@@ -213,6 +214,6 @@ egress:
     - {name: a, match: {dst: [198.18.0.2/32]}, rate: 4mbit, ceil: 10mbit}
 `)
 	split := []queueSplit{{"a", 0}, {"a", 1}, {"b", 1}, {"b", 1}}
-	goodput, rtts := tl.splitRun(t, split, 15*time.Second, 3*time.Second)
+	goodput, rtts := tl.splitRun(t, split, 12*time.Second, 2*time.Second)
 	checkSplit(t, goodput, rtts, 10e6, 0)
 }

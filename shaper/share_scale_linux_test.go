@@ -144,7 +144,7 @@ func TestShareScale(t *testing.T) {
 			}
 			names = append(names, scaleLeaf(a.i, a.j, a.k))
 		}
-		rates := tl.classRates(t, 2*time.Second, 6*time.Second, tl.udpToPorts(t, ports, 1.5*5e6), names...)
+		rates := tl.classRates(t, 2*time.Second, 4*time.Second, tl.udpToPorts(t, ports, 1.5*5e6), names...)
 		for n, a := range active {
 			t.Logf("%s: %.3f Mbit/s, want %.3f", names[n], rates[n]*8/1e6, a.want*8/1e6)
 			if rates[n] < 0.98*a.want || rates[n] > 1.02*a.want {
