@@ -279,6 +279,37 @@ func (ps *passage) advance(cost uint64, now int64) time.Duration {
 	return ps.link.Wait(ps.linkTicket)
 }
 
+// stepBack gives back the class-stage claims (rate, peak) of a packet of
+// cost bytes that still waits for them, so that a packet picked after it
+// can claim ahead of it; it reports whether it did (not in a tree, not
+// once at the direction's stage, not once clear). The packet must then
+// claim again (reclaim): the bucket's count is as if it had not claimed.
+func (ps *passage) stepBack(cost uint64, now int64) bool {
+	g := ps.g
+	if ps.atLink || g.node != nil || g.rate == nil {
+		return false
+	}
+	g.rate.Replenish(now)
+	if g.rate.Wait(ps.rateTicket) == 0 {
+		return false
+	}
+	g.rate.Refund(cost)
+	if g.peak != nil {
+		g.peak.Refund(cost)
+	}
+	return true
+}
+
+// reclaim claims again what stepBack gave back, behind what was claimed
+// meanwhile.
+func (ps *passage) reclaim(cost uint64) {
+	g := ps.g
+	ps.rateTicket = g.rate.Grab(cost)
+	if g.peak != nil {
+		ps.peakTicket = g.peak.Grab(cost)
+	}
+}
+
 // toLink moves a packet whose first stage is clear to the direction's
 // bucket and reports whether that is clear too (no direction rate: it
 // is).
