@@ -1,0 +1,121 @@
+package share
+
+import "time"
+
+// Classes that wait with a packet within their rate: under an
+// overcommitted parent they go by priority, and borrowers wait for them.
+
+// withinFor is how long after the tokens it waits for are due a packet
+// within its rate that a shared ceil held up still counts as waiting:
+// longer than blockFor, as a borrower that comes first while it counts
+// no more takes what it waited for, and its worker may wake late on a
+// busy machine. It ends sooner when the packet goes.
+const withinFor = 5 * time.Millisecond
+
+// tryContended is Try for a node under an overcommitted parent: as HTB
+// serves the classes within their rates by priority, a packet of n waits
+// while a sibling (of n or of an ancestor, in an overcommitted sibling
+// set) of a better priority waits with a packet within its rate; and a
+// packet within n's rate that a shared ceil (or the root's cap) holds up
+// marks n so (withinUntil), up to the level below that ceil. A packet
+// over n's rate (a borrower) waits while such a sibling of any priority
+// waits: the classes within their rates go first.
+func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
+	c := n.Class
+	if d := n.yieldWithin(now, false); d > 0 {
+		// It waits for a better sibling; with a packet within its rate
+		// it still waits before the borrowers.
+		c.Rate.Replenish(now)
+		if c.Rate.WaitFor(cost) == 0 {
+			n.waitWithin(Root, now+int64(d+withinFor))
+		}
+		return None, d
+	}
+	ok, short, wait := n.take(Own, cost, now)
+	if ok {
+		c.blockedUntil.Store(0)
+		for y := n; y != nil; y = y.Parent {
+			if y.overcommitted && y.Class.withinUntil.Load() != 0 {
+				y.Class.withinUntil.Store(0)
+			}
+		}
+		return Own, 0
+	}
+	if short == None {
+		if d := n.yieldWithin(now, true); d > 0 {
+			return None, d
+		}
+		return n.borrow(cost, now)
+	}
+	// The ceil short levels up (Root: the root's cap) holds up a packet
+	// within n's rate: n and its ancestors below that ceil wait for it.
+	n.waitWithin(short, now+int64(wait+withinFor))
+	return None, wait
+}
+
+// waitWithin marks n and its ancestors below level as waiting with a
+// packet within their rates until t: siblings of a worse priority in an
+// overcommitted sibling set wait for them (yieldWithin), and borrowers
+// that share the ceil at level wait for them (yieldToWithin).
+func (n *Node) waitWithin(level Lender, t int64) {
+	l := Lender(0)
+	for y := n; y != nil && l < level; y = y.Parent {
+		if y.Class.withinUntil.Load() < t {
+			y.Class.withinUntil.Store(t)
+		}
+		l++
+	}
+	if n.tree.withinUntil.Load() < t {
+		n.tree.withinUntil.Store(t)
+	}
+}
+
+// yieldToWithin returns how long a borrower n waits for a class that
+// waits with a packet within its rate for a ceil n's packet would take
+// from too (a sibling of n or of an ancestor of n, marked by waitWithin):
+// guarantees before borrowing, as HTB serves the classes within their
+// rates first. 0: none waits. It costs one load unless some class in the
+// tree waits.
+func (n *Node) yieldToWithin(now int64) time.Duration {
+	if n.tree.withinUntil.Load() <= now {
+		return 0
+	}
+	var until int64
+	for x := n; x != nil; x = x.Parent {
+		for _, y := range x.siblings() {
+			if y != x {
+				if u := y.Class.withinUntil.Load(); u > now {
+					until = max(until, u)
+				}
+			}
+		}
+	}
+	if until == 0 {
+		return 0
+	}
+	return min(time.Duration(until-now), maxYield)
+}
+
+// yieldWithin returns how long n waits for a sibling of a better
+// priority (of any, if all) that waits with a packet within its rate (a
+// sibling of n's, or of an ancestor's, in an overcommitted sibling set);
+// 0: none does.
+func (n *Node) yieldWithin(now int64, all bool) time.Duration {
+	var until int64
+	for x := n; x != nil; x = x.Parent {
+		if !x.overcommitted {
+			continue
+		}
+		for _, y := range x.siblings() {
+			if y.Priority < x.Priority || all && y != x {
+				if u := y.Class.withinUntil.Load(); u > now {
+					until = max(until, u)
+				}
+			}
+		}
+	}
+	if until == 0 {
+		return 0
+	}
+	return min(time.Duration(until-now), maxYield)
+}

@@ -1,0 +1,85 @@
+package share
+
+import "time"
+
+// How siblings arbitrate spare between their borrowers: priority,
+// weight (virtual time), and who waits for spare.
+
+// borrowed counts a packet of n that x (n or one of its ancestors)
+// borrowed from x's parent: n up to x sent it over their rates.
+func (n *Node) borrowed(x *Node, cost uint64) {
+	for y := n; ; y = y.Parent {
+		c := y.Class
+		c.borrowed.Add(cost)
+		c.vt.Add(cost * vtScale / y.Weight)
+		c.blockedUntil.Store(0)
+		if y == x {
+			return
+		}
+	}
+}
+
+// yield decides whether x's parent lets x borrow now: not while a sibling
+// of a better priority waits for spare, nor while x is ahead of the least
+// served active sibling of its priority by more than slackPackets. It
+// returns 0 to go ahead, else how long to wait. It marks x active.
+func (x *Node) yield(now int64) time.Duration {
+	c := x.Class
+	wasActive := c.activeUntil.Load() > now
+	c.activeUntil.Store(now + int64(activeFor))
+	sibs := x.siblings()
+	if len(sibs) == 1 {
+		return 0
+	}
+	var least uint64
+	found := false
+	var blocked int64
+	for _, y := range sibs {
+		if y == x {
+			continue
+		}
+		yc := y.Class
+		switch {
+		case y.Priority < x.Priority:
+			if b := yc.blockedUntil.Load(); b > now {
+				blocked = max(blocked, b)
+			}
+		case y.Priority == x.Priority && yc.activeUntil.Load() > now:
+			if v := yc.vt.Load(); !found || int64(v-least) < 0 {
+				least, found = v, true
+			}
+		}
+	}
+	if blocked > 0 {
+		return min(time.Duration(blocked-now), maxYield)
+	}
+	if !found {
+		return 0
+	}
+	my := c.vt.Load()
+	slack := slackPackets * vtScale / x.Weight
+	if floor := least - 2*slack; !wasActive && int64(floor-my) > 0 {
+		// Borrowing again after a pause: at most two slacks behind the
+		// others, as a flow back in DRR gets a quantum, not the credit
+		// of the whole pause.
+		c.vt.Store(floor)
+		return 0
+	}
+	if int64(my-least) <= int64(slack) {
+		return 0
+	}
+	return 100 * time.Microsecond
+}
+
+// block marks n and its ancestors up to x as waiting for spare until t, so
+// that siblings of a worse priority leave it to them.
+func (n *Node) block(x *Node, t int64) {
+	for y := n; y != nil; y = y.Parent {
+		if b := y.Class.blockedUntil.Load(); b < t {
+			y.Class.blockedUntil.Store(t)
+		}
+		if y == x {
+			return
+		}
+	}
+}
