@@ -292,8 +292,11 @@ func (q *queues) picked(sh *shard, ln *lane, st *classState, link *bucket.Bucket
 // per idle spell of its flow. It still takes its tokens from every
 // bucket and counts in the worker's share of the class.
 func (q *queues) pickSparse(c *Class, sh *shard, ln *lane, now int64) bool {
+	if ln.fq == nil || !ln.fq.HasNew() {
+		return false // the common case, at no more cost than this look
+	}
 	st := c.state.Load()
-	if !st.fq || ln.fq == nil {
+	if !st.fq {
 		return false
 	}
 	link := q.dir.Load().linkOf(st)

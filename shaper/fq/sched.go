@@ -416,6 +416,10 @@ func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
 	}
 }
 
+// HasNew reports whether a new flow (DRR++'s sparse flows) waits: a
+// cheap look before DequeueSparse.
+func (s *Sched) HasNew() bool { return s.newList.head != none }
+
 // DequeueSparse returns the packet the next Dequeue would start with if it
 // comes from a new flow (DRR++'s sparse flows, served first: one that had
 // nothing queued), costs at most maxCost and its gate lets it go now; else
