@@ -93,6 +93,36 @@ func TestSparseFlowFirst(t *testing.T) {
 	t.Error("the sparse flow's packet did not leave within two dequeues")
 }
 
+// TestDequeueSparseSkipsNewBulk: a small packet of a sparse flow that sits
+// behind a bulk flow on the new list (one whose queue ran empty and came
+// back) is taken by DequeueSparse ahead of the bulk flow's full-size
+// packet, which keeps its place; behind more than sparseLook such flows
+// it is not.
+func TestDequeueSparseSkipsNewBulk(t *testing.T) {
+	s, _, h := newTestSched(t, Params{Rate: 1e6, AQM: AQMNone})
+	enqueue(s, h, 1500, 1, 0, 0)
+	enqueue(s, h, 84, 2, 0, 0)
+	p, ok := s.DequeueSparse(0, 0, 256)
+	if !ok || p.Pkt.Size != 84 {
+		t.Fatalf("DequeueSparse = %d bytes, %v; want the 84-byte packet", p.Pkt.Size, ok)
+	}
+	if p, ok := s.DequeueSparse(0, 0, 256); ok {
+		t.Fatalf("DequeueSparse took a %d-byte packet, want none (only bulk is left)", p.Pkt.Size)
+	}
+	if p, _ := s.Dequeue(0, 0); p.Pkt.Size != 1500 {
+		t.Fatalf("Dequeue = %d bytes, want the bulk flow's packet", p.Pkt.Size)
+	}
+
+	s, _, h = newTestSched(t, Params{Rate: 1e6, AQM: AQMNone})
+	for i := range sparseLook {
+		enqueue(s, h, 1500, uint16(10+i), 0, 0)
+	}
+	enqueue(s, h, 84, 2, 0, 0)
+	if p, ok := s.DequeueSparse(0, 0, 256); ok {
+		t.Fatalf("DequeueSparse took a %d-byte packet behind %d bulk flows, want none", p.Pkt.Size, sparseLook)
+	}
+}
+
 // TestNewFlowEmptyingGoesOld pins RFC 8290's rule: a flow that empties
 // while on the new list moves to the old list (if it has company), so that
 // it cannot stay "new" by sending one packet per round.
