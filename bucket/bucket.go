@@ -507,6 +507,28 @@ func (b *Bucket) tryGrabLoop(n, leave uint64) bool {
 	}
 }
 
+// TryGrabUpTo claims at least n and at most most tokens (most >= n), as
+// many as conform right now (after a Replenish at now), and returns how
+// many it claimed: 0, claiming nothing, if fewer than n conform. It lets a
+// goroutine that will spend the tokens on several packets of its own take
+// them with one atomic operation; it gives back what it does not spend
+// with Refund. Like TryGrab, a claim never waits: every token it returns
+// was in the bucket.
+func (b *Bucket) TryGrabUpTo(n, most uint64, now int64) uint64 {
+	b.Replenish(now)
+	for {
+		tail := b.tail.Load()
+		av := int64(b.head.Load() - tail)
+		if av < int64(n) {
+			return 0
+		}
+		got := min(uint64(av), max(most, n))
+		if b.tail.CompareAndSwap(tail, tail+got) {
+			return got
+		}
+	}
+}
+
 // WaitFor returns how long until the bucket holds n tokens at the current
 // rate: 0 if it does now (after the last Replenish), else the time the
 // missing tokens take to accrue (DurationFor). A grab of n now would wait

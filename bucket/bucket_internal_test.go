@@ -185,6 +185,38 @@ func (c *checker) tryGrab(n uint64, dt int64) {
 	c.after(before)
 }
 
+// tryGrabUpTo claims between n and most tokens with TryGrabUpTo: all it
+// reports it claimed must have been in the bucket (the claim clears at
+// once), and it claims as many as it can up to most.
+func (c *checker) tryGrabUpTo(n, most uint64, dt int64) {
+	c.t.Helper()
+	c.step++
+	c.now += dt
+	before := snapshot(c.b)
+	got := c.b.TryGrabUpTo(n, most, c.now)
+	s := snapshot(c.b)
+	if s.tail-before.tail != got {
+		c.fatalf("TryGrabUpTo reported %d, claimed %d", got, s.tail-before.tail)
+	}
+	switch {
+	case got == 0:
+		if av := int64(s.head - s.tail); av >= int64(n) {
+			c.fatalf("TryGrabUpTo(%d, %d) claimed nothing with %d available", n, most, av)
+		}
+	case got < n || got > max(most, n):
+		c.fatalf("TryGrabUpTo(%d, %d) claimed %d", n, most, got)
+	case got < most && s.head != s.tail:
+		c.fatalf("TryGrabUpTo(%d, %d) claimed %d and left %d", n, most, got, int64(s.head-s.tail))
+	default:
+		c.tickets = append(c.tickets, s.tail)
+		c.sizes = append(c.sizes, got)
+		if c.b.Deficiency(s.tail) != 0 {
+			c.fatalf("TryGrabUpTo claimed %d but its ticket has deficiency %d", got, c.b.Deficiency(s.tail))
+		}
+	}
+	c.after(before)
+}
+
 // release releases (capped) the oldest cleared ticket, as egress would.
 func (c *checker) release() {
 	c.t.Helper()
@@ -251,7 +283,11 @@ func (c *checker) run(ops []byte) {
 		case 2, 3:
 			c.replenish(int64(arg) * int64(arg) * 997)
 		case 4:
-			c.tryGrab(1+arg*limit/512, int64(arg)*131)
+			if arg%2 == 1 {
+				c.tryGrabUpTo(1+arg*limit/1024, 1+arg*limit/256, int64(arg)*131)
+			} else {
+				c.tryGrab(1+arg*limit/512, int64(arg)*131)
+			}
 		case 5:
 			if c.b.capped {
 				c.release()

@@ -77,12 +77,14 @@ func BenchmarkDecision(b *testing.B) {
 			b.Fatal("the tree was not built")
 		}
 		var h classify.Headers
+		var cache share.Cache // the worker's, flushed per batch
 		start := time.Now()
 		var now int64
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			if i%32 == 0 {
+				cache.Flush()
 				now = int64(time.Since(start))
 			}
 			i++
@@ -92,7 +94,7 @@ func BenchmarkDecision(b *testing.B) {
 			c := d.classOf(&h.Flow)
 			st := c.state.Load()
 			if st.node != nil {
-				ps := passage{g: &st.gate, link: d.linkOf(st)}
+				ps := passage{g: &st.gate, link: d.linkOf(st), cache: &cache}
 				if !ps.grab(cost, false, now, true) || !ps.toLink(cost) || ps.lent != share.Own {
 					b.Fatalf("packet %d not let go within its rate (lent %d)", i, ps.lent)
 				}

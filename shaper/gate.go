@@ -57,7 +57,9 @@ func (g *gate) wait(link *bucket.Bucket, n uint64, now int64) time.Duration {
 // tryGrab claims cost from every bucket a policed packet is subject to
 // (its key's, the gate's, the direction's), only if all of them have the
 // tokens now; otherwise it claims nothing. In a tree it returns who lent.
-func (g *gate) tryGrab(link *bucket.Bucket, key *keyed.Entry, cost uint64, now int64) (share.Lender, bool) {
+//
+// cache is the worker's share.Cache (nil: none).
+func (g *gate) tryGrab(link *bucket.Bucket, key *keyed.Entry, cost uint64, now int64, cache *share.Cache) (share.Lender, bool) {
 	if key != nil && !policeKey(key, cost, now) {
 		return share.None, false
 	}
@@ -68,7 +70,7 @@ func (g *gate) tryGrab(link *bucket.Bucket, key *keyed.Entry, cost uint64, now i
 			}
 			return share.None, false
 		}
-		lent, _ := g.node.Try(cost, now)
+		lent, _ := g.node.Try(cost, now, cache)
 		if lent == share.None {
 			if g.peak != nil {
 				g.peak.Refund(cost)
@@ -178,9 +180,11 @@ type passage struct {
 	key                      *keyed.Entry
 	keyRate, keyPeak         *bucket.Bucket
 	keyTicket, keyPeakTicket uint64
-	// In a tree (g.node): whether the node let it go, and who lent.
+	// In a tree (g.node): whether the node let it go, and who lent; and
+	// the worker's cache of the tree's tokens it asks through (nil: none).
 	passed bool
 	lent   share.Lender
+	cache  *share.Cache
 }
 
 // grab claims cost from the first stage's buckets (the gate's, and its
@@ -219,7 +223,7 @@ func (ps *passage) pass(cost uint64, now int64) time.Duration {
 	if ps.passed {
 		return 0
 	}
-	lent, wait := ps.g.node.Try(cost, now)
+	lent, wait := ps.g.node.Try(cost, now, ps.cache)
 	if lent == share.None {
 		return max(wait, minTreeWait)
 	}

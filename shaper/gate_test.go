@@ -37,7 +37,7 @@ func TestGateTryGrabAllOrNothing(t *testing.T) {
 			// A bucket starts full: let the clock run so that it is.
 			now := int64(10 * time.Second)
 			before := avail(g.rate, g.peak, link, now)
-			if _, got := g.tryGrab(link, nil, cost, now); got != tc.want {
+			if _, got := g.tryGrab(link, nil, cost, now, nil); got != tc.want {
 				t.Fatalf("tryGrab = %v, want %v", got, tc.want)
 			}
 			after := avail(g.rate, g.peak, link, now)

@@ -3,6 +3,8 @@ package shaper
 import (
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/share"
+
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -13,6 +15,9 @@ type holder struct {
 	slabs    slabs
 	deadline int64         // when the worker must wake next, in clock ns; 0: none
 	slack    time.Duration // how late a wake for tokens may be (WithWakeSlack)
+	// tokens are what the worker took ahead from its tree's buckets for
+	// the packets of its batch; given back at the batch's end.
+	tokens share.Cache
 }
 
 // wakeAt makes the worker's next Read return by due (clock ns) at the

@@ -183,7 +183,7 @@ func (q *queues) unhold(sh *shard, hp *heldPacket) {
 // key's buckets too) or drops it.
 func (policer) enqueue(q *queues, a *arrival) {
 	link := a.d.linkOf(a.st)
-	lent, ok := a.st.tryGrab(link, a.key, uint64(a.pkt.Cost), a.now)
+	lent, ok := a.st.tryGrab(link, a.key, uint64(a.pkt.Cost), a.now, &q.tokens)
 	if !ok {
 		a.sh.drops[DropPolice].Add(1)
 		if a.key != nil {

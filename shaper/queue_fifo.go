@@ -23,7 +23,7 @@ func (fifoQueue) enqueue(q *queues, a *arrival) {
 	}
 	sh.observeDecision(int64(wait))
 	hp := heldPacket{pkt: *p, arrival: now, due: a.due, st: st, planned: now + int64(wait),
-		passage: passage{g: &st.gate, link: link, key: a.key}}
+		passage: passage{g: &st.gate, link: link, key: a.key, cache: &q.tokens}}
 	head := ln.held.len() == 0
 	if hp.grab(cost, a.paid, now, head) && head {
 		if hp.toLink(cost) {

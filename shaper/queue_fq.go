@@ -272,7 +272,7 @@ func (q *queues) picked(sh *shard, ln *lane, st *classState, link *bucket.Bucket
 	sh.observeDecision(planned - p.Arrival)
 	key, paid := keyOf(p.Gate)
 	hp := heldPacket{buf: p.Buf, pkt: p.Pkt, arrival: p.Arrival, due: p.Due, st: st, planned: planned,
-		passage: passage{g: &st.gate, link: link, key: key}}
+		passage: passage{g: &st.gate, link: link, key: key, cache: &q.tokens}}
 	hp.grab(cost, paid, now, true) // the packet waits as a picked one
 	if wt := ln.weight.Load(); wt > 0 {
 		ln.vt.Add(cost << 16 / wt)

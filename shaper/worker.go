@@ -175,6 +175,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 			}
 		}
 		w.serviceHeld(now)
+		w.hold.tokens.Flush()
 		w.out.flush(w.depart.now, w.clock())
 		w.armDeadline()
 		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) {

@@ -14,7 +14,9 @@ import (
 // moves once per 32 packets, as per batch; every bucket has tokens to
 // spare. depth=N has two buckets for the rate and ceil of each inner
 // class and for the root's cap and spare; one-bucket-depth=N one for
-// each, as pacer lays out a tree whose inner classes do not borrow.
+// each, as pacer lays out a tree whose inner classes do not borrow;
+// cached-one-bucket-depth=N is that through a worker's Cache, flushed
+// per batch as the worker does.
 func BenchmarkTry(b *testing.B) {
 	const rate = 1 << 40
 	newClass := func(ceil, one bool) *Class {
@@ -34,8 +36,12 @@ func BenchmarkTry(b *testing.B) {
 			r.Deficiency(r.Grab(1500))
 		})
 	})
-	for _, name := range []string{"depth=%d", "one-bucket-depth=%d"} {
+	for _, name := range []string{"depth=%d", "one-bucket-depth=%d", "cached-one-bucket-depth=%d"} {
 		one := name != "depth=%d"
+		var cache *Cache
+		if name == "cached-one-bucket-depth=%d" {
+			cache = new(Cache)
+		}
 		for _, depth := range []int{1, 3} {
 			b.Run(fmt.Sprintf(name, depth), func(b *testing.B) {
 				t := &Tree{Root: bucket.New(rate, 1<<30, bucket.WithStart(0))}
@@ -47,8 +53,13 @@ func BenchmarkTry(b *testing.B) {
 				for d := range depth {
 					n = t.Add(n, newClass(d < depth-1, one), 4, 1, d == depth-1)
 				}
+				var last int64
 				batches(b, func(now int64) {
-					if l, _ := n.Try(1500, now); l == None {
+					if now != last && cache != nil {
+						cache.Flush() // a new batch
+					}
+					last = now
+					if l, _ := n.Try(1500, now, cache); l == None {
 						b.Fatal("not let go")
 					}
 				})

@@ -279,11 +279,14 @@ const slackPackets = 2 * 1514
 // rate lends; the rate of every class above the lender (and the root's
 // spare) is charged too, so that their spare counts what their subtree
 // sent.
-func (n *Node) Try(cost uint64, now int64) (Lender, time.Duration) {
+//
+// cache is the calling worker's Cache (nil: none): a packet within its
+// rate takes its tokens through it.
+func (n *Node) Try(cost uint64, now int64, cache *Cache) (Lender, time.Duration) {
 	if n.contended {
 		return n.tryContended(cost, now)
 	}
-	ok, short, wait := n.take(Own, cost, now)
+	ok, short, wait := n.takeOwn(cost, now, cache)
 	if ok {
 		if c := n.Class; c.blockedUntil.Load() != 0 {
 			c.blockedUntil.Store(0)
@@ -373,7 +376,7 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 // To the classes above the lender the packet is within their rates.
 func (n *Node) take(lender Lender, cost uint64, now int64) (ok bool, short Lender, wait time.Duration) {
 	if lender == Own {
-		return n.takeOwn(cost, now)
+		return n.takeOwn(cost, now, nil)
 	}
 	hops := n.hops
 	li := int(lender) // the lender's hop
@@ -425,13 +428,14 @@ func (n *Node) take(lender Lender, cost uint64, now int64) (ok bool, short Lende
 	return true, None, 0
 }
 
-// takeOwn is take for a packet within n's rate, from the lists Add made.
-func (n *Node) takeOwn(cost uint64, now int64) (ok bool, short Lender, wait time.Duration) {
+// takeOwn is take for a packet within n's rate, from the lists Add made,
+// through the worker's cache c (nil: none).
+func (n *Node) takeOwn(cost uint64, now int64, c *Cache) (ok bool, short Lender, wait time.Duration) {
 	for i, b := range n.own {
-		if !b.TryGrab(cost, now) {
+		if !c.take(b, cost, now) {
 			wait := max(b.WaitFor(cost), time.Microsecond)
 			for _, t := range n.own[:i] {
-				t.Refund(cost)
+				c.give(t, cost)
 			}
 			return false, n.ownShort[i], wait
 		}
@@ -442,12 +446,23 @@ func (n *Node) takeOwn(cost uint64, now int64) (ok bool, short Lender, wait time
 	return true, None, 0
 }
 
-// reservePackets is the tokens a borrower leaves in a ceil it borrows
-// through: two full-size packets, at most half the ceil's burst.
-const reservePackets = 2 * 1514
+// reservePackets and reserveFor are the tokens a borrower leaves in a
+// ceil it borrows through: two full-size packets, or what the ceil's rate
+// brings in reserveFor if that is more, and at most half the ceil's
+// burst. The packets within their rates that the reserve is for are
+// woken for on time, but a worker runs some tens of microseconds late,
+// and at 1 Gbit/s two packets are 24 µs: a reserve of two packets there
+// let a borrower of the site take 34% of what a sibling's subtree was
+// guaranteed (TestShareHighRate).
+const (
+	reservePackets = 2 * 1514
+	reserveFor     = time.Millisecond
+)
 
 // reserve is what a borrower leaves in the ceil bucket b.
-func reserve(b *bucket.Bucket) uint64 { return min(reservePackets, b.Limit()/2) }
+func reserve(b *bucket.Bucket) uint64 {
+	return min(max(reservePackets, b.Rate()/uint64(time.Second/reserveFor)), b.Limit()/2)
+}
 
 // Refund gives back what Try charged for a packet of n that lender let
 // go and that did not leave (its write failed).

@@ -137,7 +137,7 @@ func (s *sim) run(t *testing.T, start int64, d time.Duration) map[string]float64
 				if s.offered[i] < pkt {
 					continue
 				}
-				if l, _ := n.Try(pkt, now); l != None {
+				if l, _ := n.Try(pkt, now, nil); l != None {
 					s.offered[i] -= pkt
 					s.sent[spec[n].name] += pkt
 					for x := n; x != nil; x = x.Parent {
@@ -362,7 +362,7 @@ func TestRefund(t *testing.T) {
 			lenders := map[Lender]bool{}
 			for i := range 5 { // own rate, then borrowed from p
 				before := avail()
-				lent, _ := n.Try(pkt, now)
+				lent, _ := n.Try(pkt, now, nil)
 				if lent == None {
 					t.Fatalf("p ceil %d, try %d: not let go", pceil, i)
 				}
@@ -371,7 +371,7 @@ func TestRefund(t *testing.T) {
 				if after := avail(); !equal(before, after) {
 					t.Fatalf("p ceil %d, try %d (lent %d): buckets %v after refund, %v before", pceil, i, lent, after, before)
 				}
-				n.Try(pkt, now) // and spend it, to borrow next time
+				n.Try(pkt, now, nil) // and spend it, to borrow next time
 			}
 			if !lenders[Own] || !lenders[1] {
 				t.Errorf("p ceil %d: lenders %v, want its own rate and p (1)", pceil, lenders)
@@ -424,18 +424,36 @@ func equal(a, b []int64) bool {
 // once (as the workers of a direction do, with no lock): what all of them
 // let go through each class stays within its ceil, and through the root
 // within its rate (the tbf bound over the whole run). Run with -race.
-func TestConcurrentTry(t *testing.T) { layouts(t, testConcurrentTry) }
+func TestConcurrentTry(t *testing.T) {
+	layouts(t, func(t *testing.T, l layout) { testConcurrentTry(t, l, 1, 2000, false) })
+}
 
-func testConcurrentTry(t *testing.T, l layout) {
-	s := newSimLayout(2000000, []spec{
-		{name: "site", rate: 1000000, ceil: 1500000},
-		{name: "a", parent: "site", rate: 300000, ceil: 1500000},
-		{name: "b", parent: "site", rate: 300000, ceil: 800000},
-		{name: "c", rate: 500000, ceil: 2000000, prio: 1},
-		{name: "fixed", rate: 400000}, // ceil = rate: one bucket
-		{name: "d", parent: "fixed", rate: 100000, ceil: 400000},
+// TestConcurrentTryCached is TestConcurrentTry with the rates 1,000 times
+// higher (the root 16 Gbit/s), over 1 µs steps, each worker deciding
+// through a Cache of its own that it flushes at the end of each step, as
+// a worker does per batch: the tokens it takes ahead never let a class
+// past its ceil.
+func TestConcurrentTryCached(t *testing.T) {
+	steps := 20000
+	if testing.Short() {
+		steps = 5000
+	}
+	layouts(t, func(t *testing.T, l layout) { testConcurrentTry(t, l, 1000, steps, true) })
+}
+
+// testConcurrentTry runs TestConcurrentTry's tree with its rates times
+// scale, over steps steps of 1 ms / scale, with a Cache per worker if
+// cached.
+func testConcurrentTry(t *testing.T, l layout, scale uint64, steps int, cached bool) {
+	s := newSimLayout(2000000*scale, []spec{
+		{name: "site", rate: 1000000 * scale, ceil: 1500000 * scale},
+		{name: "a", parent: "site", rate: 300000 * scale, ceil: 1500000 * scale},
+		{name: "b", parent: "site", rate: 300000 * scale, ceil: 800000 * scale},
+		{name: "c", rate: 500000 * scale, ceil: 2000000 * scale, prio: 1},
+		{name: "fixed", rate: 400000 * scale}, // ceil = rate: one bucket
+		{name: "d", parent: "fixed", rate: 100000 * scale, ceil: 400000 * scale},
 	}, l)
-	const workers, steps = 4, 2000 // 2 s of 1 ms steps
+	const workers = 4 // over steps of 1 ms / scale
 	var mu sync.Mutex
 	sent := map[string]uint64{}
 	var wg sync.WaitGroup
@@ -449,16 +467,24 @@ func testConcurrentTry(t *testing.T, l layout) {
 		go func() {
 			defer wg.Done()
 			mine := map[string]uint64{}
+			var cache *Cache
+			if cached {
+				cache = new(Cache)
+				defer cache.Flush()
+			}
 			for i := range steps {
+				if cache != nil {
+					cache.Flush() // the end of a batch
+				}
 				clock.wait()
-				now := int64(i) * int64(step)
+				now := int64(i) * int64(step) / int64(scale)
 				for k, name := range []string{"a", "b", "c", "d"} {
 					if (k+w)%2 == 1 && w > 1 {
 						continue // some workers carry only some classes
 					}
 					n := s.nodes[name]
 					for range 4 {
-						if l, _ := n.Try(pkt, now); l == None {
+						if l, _ := n.Try(pkt, now, cache); l == None {
 							break
 						}
 						mine[name] += pkt
@@ -480,15 +506,16 @@ func testConcurrentTry(t *testing.T, l layout) {
 		}()
 	}
 	wg.Wait()
-	d := float64(steps) * step.Seconds()
+	d := float64(steps) * step.Seconds() / float64(scale)
 	for name, ceil := range map[string]uint64{"a": 1500000, "b": 800000, "site": 1500000, "c": 2000000, "d": 400000, "fixed": 400000, "": 2000000} {
+		ceil *= scale
 		limit := float64(ceil)*d + float64(burstOf(ceil)) + pkt
 		if float64(sent[name]) > limit {
-			t.Errorf("%q: %d bytes over %.0f s from %d workers, over ceil*t + cburst = %.0f", name, sent[name], d, workers, limit)
+			t.Errorf("%q: %d bytes over %v from %d workers, over ceil*t + cburst = %.0f", name, sent[name], time.Duration(d*1e9), workers, limit)
 		}
 	}
-	if sent[""] < uint64(0.98*2000000*d) {
-		t.Errorf("the root let %d bytes through in %.0f s, want at least 98%% of its rate's %.0f", sent[""], d, 2000000*d)
+	if root := 2000000 * float64(scale) * d; float64(sent[""]) < 0.98*root {
+		t.Errorf("the root let %d bytes through in %v, want at least 98%% of its rate's %.0f", sent[""], time.Duration(d*1e9), root)
 	}
 }
 
