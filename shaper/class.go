@@ -435,6 +435,15 @@ func localRate(r uint64) uint64 {
 	}
 }
 
+// charge sets p's Cost to what the class's buckets charge for it: its
+// bytes on the link with a link-layer compensation; without one it leaves
+// Cost (the IP bytes) as it is.
+func (st *classState) charge(p *tun.Packet) {
+	if o := st.wire; o != nil {
+		p.Cost = wireCost(o, p)
+	}
+}
+
 // wireOf converts a class's resolved compensation; nil when it is off.
 func wireOf(w config.Wire) *wire.Overhead {
 	if !w.On() {

@@ -236,9 +236,7 @@ func (w *worker) classify(a *arrival) {
 	a.sh.rxPackets.Add(1)
 	a.sh.rxBytes.Add(uint64(a.pkt.IPBytes))
 	a.st = a.c.state.Load()
-	if o := a.st.wire; o != nil {
-		a.pkt.Cost = wireCost(o, a.pkt)
-	}
+	a.st.charge(a.pkt)
 }
 
 // wash clears the DSCP of a packet of a class with wash (keeping ECN),
