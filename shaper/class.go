@@ -128,8 +128,15 @@ func newClass(name string, workers int) *Class {
 // takes. They pass unthrottled but for the direction's rate.
 func newUnclassified(workers int) *Class {
 	c := newClass(Unclassified, workers)
-	c.state.Store(&classState{cfg: config.ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: config.DefaultBacklog})
+	c.setUnclassified(config.Wire{})
 	return c
+}
+
+// setUnclassified installs the unclassified class's state: unthrottled,
+// its packets charged by w, the direction's compensation (the direction's
+// rate counts them at it).
+func (c *Class) setUnclassified(w config.Wire) {
+	c.state.Store(&classState{cfg: config.ClassConfig{Name: Unclassified, Wire: w}, queue: unthrottled{}, backlog: config.DefaultBacklog, wire: wireOf(w)})
 }
 
 // build returns the state cfg asks for, without installing it: it
