@@ -126,6 +126,18 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	if a.given("parent") && a.value("parent") == "none" {
 		cc.Parent = ""
 	}
+	// The class's compensation over its direction's (the keys first: an
+	// unknown preset resolves to nothing).
+	ov := &validator{}
+	ov.overhead("", &cc.Overhead)
+	if err := ov.relative(); err != nil {
+		return err
+	}
+	dc := &c.Egress
+	if dir == Ingress {
+		dc = &c.Ingress
+	}
+	cc.Wire = cc.Overhead.over(dc.Wire)
 	cc.setDefaults(mtu)
 	v := &validator{}
 	v.class("", cc, mtu, from)

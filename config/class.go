@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,6 +39,11 @@ type DirectionConfig struct {
 	Tins       Tins
 	Wash       bool
 	TinClasses []ClassConfig
+	// Overhead is the direction's link-layer compensation keys (over the
+	// link's); Wire is the compensation resolved from them (SetDefaults),
+	// which classes that set none take.
+	Overhead OverheadConfig
+	Wire     Wire
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -122,6 +128,13 @@ type ClassConfig struct {
 	TinClasses []ClassConfig
 	TinOf      string
 	Wash       bool
+
+	// Overhead is the class's link-layer compensation keys (over its
+	// direction's); Wire is what every bucket the class's packets touch
+	// charges them by, resolved from the keys by SetDefaults (and
+	// ApplyClass). A tin's class has its owner's Wire.
+	Overhead OverheadConfig
+	Wire     Wire
 }
 
 // DefaultBurst is the burst used when a config gives a rate but no burst:
@@ -154,7 +167,7 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				d.class(v, p, dc.Default, true)
 			}},
 			d.globalField(&dc.Global),
-		}, append(d.tinsFields(&dc.Tins, &dc.Wash), d.emulateFields(&dc.Emulate)...)...))
+		}, slices.Concat(d.tinsFields(&dc.Tins, &dc.Wash), d.emulateFields(&dc.Emulate), d.overheadFields(&dc.Overhead))...))
 		d.globalRate(path, dc.Global, "direction")
 	}
 }
@@ -182,6 +195,7 @@ func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	fields = append(fields, d.emulateFields(&cc.Emulate)...)
 	fields = append(fields, d.globalField(&cc.Global))
 	fields = append(fields, d.treeFields(cc)...)
+	fields = append(fields, d.overheadFields(&cc.Overhead)...)
 	if isDefault {
 		fields = append(fields, field{"wash", d.boolean(&cc.Wash)})
 	} else {
@@ -215,7 +229,7 @@ func (dc *DirectionConfig) setDefaults(mtu int) {
 	}
 	dc.TinClasses = nil
 	if dc.Tins != TinsNone {
-		root := ClassConfig{Rate: dc.Rate, Ceil: dc.Rate, Backlog: DefaultBacklog}
+		root := ClassConfig{Rate: dc.Rate, Ceil: dc.Rate, Backlog: DefaultBacklog, Wire: dc.Wire}
 		root.FQ.setDefaults()
 		dc.TinClasses = tinClasses(dc.Tins, &root, dc.Wash, mtu)
 	}
@@ -252,6 +266,7 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 		v.burst(path+".burst", dc.Burst, mtu, from)
 	}
 	v.emulate(path, &dc.Emulate, dc.Rate)
+	v.overhead(path, &dc.Overhead)
 	v.directionGlobal(path, dc, mtu, from)
 	v.directionTins(path, dc)
 	seen := map[string]int{}
@@ -327,6 +342,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	v.global(path, cc, mtu, from)
 	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
+	v.overhead(path, &cc.Overhead)
 	v.classTree(path, cc)
 	v.classTins(path, cc)
 }

@@ -136,7 +136,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 	d.mapping(n, "", []field{
 		{"link", func(v *yaml.Node, p string) {
 			l := &c.Link
-			d.mapping(v, p, []field{
+			d.mapping(v, p, append([]field{
 				{"queues", d.integer(&l.Queues, 0, MaxQueues)},
 				{"offload", d.boolean(&l.Offload)},
 				{"gro", d.boolean(&l.GRO)},
@@ -144,7 +144,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"wake_slack", d.durationUpTo(&l.WakeSlack, MaxWakeSlack)},
 				{"inner", d.endpoint(&l.Inner)},
 				{"outer", d.endpoint(&l.Outer)},
-			})
+			}, d.overheadFields(&l.Overhead)...))
 		}},
 		{"metrics", func(v *yaml.Node, p string) {
 			d.mapping(v, p, []field{
@@ -191,6 +191,9 @@ func (c *Config) SetDefaults() {
 	if c.Control.Socket == "" {
 		c.Control.Socket = DefaultControlSocket
 	}
+	link := c.Link.Overhead.over(Wire{})
+	c.Egress.resolveWire(link)
+	c.Ingress.resolveWire(link)
 	c.Egress.setDefaults(c.Link.Inner.MTU)
 	c.Ingress.setDefaults(c.Link.Outer.MTU)
 	if c.Gateway != nil {

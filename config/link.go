@@ -33,8 +33,11 @@ type LinkPairConfig struct {
 	// MaxWakeSlack. Parse defaults it to DefaultWakeSlack; the zero
 	// Config has 0, a wake-up per packet at its time.
 	WakeSlack time.Duration
-	Inner     LinkConfig
-	Outer     LinkConfig
+	// Overhead is the link-layer compensation of both directions
+	// (overhead.go); a direction or a class may set its own.
+	Overhead OverheadConfig
+	Inner    LinkConfig
+	Outer    LinkConfig
 }
 
 // DefaultWakeSlack is the wake slack of a parsed config and of shaper.NewLink
@@ -109,6 +112,7 @@ func (v *validator) link(c *Config) {
 	if l.WakeSlack < 0 || l.WakeSlack > MaxWakeSlack {
 		v.errorf("link.wake_slack", "%v is out of range [0, %v]", l.WakeSlack, MaxWakeSlack)
 	}
+	v.overhead("link", &l.Overhead)
 	v.endpoint("link.inner", &l.Inner)
 	v.endpoint("link.outer", &l.Outer)
 	if l.Inner.Name != "" && l.Inner.Name == l.Outer.Name {

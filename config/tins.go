@@ -176,6 +176,7 @@ func tinClasses(t Tins, owner *ClassConfig, wash bool, mtu int) []ClassConfig {
 			Weight:   tin.Quantum,
 			Wash:     wash,
 			TinOf:    owner.Name,
+			Wire:     owner.Wire,
 		}
 		cc.Match.DSCP = tin.DSCP
 		cc.setDefaults(mtu)

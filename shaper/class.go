@@ -15,6 +15,8 @@ import (
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/shaper/share"
+	"github.com/pacer-dev/pacer/shaper/wire"
+	"github.com/pacer-dev/pacer/tun"
 )
 
 // Unclassified is the name under which packets that match no class (and no
@@ -78,6 +80,10 @@ type classState struct {
 	// wash: the class clears its packets' DSCP (keeping ECN) once they
 	// are classified.
 	wash bool
+	// wire is the class's link-layer compensation (nil: none, packets
+	// cost their IP bytes): classify sets a packet's Cost from it, and
+	// every bucket the packet touches charges that.
+	wire *wire.Overhead
 	// children are an inner class's children (link sharing): it takes no
 	// packets of its own, and its counters are theirs summed.
 	children []*Class
@@ -122,8 +128,15 @@ func newClass(name string, workers int) *Class {
 // takes. They pass unthrottled but for the direction's rate.
 func newUnclassified(workers int) *Class {
 	c := newClass(Unclassified, workers)
-	c.state.Store(&classState{cfg: config.ClassConfig{Name: Unclassified}, queue: unthrottled{}, backlog: config.DefaultBacklog})
+	c.setUnclassified(config.Wire{})
 	return c
+}
+
+// setUnclassified installs the unclassified class's state: unthrottled,
+// its packets charged by w, the direction's compensation (the direction's
+// rate counts them at it).
+func (c *Class) setUnclassified(w config.Wire) {
+	c.state.Store(&classState{cfg: config.ClassConfig{Name: Unclassified, Wire: w}, queue: unthrottled{}, backlog: config.DefaultBacklog, wire: wireOf(w)})
 }
 
 // build returns the state cfg asks for, without installing it: it
@@ -139,7 +152,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 	c.sched = c.nextSched
 	c.nextSched = nil
 	old := c.state.Load()
-	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash}
+	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash, wire: wireOf(cfg.Wire)}
 	c.applyPer(st, cfg, now)
 	st.emu = emuSettings(cfg.Emulate)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
@@ -427,4 +440,40 @@ func localRate(r uint64) uint64 {
 	default:
 		return r
 	}
+}
+
+// charge sets p's Cost to what the class's buckets charge for it: its
+// bytes on the link with a link-layer compensation; without one it leaves
+// Cost (the IP bytes) as it is.
+func (st *classState) charge(p *tun.Packet) {
+	if o := st.wire; o != nil {
+		p.Cost = wireCost(o, p)
+	}
+}
+
+// wireOf converts a class's resolved compensation; nil when it is off.
+func wireOf(w config.Wire) *wire.Overhead {
+	if !w.On() {
+		return nil
+	}
+	o := wire.Overhead{Add: w.Overhead, MPU: w.MPU}
+	switch w.Framing {
+	case config.FramingATM:
+		o.Framing = wire.ATM
+	case config.FramingPTM:
+		o.Framing = wire.PTM
+	}
+	return &o
+}
+
+// wireCost is what packet p costs on a link with compensation o: per
+// segment for a GSO super-packet, whose segments but the last carry
+// IPBytes-Size bytes of headers over Segments-1 copies and GSO.Size bytes
+// of payload each.
+func wireCost(o *wire.Overhead, p *tun.Packet) int {
+	if p.Segments <= 1 {
+		return o.Cost(p.IPBytes)
+	}
+	hdr := (p.IPBytes - p.Size) / (p.Segments - 1)
+	return o.GSOCost(p.Segments, hdr+int(p.GSO.Size), p.IPBytes)
 }

@@ -48,6 +48,7 @@ var DelayBuckets = [...]time.Duration{
 type shard struct {
 	rxPackets, rxBytes atomic.Uint64
 	txPackets, txBytes atomic.Uint64
+	txCharged          atomic.Uint64 // what the sent packets cost the buckets
 	drops              [NumDropReasons]atomic.Uint64
 	backlogBytes       atomic.Int64
 	backlogPackets     atomic.Int64
@@ -100,9 +101,13 @@ func (s *shard) observeLate(late int64) {
 // Counters is a snapshot of a class's counters, summed over workers.
 type Counters struct {
 	ReceivedPackets, ReceivedBytes uint64
-	SentPackets, SentBytes         uint64 // bytes are on-wire L3 bytes (Packet.Cost)
-	Dropped                        [NumDropReasons]uint64
-	BacklogBytes, BacklogPackets   int64
+	SentPackets, SentBytes         uint64 // bytes are on-wire L3 bytes (Packet.IPBytes)
+	// ChargedBytes is what the sent packets cost the class's buckets
+	// (Packet.Cost): SentBytes unless the class compensates link-layer
+	// overhead, then their bytes on the link (config.Wire).
+	ChargedBytes                 uint64
+	Dropped                      [NumDropReasons]uint64
+	BacklogBytes, BacklogPackets int64
 	// DelayCounts[i] counts sent packets whose queue delay was at most
 	// DelayBuckets[i] and above the bound before it; the last element
 	// counts the rest. DelaySum is the total delay.
@@ -143,6 +148,7 @@ func (c *Counters) add(s *shard) {
 	c.ReceivedBytes += s.rxBytes.Load()
 	c.SentPackets += s.txPackets.Load()
 	c.SentBytes += s.txBytes.Load()
+	c.ChargedBytes += s.txCharged.Load()
 	for i := range c.Dropped {
 		c.Dropped[i] += s.drops[i].Load()
 	}

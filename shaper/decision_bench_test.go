@@ -3,6 +3,7 @@ package shaper
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/share"
+	"github.com/pacer-dev/pacer/tun"
 )
 
 // benchClasses returns n classes that each match a different TCP
@@ -66,7 +68,7 @@ func benchPacket(tb testing.TB) []byte {
 // depth 3, no allocation.
 func BenchmarkDecision(b *testing.B) {
 	pkt := benchPacket(b)
-	cost := uint64(len(pkt))
+	np := tun.NewPacket(pkt, tun.GSOInfo{})
 	run := func(b *testing.B, cfg config.DirectionConfig) {
 		d, err := newDirection(Egress, cfg, nil, 1, 0)
 		if err != nil {
@@ -93,6 +95,9 @@ func BenchmarkDecision(b *testing.B) {
 			}
 			c := d.classOf(&h.Flow)
 			st := c.state.Load()
+			p := np
+			st.charge(&p) // link-layer compensation, as the worker's classify
+			cost := uint64(p.Cost)
 			if st.node != nil {
 				ps := passage{g: &st.gate, link: d.linkOf(st), cache: &cache}
 				if !ps.grab(cost, false, now, true) || !ps.toLink(cost) || ps.lent != share.Own {
@@ -109,6 +114,17 @@ func BenchmarkDecision(b *testing.B) {
 	}
 	for _, n := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("classes=%d", n), func(b *testing.B) { run(b, benchClasses(n)) })
+	}
+	// The class's packets charged at wire cost (docsis; pppoa-vcmux's
+	// cells divide): what compensation adds to a decision.
+	for _, w := range []config.Wire{{Overhead: 18, MPU: 64}, {Overhead: 10, Framing: config.FramingATM}} {
+		b.Run(fmt.Sprintf("classes=1/wire=%s", strings.ReplaceAll(w.String(), " ", "-")), func(b *testing.B) {
+			cfg := benchClasses(1)
+			for i := range cfg.Classes {
+				cfg.Classes[i].Wire = w
+			}
+			run(b, cfg)
+		})
 	}
 	for _, depth := range []int{1, 3} {
 		b.Run(fmt.Sprintf("tree-depth=%d", depth), func(b *testing.B) { run(b, benchTree(depth)) })

@@ -129,6 +129,9 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 	for _, b := range states {
 		b.c.state.Store(b.st)
 	}
+	if d.unclass.state.Load().cfg.Wire != cfg.Wire {
+		d.unclass.setUnclassified(cfg.Wire) // the direction's rate charges its packets so
+	}
 	return d, nil
 }
 

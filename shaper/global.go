@@ -36,11 +36,12 @@ func (t *classTarget) Offered() uint64 {
 	return n
 }
 
-// Sent returns the bytes the class sent.
+// Sent returns the bytes the class sent, as its buckets charged them (its
+// leased rate is in those bytes).
 func (t *classTarget) Sent() uint64 {
 	var n uint64
 	for i := range t.c.shards {
-		n += t.c.shards[i].txBytes.Load()
+		n += t.c.shards[i].txCharged.Load()
 	}
 	return n
 }
@@ -309,7 +310,7 @@ func (t *dirTarget) update() (backlog int64) {
 		for i := range c.shards {
 			s := &c.shards[i]
 			now.rx += s.rxBytes.Load()
-			now.tx += s.txBytes.Load()
+			now.tx += s.txCharged.Load() // as the buckets charged them
 			held += s.backlogBytes.Load()
 			for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
 				now.drops += s.drops[r].Load()

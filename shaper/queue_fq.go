@@ -7,6 +7,7 @@ import (
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/keyed"
+	"github.com/pacer-dev/pacer/shaper/wire"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -63,7 +64,7 @@ func (fairQueue) enqueue(q *queues, a *arrival) {
 		gate = key
 	}
 	if st.splitGSO && p.GSO.IsGSO() {
-		q.enqueueSegments(c, sh, ln, buf, p, fkey, &id, gate, due, now)
+		q.enqueueSegments(c, sh, ln, buf, p, st.wire, fkey, &id, gate, due, now)
 		return
 	}
 	if q.heldBytes+p.Size > maxHeldBytes {
@@ -115,7 +116,8 @@ func (q *queues) hold(c *Class, sh *shard, ln *lane, pk fq.Packet, key fq.Key, i
 
 // enqueueSegments splits a GSO super-packet into its segments and queues
 // each as a packet of its own.
-func (q *queues) enqueueSegments(c *Class, sh *shard, ln *lane, buf []byte, p *tun.Packet, key fq.Key, id *fq.FlowID, gate fq.Gate, due, now int64) {
+// Each segment costs what o (the class's compensation; nil: none) says.
+func (q *queues) enqueueSegments(c *Class, sh *shard, ln *lane, buf []byte, p *tun.Packet, o *wire.Overhead, key fq.Key, id *fq.FlowID, gate fq.Gate, due, now int64) {
 	pkt := buf[tun.Headroom : tun.Headroom+p.Size]
 	segs, hdrLen, err := tun.GSOSegments(pkt, p.GSO)
 	if err != nil || segs > cap(q.segBufs) {
@@ -147,7 +149,11 @@ func (q *queues) enqueueSegments(c *Class, sh *shard, ln *lane, buf []byte, p *t
 			q.slabs.put(b)
 			continue
 		}
-		q.hold(c, sh, ln, fq.Packet{Buf: b, Pkt: tun.Packet{Size: sz, Segments: 1, Cost: sz}, Arrival: now, Due: due, Gate: gate}, key, id, now)
+		cost := sz
+		if o != nil {
+			cost = o.Cost(sz)
+		}
+		q.hold(c, sh, ln, fq.Packet{Buf: b, Pkt: tun.Packet{Size: sz, Segments: 1, Cost: cost, IPBytes: sz}, Arrival: now, Due: due, Gate: gate}, key, id, now)
 	}
 }
 

@@ -80,6 +80,7 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 		ReceivedBytes:      c.ReceivedBytes,
 		SentPackets:        c.SentPackets,
 		SentBytes:          c.SentBytes,
+		ChargedBytes:       c.ChargedBytes,
 		Dropped:            make(map[string]uint64, NumDropReasons),
 		BacklogBytes:       c.BacklogBytes,
 		BacklogPackets:     c.BacklogPackets,
@@ -111,6 +112,9 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 	}
 	for r := range NumDropReasons {
 		s.Dropped[r.String()] = c.Dropped[r]
+	}
+	if cfg.Wire.On() {
+		s.Wire = cfg.Wire.String()
 	}
 	switch e := &cfg.Emulate; {
 	case e.Trace != "":

@@ -221,20 +221,23 @@ func (w *worker) parse(a *arrival) bool {
 	if err := classify.ParseHeaders(a.buf[tun.Headroom:tun.Headroom+p.Size], &w.headers); err != nil {
 		sh := &a.d.unclass.shards[w.idx]
 		sh.rxPackets.Add(1)
-		sh.rxBytes.Add(uint64(p.Cost))
+		sh.rxBytes.Add(uint64(p.IPBytes))
 		sh.drops[DropMalformed].Add(1)
 		return false
 	}
 	return true
 }
 
-// classify finds the packet's class and state and counts it received.
+// classify finds the packet's class and state, counts it received (its
+// IP bytes) and sets its Cost by the class's link-layer compensation:
+// from here on every bucket charges that.
 func (w *worker) classify(a *arrival) {
 	a.c = a.d.classOf(&w.headers.Flow)
 	a.sh, a.ln = &a.c.shards[w.idx], &a.c.lanes[w.idx]
 	a.sh.rxPackets.Add(1)
-	a.sh.rxBytes.Add(uint64(a.pkt.Cost))
+	a.sh.rxBytes.Add(uint64(a.pkt.IPBytes))
 	a.st = a.c.state.Load()
+	a.st.charge(a.pkt)
 }
 
 // wash clears the DSCP of a packet of a class with wash (keeping ECN),

@@ -94,7 +94,7 @@ func (w *writer) flush(decided, now int64) int64 {
 	}
 	for i := range w.outMeta {
 		m := &w.outMeta[i]
-		cost := uint64(w.outPkts[i].Cost)
+		cost, ipBytes := uint64(w.outPkts[i].Cost), uint64(w.outPkts[i].IPBytes)
 		sh := &m.class.shards[w.idx]
 		if m.dup { // an emulated duplicate: counted when it was made
 			if m.slab != nil {
@@ -113,7 +113,8 @@ func (w *writer) flush(decided, now int64) int64 {
 		}
 		if written {
 			sh.txPackets.Add(1)
-			sh.txBytes.Add(cost)
+			sh.txBytes.Add(ipBytes)
+			sh.txCharged.Add(cost)
 			sh.observeDelay(now - m.arrival)
 			if !m.released {
 				m.st.release(cost)

@@ -64,6 +64,7 @@ type Collector struct {
 
 	receivedPackets, receivedBytes *prometheus.Desc
 	sentPackets, sentBytes         *prometheus.Desc
+	chargedBytes                   *prometheus.Desc
 	dropped                        *prometheus.Desc
 	backlogBytes, backlogPackets   *prometheus.Desc
 	delay                          *prometheus.Desc
@@ -99,6 +100,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		receivedBytes:   d("pacer_received_bytes_total", "On-wire IP bytes of the packets received into the class.", class...),
 		sentPackets:     d("pacer_sent_packets_total", "Packets of the class written to the other device.", class...),
 		sentBytes:       d("pacer_sent_bytes_total", "On-wire IP bytes of the class's packets written to the other device.", class...),
+		chargedBytes:    d("pacer_charged_bytes_total", "What the class's packets written to the other device cost its buckets: their on-wire IP bytes, or with link-layer overhead compensation (overhead, mpu, framing) their bytes on the link.", class...),
 		dropped:         d("pacer_dropped_packets_total", "Packets of the class dropped, by reason.", "direction", "class", "reason"),
 		backlogBytes:    d("pacer_backlog_bytes", "On-wire IP bytes the class holds, waiting for tokens.", class...),
 		backlogPackets:  d("pacer_backlog_packets", "Packets the class holds, waiting for tokens.", class...),
@@ -135,7 +137,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 // Describe sends every descriptor the collector uses.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.dropped,
+		c.receivedPackets, c.receivedBytes, c.sentPackets, c.sentBytes, c.chargedBytes, c.dropped,
 		c.backlogBytes, c.backlogPackets, c.delay, c.late, c.activeFlows, c.marked,
 		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
 		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo, c.borrowed, c.ceil,
@@ -186,6 +188,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.receivedBytes, cs.ReceivedBytes, l...)
 		counter(c.sentPackets, cs.SentPackets, l...)
 		counter(c.sentBytes, cs.SentBytes, l...)
+		counter(c.chargedBytes, cs.ChargedBytes, l...)
 		for reason, n := range cs.Dropped {
 			counter(c.dropped, n, cs.Direction, cs.Class, reason)
 		}

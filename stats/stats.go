@@ -17,6 +17,8 @@
 //	pacer_received_bytes_total           counter    their on-wire L3 bytes
 //	pacer_sent_packets_total             counter    packets written to the other side
 //	pacer_sent_bytes_total               counter    their on-wire L3 bytes
+//	pacer_charged_bytes_total            counter    what they cost the class's buckets: their L3 bytes, or
+//	                                                  with overhead compensation their bytes on the link
 //	pacer_dropped_packets_total          counter    + label reason: every reason of Source, 0 included
 //	pacer_backlog_bytes                  gauge      bytes held (waiting for tokens) now
 //	pacer_backlog_packets                gauge      packets held now
@@ -105,6 +107,14 @@ type ClassStats struct {
 	ReceivedBytes   uint64 `json:"received_bytes"`
 	SentPackets     uint64 `json:"sent_packets"`
 	SentBytes       uint64 `json:"sent_bytes"`
+	// ChargedBytes is what the sent packets cost the class's buckets:
+	// SentBytes, or with link-layer overhead compensation (Wire) their
+	// bytes on the link.
+	ChargedBytes uint64 `json:"charged_bytes"`
+	// Wire describes the class's link-layer overhead compensation
+	// ("docsis: overhead 18 mpu 64"); "" without one, when rates are IP
+	// rates.
+	Wire string `json:"wire,omitempty"`
 	// Dropped counts dropped packets by reason. A Source should list every
 	// reason it knows, with 0 where nothing was dropped, so that each
 	// reason has a series from the start.

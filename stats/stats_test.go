@@ -58,7 +58,7 @@ func sampleSource() *fakeSource {
 			{
 				Direction: "egress", Class: "bulk", Mode: "shape", Queue: "fq",
 				RateBytesPerSecond: 1_250_000, BurstBytes: 12_500, PeakBytesPerSecond: 2_500_000,
-				ReceivedPackets: 12, ReceivedBytes: 18000, SentPackets: 8, SentBytes: 12000,
+				ReceivedPackets: 12, ReceivedBytes: 18000, SentPackets: 8, SentBytes: 12000, ChargedBytes: 12144, Wire: "docsis: overhead 18 mpu 64",
 				Dropped:       map[string]uint64{"backlog": 2, "police": 0, "aqm": 1, "overlimit": 1, "loss": 3},
 				MarkedPackets: 3, ActiveFlows: 4,
 				DelayedPackets: 9, DuplicatedPackets: 2, CorruptedPackets: 1,
@@ -78,7 +78,7 @@ func sampleSource() *fakeSource {
 			},
 			{
 				Direction: "egress", Class: "unclassified", Mode: "unthrottled",
-				ReceivedPackets: 1, ReceivedBytes: 60, SentPackets: 1, SentBytes: 60,
+				ReceivedPackets: 1, ReceivedBytes: 60, SentPackets: 1, SentBytes: 60, ChargedBytes: 60,
 				Dropped:           map[string]uint64{"backlog": 0, "police": 0, "aqm": 0, "overlimit": 0, "loss": 0},
 				DelayBucketBounds: []float64{0.001, 0.01},
 				DelayCounts:       []uint64{1, 0, 0},
@@ -115,6 +115,10 @@ pacer_dropped_packets_total{class="unclassified",direction="egress",reason="poli
 # TYPE pacer_sent_bytes_total counter
 pacer_sent_bytes_total{class="bulk",direction="egress"} 12000
 pacer_sent_bytes_total{class="unclassified",direction="egress"} 60
+# HELP pacer_charged_bytes_total What the class's packets written to the other device cost its buckets: their on-wire IP bytes, or with link-layer overhead compensation (overhead, mpu, framing) their bytes on the link.
+# TYPE pacer_charged_bytes_total counter
+pacer_charged_bytes_total{class="bulk",direction="egress"} 12144
+pacer_charged_bytes_total{class="unclassified",direction="egress"} 60
 # HELP pacer_rate_bytes_per_second The class's configured rate (classes with a rate only).
 # TYPE pacer_rate_bytes_per_second gauge
 pacer_rate_bytes_per_second{class="bulk",direction="egress"} 1.25e+06
@@ -199,7 +203,7 @@ pacer_worker_wakeups_total{cause="packets",direction="ingress"} 0
 `
 	names := []string{
 		"pacer_build_info", "pacer_link_up", "pacer_direction_rate_bytes_per_second",
-		"pacer_dropped_packets_total", "pacer_sent_bytes_total", "pacer_rate_bytes_per_second",
+		"pacer_dropped_packets_total", "pacer_sent_bytes_total", "pacer_charged_bytes_total", "pacer_rate_bytes_per_second",
 		"pacer_peak_rate_bytes_per_second", "pacer_backlog_bytes", "pacer_class_info",
 		"pacer_queue_delay_seconds", "pacer_late_seconds", "pacer_active_flows", "pacer_marked_packets_total",
 		// Only the class with a per-key limit has key metrics.

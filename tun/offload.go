@@ -90,15 +90,17 @@ func encodeVirtioNetHdr(b []byte, g GSOInfo) {
 }
 
 // NewPacket describes the IP packet pkt that came with virtio header g:
-// Size is len(pkt); for a GSO super-packet Segments and Cost follow from its
-// headers and gso_size. A GSO packet whose headers do not parse is described
-// as a single segment (Cost == Size); SplitGSO would reject it.
+// Size is len(pkt); for a GSO super-packet Segments and IPBytes (and Cost,
+// equal to it) follow from its headers and gso_size. A GSO packet whose
+// headers do not parse is described as a single segment (IPBytes == Size);
+// SplitGSO would reject it.
 func NewPacket(pkt []byte, g GSOInfo) Packet {
-	p := Packet{Size: len(pkt), Segments: 1, Cost: len(pkt), GSO: g}
+	p := Packet{Size: len(pkt), Segments: 1, Cost: len(pkt), IPBytes: len(pkt), GSO: g}
 	if g.IsGSO() {
 		if l, err := parseGSO(pkt, g); err == nil {
 			p.Segments = l.segments
 			p.Cost = len(pkt) + (l.segments-1)*l.hdrLen
+			p.IPBytes = p.Cost
 		}
 	}
 	return p

@@ -414,9 +414,9 @@ func TestNewPacket(t *testing.T) {
 		g    tun.GSOInfo
 		want tun.Packet
 	}{
-		{name: "plain", pkt: plain, want: tun.Packet{Size: 3040, Segments: 1, Cost: 3040}},
-		{name: "gso", pkt: gso, g: g, want: tun.Packet{Size: 3040, Segments: 3, Cost: 3040 + 2*40, GSO: g}},
-		{name: "malformed gso counts once", pkt: gso[:30], g: g, want: tun.Packet{Size: 30, Segments: 1, Cost: 30, GSO: g}},
+		{name: "plain", pkt: plain, want: tun.Packet{Size: 3040, Segments: 1, Cost: 3040, IPBytes: 3040}},
+		{name: "gso", pkt: gso, g: g, want: tun.Packet{Size: 3040, Segments: 3, Cost: 3040 + 2*40, IPBytes: 3040 + 2*40, GSO: g}},
+		{name: "malformed gso counts once", pkt: gso[:30], g: g, want: tun.Packet{Size: 30, Segments: 1, Cost: 30, IPBytes: 30, GSO: g}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

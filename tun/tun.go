@@ -18,7 +18,7 @@
 //
 // With offloads on (IFF_VNET_HDR), one read may return a GSO super-packet of
 // up to 64 KiB that stands for many wire segments. Packet.Segments and
-// Packet.Cost say what it costs on the wire; writing it to another offload
+// Packet.IPBytes say what it costs on the wire; writing it to another offload
 // device passes it through whole, writing it to a device without offloads
 // splits it into segments with complete checksums (SplitGSO).
 //
@@ -50,9 +50,13 @@ type Packet struct {
 	// Segments is the number of wire packets this packet stands for: 1 unless
 	// it is a GSO super-packet.
 	Segments int
-	// Cost is the number of L3 bytes the packet occupies on the wire:
-	// Size + (Segments-1)*(IP+L4 header length). Shapers charge this.
+	// Cost is what shapers charge for the packet. NewPacket sets it to
+	// IPBytes; a shaper that compensates link-layer overhead replaces it
+	// with the packet's bytes on the link (package shaper/wire).
 	Cost int
+	// IPBytes is the number of L3 bytes the packet occupies on the wire:
+	// Size + (Segments-1)*(IP+L4 header length). Byte counters count this.
+	IPBytes int
 	// GSO is the decoded virtio_net_hdr. Its zero value means a plain packet
 	// whose checksums are complete.
 	GSO GSOInfo

@@ -281,6 +281,23 @@ egress     unclassified  unthrottled  -                          -         -    
 	}
 }
 
+// A class with link-layer overhead compensation adds a WIRE column and a
+// note that its rate is on the link while ACHIEVED is an IP rate.
+func TestWriteTableWire(t *testing.T) {
+	st := sampleStatus()
+	st.Directions = nil
+	st.Classes[0].Wire = "docsis: overhead 18 mpu 64"
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	if !strings.Contains(got, "  WIRE\n") || !strings.Contains(got, "  docsis: overhead 18 mpu 64\n") ||
+		!strings.HasSuffix(got, "  -\nRATE of a class with WIRE is a rate on the link (IP bytes plus its overhead); ACHIEVED and OFFERED are IP rates.\n") {
+		t.Errorf("got:\n%s", got)
+	}
+}
+
 // A global class adds a GLOBAL column: key, state (with the fallback when
 // the lease ran out), local rate of the fleet's, hosts and lease age.
 func TestWriteTableGlobal(t *testing.T) {

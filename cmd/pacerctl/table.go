@@ -70,7 +70,9 @@ func watch(ctx context.Context, c *control.Client, w io.Writer, interval time.Du
 // (for a class with a schedule, the schedule's rate now and its kind),
 // achieved and offered rate over the last second, backlog, active flows
 // (classes with queue fq; "-" for the others), drops with ECN marks (if
-// any), and, when any class has link emulation, the emulation. A direction
+// any), when any class has link emulation, the emulation, and when any
+// compensates link-layer overhead, its overhead (WIRE, with a note that
+// its rate is a wire rate and ACHIEVED an IP rate). A direction
 // with a total rate, emulation or a global limit gets a line of its own
 // first.
 func writeTable(w io.Writer, st *control.Status) error {
@@ -92,8 +94,9 @@ func writeTable(w io.Writer, st *control.Status) error {
 			fmt.Fprintf(w, "%s: %s\n", d.Name, strings.Join(parts, "; "))
 		}
 	}
-	emulated, globals, tree := false, false, false
+	emulated, globals, tree, wired := false, false, false, false
 	for _, c := range st.Classes {
+		wired = wired || c.Wire != ""
 		emulated = emulated || !c.Config.Emulation.IsZero()
 		globals = globals || c.Global != nil
 		tree = tree || c.Parent != "" || c.CeilBytesPerSecond > c.RateBytesPerSecond
@@ -110,6 +113,9 @@ func writeTable(w io.Writer, st *control.Status) error {
 	}
 	if globals {
 		fmt.Fprint(tw, "\tGLOBAL")
+	}
+	if wired {
+		fmt.Fprint(tw, "\tWIRE")
 	}
 	fmt.Fprint(tw, "\n")
 	for _, c := range classes {
@@ -163,9 +169,23 @@ func writeTable(w io.Writer, st *control.Status) error {
 		if globals {
 			fmt.Fprint(tw, "\t"+globalLease(c.Global))
 		}
+		if wired {
+			wire := c.Wire
+			if wire == "" {
+				wire = "-"
+			}
+			fmt.Fprint(tw, "\t"+wire)
+		}
 		fmt.Fprint(tw, "\n")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if wired {
+		_, err := fmt.Fprintln(w, "RATE of a class with WIRE is a rate on the link (IP bytes plus its overhead); ACHIEVED and OFFERED are IP rates.")
+		return err
+	}
+	return nil
 }
 
 // treeDepths returns how many ancestors each class has (link sharing),

@@ -117,6 +117,9 @@ func run(args []string, stderr io.Writer) int {
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintf(stderr, "%v\n", w)
 		}
+		for _, n := range cfg.WireNotes() {
+			fmt.Fprintf(stderr, "%s: %s\n", *configPath, n)
+		}
 		fmt.Fprintf(stderr, "%s: ok\n", *configPath)
 		return exitOK
 	}

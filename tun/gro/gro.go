@@ -369,5 +369,6 @@ func (r *run) seal(pkt []byte) tun.Packet {
 		}
 	}
 	binary.BigEndian.PutUint16(l4[g.CsumOffset:], tun.PseudoHeaderSum(r.proto, src, dst, l4Len))
-	return tun.Packet{Size: r.size, Segments: r.count, Cost: r.size + (r.count-1)*r.hdrLen, GSO: g}
+	ip := r.size + (r.count-1)*r.hdrLen
+	return tun.Packet{Size: r.size, Segments: r.count, Cost: ip, IPBytes: ip, GSO: g}
 }
