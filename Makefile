@@ -71,14 +71,20 @@ fmt-check:
 # latencies, which the race detector's five- to tenfold slowdown would
 # distort on two cores. With CI=true those tests fail instead of skipping
 # when they cannot run.
-# Packages run one at a time (-p 1): the traffic tests of different
-# packages would otherwise share the two cores and judge each other's load.
+# The second pass runs only the packages that have such tests (LONG_PKGS:
+# their tests ask testing.Short, skipShort or rateTest); the others ran
+# whole in the first. In it packages run one at a time (-p 1): the traffic
+# tests of different packages would otherwise share the two cores and
+# judge each other's load. The first pass moves no traffic and builds and
+# runs two packages at once.
 # The packaging tests (package packaging: make install, make deb into a
 # scratch root with dpkg, make release) run in the second pass; the
 # packager's own module, tools/nfpm, is tested on its own.
+LONG_PKGS := $(shell grep -rlE --include='*_test.go' 'testing[.]Short|skipShort|rateTest' . | grep -v '^[.]/tools/' | xargs -r -n1 dirname | sort -u)
+
 test: deps fmt-check vet
-	$(GO) test -race -short -count=1 -p 1 -timeout 10m $(PKGS)
-	$(GO) test -count=1 -p 1 -timeout 14m $(PKGS)
+	$(GO) test -race -short -count=1 -p 2 -timeout 10m $(PKGS)
+	$(GO) test -count=1 -p 1 -timeout 14m $(LONG_PKGS)
 	cd tools/nfpm && $(GO) test -count=1 ./...
 
 # test-short skips the traffic tests (no root needed).
