@@ -22,7 +22,7 @@ type FlowInfo struct {
 	QueuedBytes   int
 	SentPackets   uint64
 	SentBytes     uint64 // wire (L3) bytes, as the buckets charge them
-	Dropped       uint64 // by the AQM, the backlog bound or overload
+	Dropped       uint64 // by the AQM, the backlog bound, overload or the ACK filter
 	Marked        uint64 // ECN CE marks
 	// Delay is the sojourn time of the flow's last dequeued packet.
 	Delay time.Duration

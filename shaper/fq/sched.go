@@ -56,6 +56,9 @@ const (
 	ReasonOverlimit
 	// ReasonTooOld: it had waited longer than Dequeue's bound allows.
 	ReasonTooOld
+	// ReasonAckFilter: a pure TCP ACK that a newer one of its flow made
+	// redundant (Params.AckFilter).
+	ReasonAckFilter
 )
 
 // Counters are the Sched figures that other goroutines may read while it
@@ -239,7 +242,9 @@ func (s *Sched) lookup(k Key, id *FlowID) int32 {
 // Enqueue adds p to its flow's queue (k from a Hasher; id is shown by
 // Snapshot). A flow that was on no list joins the new list with a fresh
 // quantum. If the Sched is then over its limits, it drops from the head of
-// its fattest flow (ReasonOverlimit) until it is not.
+// its fattest flow (ReasonOverlimit) until it is not. With an ACK filter,
+// a pure TCP ACK may first make an older one of its flow redundant, which
+// is dropped (ReasonAckFilter; at most one per Enqueue).
 func (s *Sched) Enqueue(p Packet, k Key, id *FlowID, now int64) {
 	fi := s.lookup(k, id)
 	f := &s.flows[fi]
@@ -257,6 +262,9 @@ func (s *Sched) Enqueue(p Packet, k Key, id *FlowID, now int64) {
 	s.bytes += int64(p.Pkt.Cost)
 	if f.list == listNone {
 		s.activate(fi, k)
+	}
+	if s.p.AckFilter != AckFilterOff && f.head != ni {
+		s.filterAcks(f)
 	}
 	for s.packets > s.p.LimitPackets || s.p.LimitBytes > 0 && s.bytes > int64(s.p.LimitBytes) {
 		s.DropFattest(now)

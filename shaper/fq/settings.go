@@ -62,6 +62,34 @@ func (i Isolation) String() string {
 	return fmt.Sprintf("Isolation(%d)", i)
 }
 
+// AckFilter says whether a Sched drops queued pure TCP ACKs that a newer
+// one of the same flow makes redundant (CAKE's ack-filter).
+type AckFilter uint8
+
+// The ACK filter modes. The zero value is off.
+const (
+	// AckFilterOff keeps every ACK.
+	AckFilterOff AckFilter = iota
+	// AckFilterOn is CAKE's ack-filter: on the arrival of a pure ACK, the
+	// oldest queued pure ACK it makes redundant is dropped once a second
+	// one waits, so a flow keeps one redundant ACK besides the newest.
+	AckFilterOn
+	// AckFilterAggressive is CAKE's ack-filter-aggressive: it also drops a
+	// single redundant ACK right ahead of the new one, so a flow's run of
+	// ACKs is filtered down to the newest.
+	AckFilterAggressive
+)
+
+var ackFilterNames = [...]string{"off", "on", "aggressive"}
+
+// String returns the mode's config name ("off", "on", "aggressive").
+func (a AckFilter) String() string {
+	if int(a) < len(ackFilterNames) {
+		return ackFilterNames[a]
+	}
+	return fmt.Sprintf("AckFilter(%d)", a)
+}
+
 // Defaults, as fq_codel and CAKE use them.
 const (
 	DefaultTarget   = 5 * time.Millisecond
@@ -106,6 +134,9 @@ type Params struct {
 	// instead of marking them.
 	AQM   AQM
 	NoECN bool
+	// AckFilter drops pure TCP ACKs made redundant by a newer one of the
+	// same flow, on its arrival (see AckFilter).
+	AckFilter AckFilter
 	// Target and Interval are the AQM's (0: 5 ms and 100 ms). Target is
 	// raised to 1.5 MTU times at Rate, Interval to keep the distance to
 	// Target and to at least twice Target (CAKE's floors at low rates).
