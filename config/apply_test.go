@@ -50,6 +50,10 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool {
 				return cc.FQ.AQM == config.AQMCoDel && cc.FQ.Flows == 64 && cc.FQ.NoECN && cc.FQ.Quantum == 1536
 			}},
+		{name: "ack filter", changes: []config.Change{{Key: "ack_filter", Value: "aggressive"}},
+			check: func(cc *config.ClassConfig) bool { return cc.FQ.AckFilter == config.AckFilterAggressive }},
+		{name: "ack filter bad", changes: []config.Change{{Key: "ack_filter", Value: "maybe"}}, err: `ack_filter: unknown ack_filter "maybe" (use off, on or aggressive)`},
+		{name: "fifo ack filter", class: 1, changes: []config.Change{{Key: "ack_filter", Value: "on"}}, err: "ack_filter: ack_filter applies to queue fq only"},
 		{name: "fifo to fq starts from the defaults", class: 1, changes: []config.Change{{Key: "queue", Value: "fq"}, {Key: "isolate", Value: "hosts"}},
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Queue == config.QueueFQ && cc.FQ.Isolate == config.IsolateHosts && cc.FQ.Flows == config.DefaultFQFlows

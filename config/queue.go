@@ -98,6 +98,39 @@ func ParseIsolation(s string) (Isolation, error) {
 	return Isolation(v), err
 }
 
+// AckFilter says whether a QueueFQ class drops queued pure TCP ACKs that
+// a newer one of the same flow makes redundant (CAKE's ack-filter), for
+// the upstream of an asymmetric link.
+type AckFilter uint8
+
+// The ACK filter modes. The zero value is off, the default.
+const (
+	// AckFilterOff keeps every ACK.
+	AckFilterOff AckFilter = iota
+	// AckFilterOn is CAKE's ack-filter: a flow keeps one redundant ACK
+	// queued besides the newest.
+	AckFilterOn
+	// AckFilterAggressive is CAKE's ack-filter-aggressive: a flow's run of
+	// redundant ACKs is filtered down to the newest.
+	AckFilterAggressive
+)
+
+var ackFilterNames = enum{"off", "on", "aggressive"}
+
+// String returns the mode's config name ("off", "on", "aggressive").
+func (a AckFilter) String() string {
+	if s, ok := ackFilterNames.name(uint8(a)); ok {
+		return s
+	}
+	return fmt.Sprintf("AckFilter(%d)", a)
+}
+
+// ParseAckFilter reads an ACK filter mode's config name.
+func ParseAckFilter(s string) (AckFilter, error) {
+	v, err := ackFilterNames.parse("ack_filter", s)
+	return AckFilter(v), err
+}
+
 // Defaults and bounds of the fq settings, as fq_codel and CAKE use them.
 // Package shaper/fq has the same values (a shaper test checks that they
 // agree).
@@ -137,6 +170,9 @@ type FQConfig struct {
 	// Quantum is the bytes a flow may send per round; 0 follows the rate
 	// (package fq's Quantum).
 	Quantum uint64
+	// AckFilter drops pure TCP ACKs made redundant by a newer one of the
+	// same flow (default off).
+	AckFilter AckFilter
 }
 
 // Bounds of the queue settings that Validate checks.
@@ -162,11 +198,11 @@ var queueKeys = append([]string{"queue"}, fqKeys[:]...)
 
 // fqKeys are the config keys of FQConfig's fields, in the order setKeys
 // reports them.
-var fqKeys = [...]string{"aqm", "ecn", "target", "interval", "flows", "isolate", "quantum"}
+var fqKeys = [...]string{"aqm", "ecn", "target", "interval", "flows", "isolate", "quantum", "ack_filter"}
 
 // setKeys returns the config keys of f's non-zero fields.
 func (f *FQConfig) setKeys() []string {
-	set := [len(fqKeys)]bool{f.AQM != 0, f.NoECN, f.Target != 0, f.Interval != 0, f.Flows != 0, f.Isolate != 0, f.Quantum != 0}
+	set := [len(fqKeys)]bool{f.AQM != 0, f.NoECN, f.Target != 0, f.Interval != 0, f.Flows != 0, f.Isolate != 0, f.Quantum != 0, f.AckFilter != 0}
 	var keys []string
 	for i, k := range fqKeys {
 		if set[i] {
@@ -186,6 +222,7 @@ func (f *FQConfig) setKeys() []string {
 //	flows: 1024                 (a power of two, 8 to 65536)
 //	isolate: flows | src-host | dst-host | hosts
 //	quantum: 1514               (a size; omitted: follows the rate)
+//	ack_filter: off | on | aggressive
 func (d *decoder) queueFields(cc *ClassConfig) []field {
 	f := &cc.FQ
 	return []field{
@@ -201,6 +238,7 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 		{"flows", d.integer(&f.Flows, MinFQFlows, MaxFQFlows)},
 		{"isolate", named(d, &f.Isolate, "flows, src-host, dst-host or hosts", ParseIsolation)},
 		{"quantum", d.size(&f.Quantum)},
+		{"ack_filter", named(d, &f.AckFilter, "off, on or aggressive", ParseAckFilter)},
 	}
 }
 
@@ -267,6 +305,9 @@ func (v *validator) fq(path string, f *FQConfig) {
 	}
 	if _, err := ParseIsolation(f.Isolate.String()); err != nil {
 		v.errorf(path+".isolate", "%v", err)
+	}
+	if _, err := ParseAckFilter(f.AckFilter.String()); err != nil {
+		v.errorf(path+".ack_filter", "%v", err)
 	}
 	switch {
 	case f.Target <= 0:

@@ -37,6 +37,9 @@ func TestParseConfigQueue(t *testing.T) {
 		{name: "quantum bytes", class: "quantum: 1514", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1514}},
 		{name: "quantum kb", class: "quantum: 1.5kb", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1536}},
 		{name: "quantum bounds", class: "quantum: 64", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 64}},
+		{name: "ack filter on", class: "ack_filter: on", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, AckFilter: config.AckFilterOn}},
+		{name: "ack filter aggressive", class: "ack_filter: aggressive", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, AckFilter: config.AckFilterAggressive}},
+		{name: "ack filter off", class: "ack_filter: off", fq: fqDefaults},
 		{name: "quantum 1mb", class: "quantum: 1mb", fq: config.FQConfig{Target: 5 * ms, Interval: 100 * ms, Flows: 1024, Quantum: 1 << 20}},
 	}
 	for _, tt := range tests {
@@ -91,6 +94,8 @@ func TestParseConfigQueueErrors(t *testing.T) {
 		{name: "isolate", yaml: class("    isolate: triple\n"), line: 8, want: `egress.classes[0].isolate: unknown isolate "triple" (use flows, src-host, dst-host or hosts)`},
 		{name: "quantum unit", yaml: class("    quantum: 1500bit\n"), line: 8, want: `egress.classes[0].quantum: unknown unit "bit"`},
 		{name: "quantum zero", yaml: class("    quantum: 0\n"), line: 8, want: "egress.classes[0].quantum: must be above 0 (omit it for the default)"},
+		{name: "ack filter", yaml: class("    ack_filter: yes\n"), line: 8, want: `egress.classes[0].ack_filter: unknown ack_filter "yes" (use off, on or aggressive)`},
+		{name: "ack filter bool", yaml: class("    ack_filter: true\n"), line: 8, want: `egress.classes[0].ack_filter: unknown ack_filter "true"`},
 		{name: "default aqm", yaml: base + "ingress:\n  default:\n    rate: 1mbit\n    aqm: pie\n", line: 7, want: `ingress.default.aqm: unknown aqm "pie"`},
 		{name: "several", yaml: class("    queue: x\n    aqm: y\n    isolate: z\n"), line: 8, want: "queue: unknown queue", n: 3},
 
@@ -100,6 +105,9 @@ func TestParseConfigQueueErrors(t *testing.T) {
 		{name: "police all", yaml: class("    mode: police\n    queue: fifo\n    aqm: codel\n    ecn: false\n    target: 1ms\n    interval: 10ms\n    flows: 64\n    isolate: hosts\n    quantum: 300\n"),
 			line: 9, want: "remove queue", n: 8},
 		{name: "police default", yaml: base + "egress:\n  default: {rate: 1mbit, mode: police, isolate: flows}\n", line: 5, want: "egress.default.isolate: mode police drops instead of queueing: remove isolate"},
+		{name: "fifo ack filter", yaml: class("    queue: fifo\n    ack_filter: on\n"), line: 9, want: "egress.classes[0].ack_filter: ack_filter applies to queue fq only"},
+		{name: "fifo ack filter off", yaml: class("    queue: fifo\n    ack_filter: off\n"), line: 9, want: "egress.classes[0].ack_filter: ack_filter applies to queue fq only"},
+		{name: "police ack filter", yaml: class("    mode: police\n    ack_filter: aggressive\n"), line: 9, want: "egress.classes[0].ack_filter: mode police drops instead of queueing: remove ack_filter"},
 		{name: "fifo aqm", yaml: class("    queue: fifo\n    aqm: cobalt\n"), line: 9, want: "egress.classes[0].aqm: aqm applies to queue fq only"},
 		{name: "fifo all", yaml: class("    queue: fifo\n    aqm: none\n    ecn: true\n    target: 1ms\n    interval: 10ms\n    flows: 64\n    isolate: flows\n    quantum: 300\n"),
 			line: 9, want: "aqm applies to queue fq only", n: 7},
@@ -166,6 +174,9 @@ func TestValidateQueueGoConfig(t *testing.T) {
 		{"queue kind", func(cc *config.ClassConfig) { cc.Queue = 7 }, "egress.classes[0].queue: QueueKind(?) is not fq or fifo"},
 		{"aqm", func(cc *config.ClassConfig) { cc.FQ.AQM = 9 }, `egress.classes[0].aqm: unknown aqm "AQM(9)" (use cobalt, codel or none)`},
 		{"isolate", func(cc *config.ClassConfig) { cc.FQ.Isolate = 9 }, `egress.classes[0].isolate: unknown isolate "Isolation(9)" (use flows, src-host, dst-host or hosts)`},
+		{"ack filter", func(cc *config.ClassConfig) { cc.FQ.AckFilter = 3 }, `egress.classes[0].ack_filter: unknown ack_filter "AckFilter(3)" (use off, on or aggressive)`},
+		{"fifo ack filter", func(cc *config.ClassConfig) { cc.Queue, cc.FQ = config.QueueFIFO, config.FQConfig{AckFilter: config.AckFilterOn} },
+			"egress.classes[0].ack_filter: ack_filter applies to queue fq only"},
 		{"zero times", func(cc *config.ClassConfig) { cc.FQ.Target, cc.FQ.Interval = 0, 0 },
 			"egress.classes[0].target: must be above 0 (SetDefaults fills in a default)\negress.classes[0].interval: must be above 0 (SetDefaults fills in a default)"},
 		{"zero flows", func(cc *config.ClassConfig) { cc.FQ.Flows = 0 }, "egress.classes[0].flows: 0 flows: must be a power of two from 8 to 65536"},

@@ -38,7 +38,7 @@ var treeKeys = [...]string{"parent", "ceil", "cburst", "priority", "weight"}
 // leafOnly are the settings an inner class may not have: they are about
 // the packets a class takes, and an inner class takes none of its own.
 var leafOnly = [...]string{"match", "peak", "backlog", "mode", "capped", "queue", "fq", "aqm", "ecn", "target", "interval",
-	"flows", "isolate", "quantum", "per", "global", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
+	"flows", "isolate", "quantum", "ack_filter", "per", "global", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
 	"corrupt", "trace", "rates", "tins", "wash"}
 
 // treeFields are a class's link-sharing keys and how each decodes into cc.

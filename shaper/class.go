@@ -317,6 +317,7 @@ func fqParams(cfg config.ClassConfig) fq.Params {
 		Isolate:    fqIsolation(cfg.FQ.Isolate),
 		AQM:        fqAQM(cfg.FQ.AQM),
 		NoECN:      cfg.FQ.NoECN,
+		AckFilter:  fqAckFilter(cfg.FQ.AckFilter),
 		Target:     cfg.FQ.Target,
 		Interval:   cfg.FQ.Interval,
 		LimitBytes: int(min(max(limit, minFQLimitBytes), 1<<31-1)),
@@ -335,6 +336,9 @@ func peakBurst(config.ClassConfig) uint64 { return 2 * config.DefaultMTU }
 
 // fqAQM returns the fq package's AQM for a config's.
 func fqAQM(a config.AQM) fq.AQM { return fq.AQM(a) }
+
+// fqAckFilter returns the fq package's ACK filter mode for a config's.
+func fqAckFilter(a config.AckFilter) fq.AckFilter { return fq.AckFilter(a) }
 
 // fqIsolation returns the fq package's isolation for a config's.
 func fqIsolation(i config.Isolation) fq.Isolation { return fq.Isolation(i) }

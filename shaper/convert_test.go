@@ -36,7 +36,7 @@ func TestConfigAgreesWithFQ(t *testing.T) {
 	}
 }
 
-// TestConfigEnumsConvert: fqAQM, fqIsolation and globalLimit keep the
+// TestConfigEnumsConvert: fqAQM, fqIsolation, fqAckFilter and globalLimit keep the
 // meaning (the name) of every value, one past the last included: the data
 // path's enumerations have no value config does not have.
 func TestConfigEnumsConvert(t *testing.T) {
@@ -48,6 +48,11 @@ func TestConfigEnumsConvert(t *testing.T) {
 	for i := config.IsolateFlows; i <= config.IsolateHosts+1; i++ {
 		if got := fqIsolation(i).String(); got != i.String() {
 			t.Errorf("fqIsolation(%v) = %v", i, got)
+		}
+	}
+	for a := config.AckFilterOff; a <= config.AckFilterAggressive+1; a++ {
+		if got := fqAckFilter(a).String(); got != a.String() {
+			t.Errorf("fqAckFilter(%v) = %v", a, got)
 		}
 	}
 	for f := config.FallbackShare; f <= config.FallbackOpen+1; f++ {

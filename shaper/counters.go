@@ -20,10 +20,11 @@ const (
 	DropAQM                          // fair queueing: the flow's AQM (CoDel or COBALT) dropped it
 	DropOverlimit                    // fair queueing: the class's queue was full; dropped from the head of the fattest flow
 	DropLoss                         // link emulation: lost on purpose (loss, or the Gilbert-Elliott model)
+	DropAckFilter                    // fair queueing: a pure TCP ACK made redundant by a newer one of its flow (ack_filter)
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown", "aqm", "overlimit", "loss"}
+var dropReasonNames = [NumDropReasons]string{"backlog", "police", "malformed", "write_error", "shutdown", "aqm", "overlimit", "loss", "ack_filter"}
 
 // String returns the reason's name as used in metrics labels ("backlog", ...).
 func (r DropReason) String() string {

@@ -167,6 +167,8 @@ func (q *queues) fqDropper(sh *shard) func(*fq.Packet, fq.Reason) {
 			reason = DropOverlimit
 		case fq.ReasonTooOld:
 			reason = DropBacklog
+		case fq.ReasonAckFilter:
+			reason = DropAckFilter
 		}
 		q.dropHeld(sh, p, reason)
 	}

@@ -72,7 +72,7 @@ commands:
           queue settings (shaped classes): queue=fq|fifo and, for fq,
           aqm=cobalt|codel|none  ecn=true|false  target=DURATION
           interval=DURATION  flows=N  isolate=flows|src-host|dst-host|hosts
-          quantum=SIZE
+          quantum=SIZE  ack_filter=off|on|aggressive
           match.src=PREFIX[,PREFIX...]  match.dst=PREFIX[,PREFIX...]
           match.proto=tcp|udp|icmp|icmpv6|NUMBER
           match.sport=PORT[-PORT]  match.dport=PORT[-PORT]

@@ -469,6 +469,7 @@ func describeQueue(add func(k, v string), c control.ClassConfig) {
 		}
 	}
 	add("quantum", c.Quantum)
+	add("ack_filter", c.AckFilter)
 }
 
 // describePer adds a class's per-key limit compactly: "per=src/24:2mbit"

@@ -257,7 +257,7 @@ func setClass(cfg *config.Config, dir, name string, req control.SetRequest) erro
 		return err
 	}
 	if req == (control.SetRequest{}) {
-		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates, or global.key, global.rate, global.burst, global.period, global.lease or global.on_unreachable")
+		return badRequest("nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate, quantum or ack_filter (or per_rate, per_burst, per_peak, per_keys or per_idle for a class with a per-key limit), the emulation settings delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates, or global.key, global.rate, global.burst, global.period, global.lease or global.on_unreachable")
 	}
 	if err := checkTracePath(req.Trace); err != nil {
 		return err
@@ -284,6 +284,7 @@ func classChanges(req control.SetRequest) []config.Change {
 	ch.addInt("flows", req.Flows)
 	ch.add("isolate", req.Isolate)
 	ch.add("quantum", req.Quantum)
+	ch.add("ack_filter", req.AckFilter)
 	ch.add("per.rate", req.PerRate)
 	ch.add("per.burst", req.PerBurst)
 	ch.add("per.peak", req.PerPeak)
@@ -527,7 +528,8 @@ func classJSON(cc config.ClassConfig) control.ClassConfig {
 
 // queueJSON writes a class's queue settings: queue for a shaped class; for
 // an fq class also aqm, isolate and the AQM times and flow count, with ecn
-// only when it is off and quantum only when it does not follow the rate.
+// only when it is off, quantum only when it does not follow the rate and
+// ack_filter only when it is not off.
 func queueJSON(out *control.ClassConfig, cc config.ClassConfig) {
 	if cc.Mode != config.ModeShape {
 		return
@@ -550,6 +552,9 @@ func queueJSON(out *control.ClassConfig, cc config.ClassConfig) {
 	out.Flows = f.Flows
 	if f.Quantum > 0 {
 		out.Quantum = config.FormatSize(f.Quantum)
+	}
+	if f.AckFilter != config.AckFilterOff {
+		out.AckFilter = f.AckFilter.String()
 	}
 }
 

@@ -426,7 +426,7 @@ func TestControlSetQueue(t *testing.T) {
 		{"interval", "egress", "bulk", control.SetRequest{Interval: "11s"}, "interval: 11s is above 10s"},
 		{"quantum small", "egress", "bulk", control.SetRequest{Quantum: "32"}, "quantum: 32b is out of range [64b, 1mb]"},
 		{"quantum unit", "egress", "bulk", control.SetRequest{Quantum: "1kbit"}, `quantum: unknown unit "kbit"`},
-		{"nothing lists the keys", "egress", "bulk", control.SetRequest{}, "nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate or quantum"},
+		{"nothing lists the keys", "egress", "bulk", control.SetRequest{}, "nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate, quantum or ack_filter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)

@@ -120,6 +120,9 @@ type ClassConfig struct {
 	Flows    int    `json:"flows,omitempty"`
 	Isolate  string `json:"isolate,omitempty"`
 	Quantum  string `json:"quantum,omitempty"`
+	// AckFilter is "off", "on" or "aggressive": CAKE's ack-filter (fq
+	// only; given only when not off).
+	AckFilter string `json:"ack_filter,omitempty"`
 	// Per is the class's per-key limit; nil for none.
 	Per *Per `json:"per,omitempty"`
 	// Global is the class's global limit (its rate leased from Redis);
@@ -333,11 +336,13 @@ type SetRequest struct {
 	Flows    int    `json:"flows,omitempty"`
 	Isolate  string `json:"isolate,omitempty"`
 	Quantum  string `json:"quantum,omitempty"`
-	PerRate  string `json:"per_rate,omitempty"`
-	PerBurst string `json:"per_burst,omitempty"`
-	PerPeak  string `json:"per_peak,omitempty"`
-	PerKeys  int    `json:"per_keys,omitempty"`
-	PerIdle  string `json:"per_idle,omitempty"`
+	// AckFilter is "off", "on" or "aggressive" (fq only).
+	AckFilter string `json:"ack_filter,omitempty"`
+	PerRate   string `json:"per_rate,omitempty"`
+	PerBurst  string `json:"per_burst,omitempty"`
+	PerPeak   string `json:"per_peak,omitempty"`
+	PerKeys   int    `json:"per_keys,omitempty"`
+	PerIdle   string `json:"per_idle,omitempty"`
 	// Link sharing: the class's parent ("none": the direction), ceil,
 	// cburst, priority (0-7) and weight, as in the config file.
 	Parent   string `json:"parent,omitempty"`
