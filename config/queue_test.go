@@ -175,7 +175,9 @@ func TestValidateQueueGoConfig(t *testing.T) {
 		{"aqm", func(cc *config.ClassConfig) { cc.FQ.AQM = 9 }, `egress.classes[0].aqm: unknown aqm "AQM(9)" (use cobalt, codel or none)`},
 		{"isolate", func(cc *config.ClassConfig) { cc.FQ.Isolate = 9 }, `egress.classes[0].isolate: unknown isolate "Isolation(9)" (use flows, src-host, dst-host or hosts)`},
 		{"ack filter", func(cc *config.ClassConfig) { cc.FQ.AckFilter = 3 }, `egress.classes[0].ack_filter: unknown ack_filter "AckFilter(3)" (use off, on or aggressive)`},
-		{"fifo ack filter", func(cc *config.ClassConfig) { cc.Queue, cc.FQ = config.QueueFIFO, config.FQConfig{AckFilter: config.AckFilterOn} },
+		{"fifo ack filter", func(cc *config.ClassConfig) {
+			cc.Queue, cc.FQ = config.QueueFIFO, config.FQConfig{AckFilter: config.AckFilterOn}
+		},
 			"egress.classes[0].ack_filter: ack_filter applies to queue fq only"},
 		{"zero times", func(cc *config.ClassConfig) { cc.FQ.Target, cc.FQ.Interval = 0, 0 },
 			"egress.classes[0].target: must be above 0 (SetDefaults fills in a default)\negress.classes[0].interval: must be above 0 (SetDefaults fills in a default)"},
