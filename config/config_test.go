@@ -71,7 +71,7 @@ func TestLoadConfigFull(t *testing.T) {
 				Rate: 2_500_000, Burst: 32 << 10, Peak: 5_000_000, Backlog: 100 * time.Millisecond, Mode: config.ModeShape, Capped: true,
 				Queue: config.QueueFQ,
 				FQ: config.FQConfig{AQM: config.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
-					Flows: 256, Isolate: config.IsolateHosts, Quantum: 1536},
+					Flows: 256, Isolate: config.IsolateHosts, Quantum: 1536, AckFilter: config.AckFilterOn},
 				Per: &config.PerConfig{Kind: config.PerDst, Prefix4: 32, Prefix6: 48, Rate: 625_000, Burst: 16 << 10, Peak: 1_250_000,
 					Mode: config.ModePolice, Keys: 4096, Idle: 2 * time.Minute, Overrides: []config.PerOverride{
 						{Match: netip.MustParsePrefix("198.18.0.2/32"), Rate: 1_250_000, Burst: 24 << 10},
