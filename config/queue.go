@@ -158,6 +158,10 @@ type FQConfig struct {
 	AQM AQM
 	// NoECN drops ECN-capable packets where the AQM would mark them.
 	NoECN bool
+	// AckFilter drops pure TCP ACKs made redundant by a newer one of the
+	// same flow (default off). It sits here, in NoECN's padding, so that
+	// the struct keeps its size.
+	AckFilter AckFilter
 	// Target and Interval are the AQM's; SetDefaults sets 0 to 5 ms and
 	// 100 ms. At low rates the data path raises them to their floors (see
 	// package fq's Params.Resolve).
@@ -170,9 +174,6 @@ type FQConfig struct {
 	// Quantum is the bytes a flow may send per round; 0 follows the rate
 	// (package fq's Quantum).
 	Quantum uint64
-	// AckFilter drops pure TCP ACKs made redundant by a newer one of the
-	// same flow (default off).
-	AckFilter AckFilter
 }
 
 // Bounds of the queue settings that Validate checks.
