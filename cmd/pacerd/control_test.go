@@ -365,11 +365,14 @@ func TestControlSetQueue(t *testing.T) {
 		json control.ClassConfig
 	}{
 		{"every fq setting", "egress", "bulk",
-			control.SetRequest{AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1.5kb"},
+			control.SetRequest{AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1.5kb", AckFilter: "aggressive"},
 			config.ClassConfig{FQ: config.FQConfig{AQM: config.AQMCoDel, NoECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond,
-				Flows: 256, Isolate: config.IsolateHosts, Quantum: 1536}},
-			control.ClassConfig{Queue: "fq", AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1536b"}},
-		{"ecn back on, automatic quantum", "egress", "bulk", control.SetRequest{ECN: &on, Quantum: "auto"},
+				Flows: 256, Isolate: config.IsolateHosts, Quantum: 1536, AckFilter: config.AckFilterAggressive}},
+			control.ClassConfig{Queue: "fq", AQM: "codel", ECN: &off, Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", Quantum: "1536b", AckFilter: "aggressive"}},
+		{"ecn back on, automatic quantum, ack filter on", "egress", "bulk", control.SetRequest{ECN: &on, Quantum: "auto", AckFilter: "on"},
+			config.ClassConfig{FQ: config.FQConfig{AQM: config.AQMCoDel, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: config.IsolateHosts, AckFilter: config.AckFilterOn}},
+			control.ClassConfig{Queue: "fq", AQM: "codel", Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts", AckFilter: "on"}},
+		{"ack filter off", "egress", "bulk", control.SetRequest{AckFilter: "off"},
 			config.ClassConfig{FQ: config.FQConfig{AQM: config.AQMCoDel, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond, Flows: 256, Isolate: config.IsolateHosts}},
 			control.ClassConfig{Queue: "fq", AQM: "codel", Target: "10ms", Interval: "200ms", Flows: 256, Isolate: "hosts"}},
 		{"same queue keeps the settings", "egress", "bulk", control.SetRequest{Queue: "fq", AQM: "none"},
@@ -419,6 +422,8 @@ func TestControlSetQueue(t *testing.T) {
 		{"queue", "egress", "bulk", control.SetRequest{Queue: "drr"}, `queue: unknown queue "drr" (use fq or fifo)`},
 		{"aqm", "egress", "bulk", control.SetRequest{AQM: "red"}, `aqm: unknown aqm "red" (use cobalt, codel or none)`},
 		{"isolate", "egress", "bulk", control.SetRequest{Isolate: "triple"}, `isolate: unknown isolate "triple"`},
+		{"ack filter", "egress", "bulk", control.SetRequest{AckFilter: "yes"}, `ack_filter: unknown ack_filter "yes" (use off, on or aggressive)`},
+		{"fifo ack filter", "egress", "video", control.SetRequest{AckFilter: "on"}, "ack_filter: ack_filter applies to queue fq only"},
 		{"flows", "egress", "bulk", control.SetRequest{Flows: 1000}, "flows: 1000 flows: must be a power of two from 8 to 65536"},
 		{"target unit", "egress", "bulk", control.SetRequest{Target: "5"}, `target: invalid duration "5" (use a number and a unit: 100ms, 1.5s)`},
 		{"target zero", "egress", "bulk", control.SetRequest{Target: "0s"}, "target: must be above 0, not 0s"},
@@ -512,5 +517,5 @@ func TestControlAddQueue(t *testing.T) {
 // queueOf returns only the queue settings of a class's config.
 func queueOf(c control.ClassConfig) control.ClassConfig {
 	return control.ClassConfig{Queue: c.Queue, AQM: c.AQM, ECN: c.ECN, Target: c.Target, Interval: c.Interval,
-		Flows: c.Flows, Isolate: c.Isolate, Quantum: c.Quantum}
+		Flows: c.Flows, Isolate: c.Isolate, Quantum: c.Quantum, AckFilter: c.AckFilter}
 }
