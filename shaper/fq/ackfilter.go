@@ -19,6 +19,9 @@ import "github.com/pacer-dev/pacer/shaper/fq/tcpack"
 // never dropped. Packets of other connections that share the queue (hash
 // collisions) are passed over. It never drops the new packet.
 func (s *Sched) filterAcks(f *flow) {
+	if !tcpack.MayBePureACK(s.nodes[f.tail].pkt.ip()) {
+		return // most packets, in a few nanoseconds
+	}
 	trig := tcpack.Parse(s.nodes[f.tail].pkt.ip())
 	if trig.Kind != tcpack.PureACK {
 		return

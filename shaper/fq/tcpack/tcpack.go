@@ -91,43 +91,16 @@ type Header struct {
 // than they claim is NotTCP.
 func Parse(pkt []byte) Header {
 	var h Header
-	if len(pkt) < 1 {
-		return h
-	}
-	var seg []byte
-	switch pkt[0] >> 4 {
-	case 4:
-		if len(pkt) < 20 {
-			return h
-		}
-		ihl := int(pkt[0]&0xf) * 4
-		total := int(binary.BigEndian.Uint16(pkt[2:4]))
-		if ihl < 20 || total < ihl || total > len(pkt) || pkt[9] != 6 {
-			return h
-		}
-		if binary.BigEndian.Uint16(pkt[6:8])&0x3fff != 0 {
-			return h // a fragment (more fragments, or an offset)
-		}
-		copy(h.Src[:4], pkt[12:16])
-		copy(h.Dst[:4], pkt[16:20])
-		seg = pkt[ihl:total]
-	case 6:
-		if len(pkt) < 40 || pkt[6] != 6 {
-			return h // an extension header is not read: not eligible
-		}
-		payload := int(binary.BigEndian.Uint16(pkt[4:6]))
-		if 40+payload > len(pkt) {
-			return h
-		}
-		h.V6 = true
-		copy(h.Src[:], pkt[8:24])
-		copy(h.Dst[:], pkt[24:40])
-		seg = pkt[40 : 40+payload]
-	default:
-		return h
-	}
+	seg, v6 := segment(pkt)
 	if len(seg) < 20 {
 		return h
+	}
+	if h.V6 = v6; v6 {
+		copy(h.Src[:], pkt[8:24])
+		copy(h.Dst[:], pkt[24:40])
+	} else {
+		copy(h.Src[:4], pkt[12:16])
+		copy(h.Dst[:4], pkt[16:20])
 	}
 	doff := int(seg[12]>>4) * 4
 	if doff < 20 || doff > len(seg) {
@@ -148,6 +121,55 @@ func Parse(pkt []byte) Header {
 	}
 	h.Kind = PureACK
 	return h
+}
+
+// segment returns the TCP segment of the IPv4 or IPv6 packet pkt (nil if
+// it is not one Parse reads: another protocol, a fragment, an IPv6
+// extension header, lengths that do not fit) and whether it is IPv6. The
+// IPv4 total length and the IPv6 payload length decide where it ends.
+func segment(pkt []byte) (seg []byte, v6 bool) {
+	if len(pkt) < 1 {
+		return nil, false
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		if len(pkt) < 20 {
+			return nil, false
+		}
+		ihl := int(pkt[0]&0xf) * 4
+		total := int(binary.BigEndian.Uint16(pkt[2:4]))
+		if ihl < 20 || total < ihl || total > len(pkt) || pkt[9] != 6 {
+			return nil, false
+		}
+		if binary.BigEndian.Uint16(pkt[6:8])&0x3fff != 0 {
+			return nil, false // a fragment (more fragments, or an offset)
+		}
+		return pkt[ihl:total], false
+	case 6:
+		if len(pkt) < 40 || pkt[6] != 6 {
+			return nil, false // an extension header is not read: not eligible
+		}
+		payload := int(binary.BigEndian.Uint16(pkt[4:6]))
+		if 40+payload > len(pkt) {
+			return nil, false
+		}
+		return pkt[40 : 40+payload], true
+	}
+	return nil, false
+}
+
+// MayBePureACK reports whether pkt may be a PureACK: a TCP segment with
+// no payload and no flag but ACK (ECE, CWR and NS aside); Parse says
+// whether its options qualify. It reads lengths and flags only, a few
+// nanoseconds, so that a filter asks it first of every packet and parses
+// only those it lets through: a data segment costs no more.
+func MayBePureACK(pkt []byte) bool {
+	seg, _ := segment(pkt)
+	if len(seg) < 20 {
+		return false
+	}
+	doff := int(seg[12]>>4) * 4
+	return doff >= 20 && doff == len(seg) && binary.BigEndian.Uint16(seg[12:14])&(reserved|0x1ff&^ECNFlags) == flagACK
 }
 
 // options reads a pure ACK's options into h and reports whether all of
