@@ -44,6 +44,9 @@ type DirectionConfig struct {
 	// which classes that set none take.
 	Overhead OverheadConfig
 	Wire     Wire
+	// RTT is the round-trip time its fq classes' AQM assumes unless they
+	// give their own (config key rtt; 0: none, see FQConfig).
+	RTT time.Duration
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -167,6 +170,7 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				d.class(v, p, dc.Default, true)
 			}},
 			d.globalField(&dc.Global),
+			{"rtt", d.rtt(&dc.RTT)},
 		}, slices.Concat(d.tinsFields(&dc.Tins, &dc.Wash), d.emulateFields(&dc.Emulate), d.overheadFields(&dc.Overhead))...))
 		d.globalRate(path, dc.Global, "direction")
 	}
@@ -208,7 +212,19 @@ func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	return fields
 }
 
-func (dc *DirectionConfig) setDefaults(mtu int) {
+// aqmPath is what a class's AQM times follow from its direction: the
+// direction's rtt and the emulated one-way delays on a round trip outside
+// the class (the direction's and the reverse direction's delay lines).
+type aqmPath struct{ rtt, delay time.Duration }
+
+// aqmPath returns the aqmPath of dc's classes; reverse is the other
+// direction's delay (every packet of a flow's round trip crosses it).
+func (dc *DirectionConfig) aqmPath(reverse time.Duration) aqmPath {
+	return aqmPath{rtt: dc.RTT, delay: dc.Emulate.Delay + reverse}
+}
+
+func (dc *DirectionConfig) setDefaults(mtu int, reverse time.Duration) {
+	ap := dc.aqmPath(reverse)
 	if g := dc.Global; g != nil {
 		g.setDefaults(mtu)
 		if dc.Rate == 0 {
@@ -219,23 +235,23 @@ func (dc *DirectionConfig) setDefaults(mtu int) {
 		dc.Burst = DefaultBurst(dc.Rate, mtu)
 	}
 	for i := range dc.Classes {
-		dc.Classes[i].setDefaults(mtu)
+		dc.Classes[i].setDefaults(mtu, ap)
 	}
 	if dc.Default != nil {
 		if dc.Default.Name == "" {
 			dc.Default.Name = DefaultClass
 		}
-		dc.Default.setDefaults(mtu)
+		dc.Default.setDefaults(mtu, ap)
 	}
 	dc.TinClasses = nil
 	if dc.Tins != TinsNone {
 		root := ClassConfig{Rate: dc.Rate, Ceil: dc.Rate, Backlog: DefaultBacklog, Wire: dc.Wire}
-		root.FQ.setDefaults()
+		root.FQ.setDefaults(ap.rtt, ap.delay)
 		dc.TinClasses = tinClasses(dc.Tins, &root, dc.Wash, mtu)
 	}
 }
 
-func (cc *ClassConfig) setDefaults(mtu int) {
+func (cc *ClassConfig) setDefaults(mtu int, ap aqmPath) {
 	if g := cc.Global; g != nil {
 		g.setDefaults(mtu)
 		if cc.Rate == 0 {
@@ -249,7 +265,7 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 		cc.Backlog = DefaultBacklog
 	}
 	if cc.Mode == ModeShape && cc.Queue == QueueFQ {
-		cc.FQ.setDefaults()
+		cc.FQ.setDefaults(ap.rtt, ap.delay+cc.Emulate.Delay)
 	}
 	if cc.Per != nil {
 		cc.Per.setDefaults(mtu)
