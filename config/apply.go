@@ -81,6 +81,7 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	// AQM times at what the class's rtt or delay made them follow those.
 	oldTarget, oldInterval := cc.FQ.pathTimes(ap.rtt, ap.delay+cc.Emulate.Delay)
 	targetDefault, intervalDefault := cc.FQ.Target == oldTarget, cc.FQ.Interval == oldInterval
+	backlogDefault := cc.Backlog == cc.defaultBacklog()
 	oldQueue := cc.Queue
 	d := a.decoder()
 	if a.given("queue") {
@@ -105,6 +106,9 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 		if !a.given("interval") && intervalDefault {
 			cc.FQ.Interval = 0
 		}
+	}
+	if (a.given("rtt") || a.given("delay") || a.given("interval")) && !a.given("backlog") && backlogDefault {
+		cc.Backlog = 0 // setDefaults: twice the new interval if above the default
 	}
 	if a.given("rate") && !a.given("burst") && burstDefault {
 		cc.Burst = 0 // setDefaults: the default of the new rate

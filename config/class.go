@@ -86,7 +86,9 @@ type ClassConfig struct {
 	// above Rate.
 	Peak uint64
 	// Backlog is the longest a shaped packet may wait; SetDefaults sets 0
-	// to DefaultBacklog in ModeShape. It must be 0 in ModePolice.
+	// to DefaultBacklog in ModeShape, or for an fq class to twice its AQM's
+	// interval if that is longer (a long path's: see backlogFor). It must be
+	// 0 in ModePolice.
 	Backlog time.Duration
 	Mode    Mode
 	// Capped puts the class's bucket in capped mode: tokens come back
@@ -212,6 +214,23 @@ func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	return fields
 }
 
+// defaultBacklog returns the backlog a shaped class gets if it gives none:
+// DefaultBacklog, or for an fq class twice its AQM's interval if longer.
+// The AQM needs about an interval to answer a sender's window growth; a
+// bound on the queue tighter than that (backlog, and the byte limit of
+// rate × backlog it sets) answers for it with overflow drops, which under
+// COBALT raise BLUE's drop probability, and that decays by only 1/4096 per
+// target: one cubic flow in a {rate: 100mbit, rtt: satellite, delay:
+// 300ms} class overflowed 500 ms in slow start (2432 packets), BLUE then
+// dropped for seconds while the queue stood empty, and the flow got 57% of
+// the rate from 20 s to 40 s; with a 2 s backlog, 101%.
+func (cc *ClassConfig) defaultBacklog() time.Duration {
+	if cc.Queue == QueueFQ && cc.FQ.Interval > 0 {
+		return max(DefaultBacklog, 2*cc.FQ.Interval)
+	}
+	return DefaultBacklog
+}
+
 // aqmPath is what a class's AQM times follow from its direction: the
 // direction's rtt and the emulated one-way delays on a round trip outside
 // the class (the direction's and the reverse direction's delay lines).
@@ -261,11 +280,11 @@ func (cc *ClassConfig) setDefaults(mtu int, ap aqmPath) {
 	if cc.Rate > 0 && cc.Burst == 0 {
 		cc.Burst = DefaultBurst(cc.Rate, mtu)
 	}
-	if cc.Mode == ModeShape && cc.Backlog == 0 {
-		cc.Backlog = DefaultBacklog
-	}
 	if cc.Mode == ModeShape && cc.Queue == QueueFQ {
 		cc.FQ.setDefaults(ap.rtt, ap.delay+cc.Emulate.Delay)
+	}
+	if cc.Mode == ModeShape && cc.Backlog == 0 {
+		cc.Backlog = cc.defaultBacklog()
 	}
 	if cc.Per != nil {
 		cc.Per.setDefaults(mtu)

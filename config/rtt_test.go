@@ -117,3 +117,34 @@ func TestParseConfigRTTErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseConfigRTTBacklog: an fq class's default backlog is twice its
+// AQM's interval where that is above 500ms; a given backlog, fifo and
+// short paths keep theirs.
+func TestParseConfigRTTBacklog(t *testing.T) {
+	for class, want := range map[string]time.Duration{
+		"":                                   config.DefaultBacklog,
+		"rtt: satellite":                     2 * time.Second,
+		"rtt: 300ms":                         600 * time.Millisecond,
+		"rtt: oceanic, backlog: 100ms":       100 * time.Millisecond,
+		"delay: 300ms":                       800 * time.Millisecond,
+		"interval: 1s":                       2 * time.Second,
+		"queue: fifo, delay: 1s":             config.DefaultBacklog,
+		"rtt: 200ms, delay: 20ms":            config.DefaultBacklog,
+		"rtt: satellite, interval: 100ms":    config.DefaultBacklog,
+		"rtt: interplanetary, backlog: 600s": 600 * time.Second,
+	} {
+		y := base + "egress:\n  classes:\n    - {name: a, rate: 10mbit"
+		if class != "" {
+			y += ", " + class
+		}
+		y += "}\n"
+		c, err := config.Parse("rtt.yaml", []byte(y))
+		if err != nil {
+			t.Fatalf("%s: %v", class, err)
+		}
+		if got := c.Egress.Classes[0].Backlog; got != want {
+			t.Errorf("%q: backlog %v, want %v", class, got, want)
+		}
+	}
+}
