@@ -73,6 +73,15 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 		leaseDefault = g.Lease == DefaultGlobalLeasePeriods*g.Period
 		globalBurstDefault = g.Burst == defaultGlobalBurst(g.Rate, g.Period, mtu)
 	}
+	dc, rev := &c.Egress, &c.Ingress
+	if dir == Ingress {
+		dc, rev = rev, dc
+	}
+	ap := dc.aqmPath(rev.Emulate.Delay)
+	// AQM times at what the class's rtt or delay made them follow those.
+	oldTarget, oldInterval := cc.FQ.pathTimes(ap.rtt, ap.delay+cc.Emulate.Delay)
+	targetDefault, intervalDefault := cc.FQ.Target == oldTarget, cc.FQ.Interval == oldInterval
+	backlogDefault := cc.Backlog == cc.defaultBacklog()
 	oldQueue := cc.Queue
 	d := a.decoder()
 	if a.given("queue") {
@@ -89,6 +98,17 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	d.globalRate("", cc.Global, "class")
 	if len(d.errs) > 0 {
 		return joinSorted(d.errs)
+	}
+	if a.given("rtt") || a.given("delay") {
+		if !a.given("target") && targetDefault {
+			cc.FQ.Target = 0 // setDefaults: from the new rtt or delay
+		}
+		if !a.given("interval") && intervalDefault {
+			cc.FQ.Interval = 0
+		}
+	}
+	if (a.given("rtt") || a.given("delay") || a.given("interval")) && !a.given("backlog") && backlogDefault {
+		cc.Backlog = 0 // setDefaults: twice the new interval if above the default
 	}
 	if a.given("rate") && !a.given("burst") && burstDefault {
 		cc.Burst = 0 // setDefaults: the default of the new rate
@@ -133,12 +153,8 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	if err := ov.relative(); err != nil {
 		return err
 	}
-	dc := &c.Egress
-	if dir == Ingress {
-		dc = &c.Ingress
-	}
 	cc.Wire = cc.Overhead.over(dc.Wire)
-	cc.setDefaults(mtu)
+	cc.setDefaults(mtu, ap)
 	v := &validator{}
 	v.class("", cc, mtu, from)
 	return v.relative()

@@ -73,6 +73,20 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Emulate.Delay == 40*time.Millisecond && cc.Emulate.LossModel.P == 1 && cc.Emulate.Period() == time.Second
 			}},
+		{name: "aqm follows a new delay", changes: []config.Change{{Key: "delay", Value: "40ms"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.FQ.Target == 7*time.Millisecond && cc.FQ.Interval == 140*time.Millisecond
+			}},
+		{name: "aqm follows rtt", changes: []config.Change{{Key: "rtt", Value: "satellite"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.FQ.RTT == time.Second && cc.FQ.Target == 50*time.Millisecond && cc.FQ.Interval == time.Second
+			}},
+		{name: "a given target stays", changes: []config.Change{{Key: "rtt", Value: "1s"}, {Key: "target", Value: "10ms"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.FQ.Target == 10*time.Millisecond && cc.FQ.Interval == time.Second
+			}},
+		{name: "bad rtt", changes: []config.Change{{Key: "rtt", Value: "moon"}}, err: `rtt: rtt "moon" is neither a duration (such as 20ms) nor a preset: datacentre, lan,`},
+		{name: "fifo rtt", class: 1, changes: []config.Change{{Key: "rtt", Value: "lan"}}, err: "rtt: rtt applies to queue fq only"},
 		{name: "bad unit", changes: []config.Change{{Key: "rate", Value: "10mbits"}}, err: `rate: unknown unit "mbits"`},
 		{name: "peak below rate", changes: []config.Change{{Key: "peak", Value: "5mbit"}}, err: "peak: 5mbit must be above the rate (10mbit)"},
 		{name: "fifo aqm", class: 1, changes: []config.Change{{Key: "aqm", Value: "cobalt"}}, err: "aqm: aqm applies to queue fq only"},

@@ -44,6 +44,9 @@ type DirectionConfig struct {
 	// which classes that set none take.
 	Overhead OverheadConfig
 	Wire     Wire
+	// RTT is the round-trip time its fq classes' AQM assumes unless they
+	// give their own (config key rtt; 0: none, see FQConfig).
+	RTT time.Duration
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -83,7 +86,9 @@ type ClassConfig struct {
 	// above Rate.
 	Peak uint64
 	// Backlog is the longest a shaped packet may wait; SetDefaults sets 0
-	// to DefaultBacklog in ModeShape. It must be 0 in ModePolice.
+	// to DefaultBacklog in ModeShape, or for an fq class to twice its AQM's
+	// interval if that is longer (a long path's: see backlogFor). It must be
+	// 0 in ModePolice.
 	Backlog time.Duration
 	Mode    Mode
 	// Capped puts the class's bucket in capped mode: tokens come back
@@ -167,6 +172,7 @@ func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 				d.class(v, p, dc.Default, true)
 			}},
 			d.globalField(&dc.Global),
+			{"rtt", d.rtt(&dc.RTT)},
 		}, slices.Concat(d.tinsFields(&dc.Tins, &dc.Wash), d.emulateFields(&dc.Emulate), d.overheadFields(&dc.Overhead))...))
 		d.globalRate(path, dc.Global, "direction")
 	}
@@ -208,7 +214,36 @@ func (d *decoder) classFields(cc *ClassConfig, isDefault bool) []field {
 	return fields
 }
 
-func (dc *DirectionConfig) setDefaults(mtu int) {
+// defaultBacklog returns the backlog a shaped class gets if it gives none:
+// DefaultBacklog, or for an fq class twice its AQM's interval if longer.
+// The AQM needs about an interval to answer a sender's window growth; a
+// bound on the queue tighter than that (backlog, and the byte limit of
+// rate × backlog it sets) answers for it with overflow drops, which under
+// COBALT raise BLUE's drop probability, and that decays by only 1/4096 per
+// target: one cubic flow in a {rate: 100mbit, rtt: satellite, delay:
+// 300ms} class overflowed 500 ms in slow start (2432 packets), BLUE then
+// dropped for seconds while the queue stood empty, and the flow got 57% of
+// the rate from 20 s to 40 s; with a 2 s backlog, 101%.
+func (cc *ClassConfig) defaultBacklog() time.Duration {
+	if cc.Queue == QueueFQ && cc.FQ.Interval > 0 {
+		return max(DefaultBacklog, 2*cc.FQ.Interval)
+	}
+	return DefaultBacklog
+}
+
+// aqmPath is what a class's AQM times follow from its direction: the
+// direction's rtt and the emulated one-way delays on a round trip outside
+// the class (the direction's and the reverse direction's delay lines).
+type aqmPath struct{ rtt, delay time.Duration }
+
+// aqmPath returns the aqmPath of dc's classes; reverse is the other
+// direction's delay (every packet of a flow's round trip crosses it).
+func (dc *DirectionConfig) aqmPath(reverse time.Duration) aqmPath {
+	return aqmPath{rtt: dc.RTT, delay: dc.Emulate.Delay + reverse}
+}
+
+func (dc *DirectionConfig) setDefaults(mtu int, reverse time.Duration) {
+	ap := dc.aqmPath(reverse)
 	if g := dc.Global; g != nil {
 		g.setDefaults(mtu)
 		if dc.Rate == 0 {
@@ -219,23 +254,23 @@ func (dc *DirectionConfig) setDefaults(mtu int) {
 		dc.Burst = DefaultBurst(dc.Rate, mtu)
 	}
 	for i := range dc.Classes {
-		dc.Classes[i].setDefaults(mtu)
+		dc.Classes[i].setDefaults(mtu, ap)
 	}
 	if dc.Default != nil {
 		if dc.Default.Name == "" {
 			dc.Default.Name = DefaultClass
 		}
-		dc.Default.setDefaults(mtu)
+		dc.Default.setDefaults(mtu, ap)
 	}
 	dc.TinClasses = nil
 	if dc.Tins != TinsNone {
 		root := ClassConfig{Rate: dc.Rate, Ceil: dc.Rate, Backlog: DefaultBacklog, Wire: dc.Wire}
-		root.FQ.setDefaults()
+		root.FQ.setDefaults(ap.rtt, ap.delay)
 		dc.TinClasses = tinClasses(dc.Tins, &root, dc.Wash, mtu)
 	}
 }
 
-func (cc *ClassConfig) setDefaults(mtu int) {
+func (cc *ClassConfig) setDefaults(mtu int, ap aqmPath) {
 	if g := cc.Global; g != nil {
 		g.setDefaults(mtu)
 		if cc.Rate == 0 {
@@ -245,11 +280,11 @@ func (cc *ClassConfig) setDefaults(mtu int) {
 	if cc.Rate > 0 && cc.Burst == 0 {
 		cc.Burst = DefaultBurst(cc.Rate, mtu)
 	}
-	if cc.Mode == ModeShape && cc.Backlog == 0 {
-		cc.Backlog = DefaultBacklog
-	}
 	if cc.Mode == ModeShape && cc.Queue == QueueFQ {
-		cc.FQ.setDefaults()
+		cc.FQ.setDefaults(ap.rtt, ap.delay+cc.Emulate.Delay)
+	}
+	if cc.Mode == ModeShape && cc.Backlog == 0 {
+		cc.Backlog = cc.defaultBacklog()
 	}
 	if cc.Per != nil {
 		cc.Per.setDefaults(mtu)

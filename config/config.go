@@ -194,8 +194,8 @@ func (c *Config) SetDefaults() {
 	link := c.Link.Overhead.over(Wire{})
 	c.Egress.resolveWire(link)
 	c.Ingress.resolveWire(link)
-	c.Egress.setDefaults(c.Link.Inner.MTU)
-	c.Ingress.setDefaults(c.Link.Outer.MTU)
+	c.Egress.setDefaults(c.Link.Inner.MTU, c.Ingress.Emulate.Delay)
+	c.Ingress.setDefaults(c.Link.Outer.MTU, c.Egress.Emulate.Delay)
 	if c.Gateway != nil {
 		c.Gateway.setDefaults()
 	}

@@ -91,7 +91,9 @@ func TestLoadConfigFull(t *testing.T) {
 			},
 		},
 		Default: &config.ClassConfig{Name: "default", Rate: 625_000, Burst: 16 << 10, Backlog: config.DefaultBacklog,
-			FQ:      config.FQConfig{Target: config.DefaultFQTarget, Interval: config.DefaultFQInterval, Flows: config.DefaultFQFlows, Isolate: config.IsolateDstHost},
+			// The reverse direction's 20 ms delay line is on its flows' round
+			// trip: the AQM's times are for 100 ms + 20 ms.
+			FQ:      config.FQConfig{Target: 6 * time.Millisecond, Interval: 120 * time.Millisecond, Flows: config.DefaultFQFlows, Isolate: config.IsolateDstHost},
 			Emulate: config.EmulateConfig{Loss: 2}},
 	}
 	ingress := config.DirectionConfig{
@@ -261,7 +263,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, wash)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, wash)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -295,7 +297,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
 		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceiling: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, tins, wash)`},
+			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, tins, wash)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,

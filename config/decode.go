@@ -259,6 +259,11 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
+// rtt decodes an rtt setting: a duration or a preset (ParseRTT).
+func (d *decoder) rtt(dst *time.Duration) func(*yaml.Node, string) {
+	return named(d, dst, "a duration such as 20ms or a preset ("+strings.Join(RTTPresets(), ", ")+")", ParseRTT)
+}
+
 // durationUpTo decodes a duration from 0 to limit ("0" is allowed).
 func (d *decoder) durationUpTo(dst *time.Duration, limit time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {

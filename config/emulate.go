@@ -57,8 +57,9 @@ type RateStep struct {
 // EmulateConfig is link emulation for a class or a whole direction, on top
 // of shaping. The zero value emulates nothing.
 type EmulateConfig struct {
-	// Delay holds every packet this long on top of any shaping wait: a
-	// packet leaves at max(its shaping time, arrival + Delay + jitter).
+	// Delay holds every packet this long after shaping let it go: a packet
+	// leaves at its shaping time + Delay + jitter, as on a path whose
+	// bottleneck queue comes before its propagation delay.
 	Delay time.Duration
 	// Jitter spreads the delay by Distribution. Without Reorder a flow's
 	// packets never overtake each other (a packet waits for the flow's

@@ -162,10 +162,17 @@ type FQConfig struct {
 	// same flow (default off). It sits here, in NoECN's padding, so that
 	// the struct keeps its size.
 	AckFilter AckFilter
-	// Target and Interval are the AQM's; SetDefaults sets 0 to 5 ms and
-	// 100 ms. At low rates the data path raises them to their floors (see
-	// package fq's Params.Resolve).
+	// Target and Interval are the AQM's. SetDefaults sets 0 from the path's
+	// RTT (rtt.go): RTT/20 and RTT, where the RTT is RTT below, or the
+	// default 100 ms plus the emulated delay on the path if the class has
+	// neither RTT nor Interval; without either, 5 ms and 100 ms. A Target
+	// or Interval given wins over the RTT's. At low rates the data path
+	// raises them to their floors (see package fq's Params.Resolve).
 	Target, Interval time.Duration
+	// RTT is the round-trip time of the class's paths (config key rtt: a
+	// duration or one of CAKE's presets); SetDefaults sets 0 to the
+	// direction's.
+	RTT time.Duration
 	// Flows is the number of flow queues per worker (a power of two from 8
 	// to 65536); SetDefaults sets 0 to 1024.
 	Flows int
@@ -179,8 +186,9 @@ type FQConfig struct {
 // Bounds of the queue settings that Validate checks.
 const (
 	// maxTarget and maxInterval bound an AQM's target and interval.
-	maxTarget   = time.Second
-	maxInterval = 10 * time.Second
+	// (CAKE's interplanetary preset's, the longest).
+	maxTarget   = MaxRTT / 20
+	maxInterval = MaxRTT
 	// minQuantum and maxQuantum bound a quantum set in the config (0
 	// follows the rate, within package fq's MinQuantum and MaxQuantum).
 	minQuantum = 64
@@ -199,11 +207,11 @@ var queueKeys = append([]string{"queue"}, fqKeys[:]...)
 
 // fqKeys are the config keys of FQConfig's fields, in the order setKeys
 // reports them.
-var fqKeys = [...]string{"aqm", "ecn", "target", "interval", "flows", "isolate", "quantum", "ack_filter"}
+var fqKeys = [...]string{"aqm", "ecn", "target", "interval", "rtt", "flows", "isolate", "quantum", "ack_filter"}
 
 // setKeys returns the config keys of f's non-zero fields.
 func (f *FQConfig) setKeys() []string {
-	set := [len(fqKeys)]bool{f.AQM != 0, f.NoECN, f.Target != 0, f.Interval != 0, f.Flows != 0, f.Isolate != 0, f.Quantum != 0, f.AckFilter != 0}
+	set := [len(fqKeys)]bool{f.AQM != 0, f.NoECN, f.Target != 0, f.Interval != 0, f.RTT != 0, f.Flows != 0, f.Isolate != 0, f.Quantum != 0, f.AckFilter != 0}
 	var keys []string
 	for i, k := range fqKeys {
 		if set[i] {
@@ -220,6 +228,7 @@ func (f *FQConfig) setKeys() []string {
 //	ecn: true | false           (false drops where the AQM would mark)
 //	target: 5ms                 (a duration)
 //	interval: 100ms             (a duration)
+//	rtt: 20ms | internet        (a duration or a preset: sets target and interval)
 //	flows: 1024                 (a power of two, 8 to 65536)
 //	isolate: flows | src-host | dst-host | hosts
 //	quantum: 1514               (a size; omitted: follows the rate)
@@ -236,6 +245,7 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 		}},
 		{"target", d.duration(&f.Target)},
 		{"interval", d.duration(&f.Interval)},
+		{"rtt", d.rtt(&f.RTT)},
 		{"flows", d.integer(&f.Flows, MinFQFlows, MaxFQFlows)},
 		{"isolate", named(d, &f.Isolate, "flows, src-host, dst-host or hosts", ParseIsolation)},
 		{"quantum", d.size(&f.Quantum)},
@@ -332,8 +342,34 @@ func (v *validator) fq(path string, f *FQConfig) {
 	}
 }
 
-// setDefaults fills in an fq class's AQM times and flow count.
-func (f *FQConfig) setDefaults() {
+// pathTimes returns the target and interval setDefaults gives f if
+// neither is given (its rtt if set, else dirRTT, and delay as there).
+func (f FQConfig) pathTimes(dirRTT, delay time.Duration) (target, interval time.Duration) {
+	f.Target, f.Interval = 0, 0
+	f.setDefaults(dirRTT, delay)
+	return f.Target, f.Interval
+}
+
+// setDefaults fills in an fq class's AQM times and flow count: RTT from
+// its direction's (dirRTT), then the times from the RTT (pathRTT, with
+// delay the emulated one-way delay on the class's round trip), then the
+// defaults.
+func (f *FQConfig) setDefaults(dirRTT, delay time.Duration) {
+	if f.RTT == 0 {
+		f.RTT = dirRTT
+	}
+	if f.Interval != 0 {
+		delay = 0 // the delay rule is for the default interval only
+	}
+	if rtt := pathRTT(f.RTT, delay); rtt > 0 {
+		target, interval := aqmTimes(rtt)
+		if f.Target == 0 {
+			f.Target = target
+		}
+		if f.Interval == 0 {
+			f.Interval = interval
+		}
+	}
 	if f.Target == 0 {
 		f.Target = DefaultFQTarget
 	}

@@ -115,14 +115,14 @@ func TestParseConfigQueueErrors(t *testing.T) {
 		// Validation.
 		{name: "target above interval", yaml: class("    target: 200ms\n"), line: 8, want: "egress.classes[0].target: 200ms must be below the interval (100ms)"},
 		{name: "target is interval", yaml: class("    interval: 50ms\n    target: 50ms\n"), line: 9, want: "egress.classes[0].target: 50ms must be below the interval (50ms)"},
-		{name: "target above 1s", yaml: class("    target: 1.5s\n    interval: 10s\n"), line: 8, want: "egress.classes[0].target: 1.5s is above 1s"},
-		{name: "interval above 10s", yaml: class("    interval: 11s\n"), line: 8, want: "egress.classes[0].interval: 11s is above 10s"},
+		{name: "target above 50s", yaml: class("    target: 51s\n    interval: 1000s\n"), line: 8, want: "egress.classes[0].target: 51s is above 50s"},
+		{name: "interval above 1000s", yaml: class("    interval: 1001s\n"), line: 8, want: "egress.classes[0].interval: 16m41s is above 16m40s"},
 		{name: "interval default below target", yaml: class("    target: 100ms\n"), line: 8, want: "target: 100ms must be below the interval (100ms)"},
 		{name: "flows not power of two", yaml: class("    flows: 1000\n"), line: 8, want: "egress.classes[0].flows: 1000 flows: must be a power of two from 8 to 65536"},
 		{name: "quantum small", yaml: class("    quantum: 63\n"), line: 8, want: "egress.classes[0].quantum: 63b is out of range [64b, 1mb] (omit it to follow the rate)"},
 		{name: "quantum big", yaml: class("    quantum: 1025kb\n"), line: 8, want: "egress.classes[0].quantum: 1025kb is out of range [64b, 1mb]"},
 		{name: "ingress default", yaml: base + "ingress:\n  default:\n    rate: 1mbit\n    flows: 24\n", line: 7, want: "ingress.default.flows: 24 flows: must be a power of two"},
-		{name: "validation errors together", yaml: class("    target: 2s\n    interval: 20s\n    flows: 9\n    quantum: 2mb\n"), line: 8, want: "target: 2s is above 1s", n: 4},
+		{name: "validation errors together", yaml: class("    target: 60s\n    interval: 2000s\n    flows: 9\n    quantum: 2mb\n"), line: 8, want: "target: 1m0s is above 50s", n: 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

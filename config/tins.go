@@ -179,7 +179,7 @@ func tinClasses(t Tins, owner *ClassConfig, wash bool, mtu int) []ClassConfig {
 			Wire:     owner.Wire,
 		}
 		cc.Match.DSCP = tin.DSCP
-		cc.setDefaults(mtu)
+		cc.setDefaults(mtu, aqmPath{}) // FQ is the owner's, complete
 		out = append(out, cc)
 	}
 	return out

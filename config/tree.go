@@ -37,7 +37,7 @@ var treeKeys = [...]string{"parent", "ceil", "cburst", "priority", "weight"}
 
 // leafOnly are the settings an inner class may not have: they are about
 // the packets a class takes, and an inner class takes none of its own.
-var leafOnly = [...]string{"match", "peak", "backlog", "mode", "capped", "queue", "fq", "aqm", "ecn", "target", "interval",
+var leafOnly = [...]string{"match", "peak", "backlog", "mode", "capped", "queue", "fq", "aqm", "ecn", "target", "interval", "rtt",
 	"flows", "isolate", "quantum", "ack_filter", "per", "global", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
 	"corrupt", "trace", "rates", "tins", "wash"}
 

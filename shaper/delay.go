@@ -3,15 +3,23 @@ package shaper
 import (
 	"sync/atomic"
 
+	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
+	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 )
 
 // The departure: what a packet goes through once its gate let it go.
-// Link emulation's delay line first: a packet let go before its due time
-// (set on arrival, impair.go) waits there, so it leaves at max(its shaping
-// time, its due time). Then the departure's impairments (duplicate,
-// corrupt), and the write batch (write.go).
+// Link emulation's delay line first: a packet with a delay (drawn on
+// arrival, impair.go) waits there that long after shaping let it go, so it
+// leaves at its shaping time plus its delay: the class's queue comes
+// before the emulated path, as a bottleneck's queue comes before the
+// propagation delay. (Were the line to end at arrival + delay, a queue
+// shorter than the delay would not lengthen the RTT a sender sees: TCP
+// would not see the class's rate until its queue exceeded the delay, and
+// an AQM's target would be met only by drops; see docs/fair-queueing.md.)
+// Then the departure's impairments (duplicate, corrupt), and the write
+// batch (write.go).
 
 // maxLineBytes bounds what one worker's delay line holds (a 20 ms line at
 // 10 Gbit/s holds 25 MB).
@@ -85,6 +93,8 @@ type departure struct {
 	line      delayLine // packets waiting for their due time
 	lineBytes int       // bytes in line
 	lineSeq   uint64    // packets ever put in line
+
+	headers classify.Headers // a delayed packet's flow, for per-flow order
 }
 
 // send takes a packet that may leave as far as shaping is concerned: to
@@ -94,11 +104,39 @@ func (d *departure) send(buf []byte, p tun.Packet, m outMeta) {
 	if m.planned > 0 {
 		m.class.shards[d.idx].observeLate(d.now - m.planned)
 	}
+	if m.due > 0 {
+		m.due = d.dueAt(buf, p, m)
+	}
 	if m.due > d.now {
 		d.delay(buf, p, m)
 		return
 	}
 	d.emit(buf, p, m)
+}
+
+// dueAt returns when a packet with a delay (m.due: arrival + delay) that
+// shaping lets go now leaves the delay line: its shaping time (when its
+// tokens were due, or now if it did not wait for them) plus its delay, no
+// earlier than its flow's packet before it unless reordering is allowed.
+func (d *departure) dueAt(buf []byte, p tun.Packet, m outMeta) int64 {
+	at := d.now
+	if m.planned > 0 && m.planned < at {
+		at = m.planned // a worker's lateness does not lengthen the path
+	}
+	due := at + (m.due - m.arrival)
+	if !keepsOrder(d.dir.Load(), m.st) {
+		return due
+	}
+	if classify.ParseHeaders(buf[tun.Headroom:tun.Headroom+p.Size], &d.headers) != nil {
+		return due
+	}
+	ln := &m.class.lanes[d.idx]
+	if ln.order == nil {
+		ln.order = new(emulate.Order)
+	}
+	h := &d.headers
+	id := fq.FlowID{Src: h.Src, Dst: h.Dst, Sport: h.Sport, Dport: h.Dport, Proto: h.Proto}
+	return ln.order.Due(d.imp.hasher.Key(&id, fq.IsolateFlows).Flow, due)
 }
 
 // full reports whether the write batch holds as many packets as the

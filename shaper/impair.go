@@ -11,10 +11,10 @@ import (
 
 // Link emulation's impairments (package emulate), in two stages of a
 // packet's path. On arrival, before its class's queue, a packet may be
-// lost (on purpose) and is given the earliest time it may leave: arrival
-// + delay + jitter (kept in order per flow unless reordering is allowed).
-// Shaping then runs as usual, and the delay line (delay.go) holds a packet
-// the gate lets go before its due time. On departure, as it joins the
+// lost (on purpose) and draws its delay (delay + jitter). Shaping then runs
+// as usual, and the delay line (delay.go) holds the packet for its delay
+// from the moment shaping lets it go (kept in order per flow unless
+// reordering is allowed). On departure, as it joins the
 // write batch (departure.emit, delay.go), a packet may be duplicated or
 // corrupted. The direction's impairments and the class's add up.
 
@@ -57,34 +57,41 @@ func (im *impairer) lost(d *direction, ln *lane, st *classState) bool {
 	return d.emu.Drops() && im.dirImp.Lose(d.emu) || st.emu.Drops() && im.of(ln).Lose(st.emu)
 }
 
-// dueTime returns when the packet read now may leave at the earliest (0:
-// no delay): now plus the direction's and the class's delays with jitter,
-// no earlier than the flow's previous packet unless reordering is allowed.
+// dueTime returns the packet's delay through the line as a time relative
+// to its arrival (now): now plus the direction's and the class's delays
+// with jitter (0: no delay). The line adds that delay after shaping
+// (departure.send): a packet leaves at its shaping time plus its delay, as
+// on a real path, where the queue of the bottleneck comes before the
+// propagation delay, not within it.
 func (im *impairer) dueTime(d *direction, ln *lane, st *classState, now int64) int64 {
 	var delay time.Duration
-	jitter, reorder := false, true
+	jitter := false
 	if d.emu.Delays() {
 		delay += im.dirImp.Jittered(d.emu)
-		jitter, reorder = d.emu.Jitter > 0, d.emu.Reorder
+		jitter = d.emu.Jitter > 0
 	}
 	if st.emu.Delays() {
 		delay += im.of(ln).Jittered(st.emu)
 		jitter = jitter || st.emu.Jitter > 0
-		reorder = reorder && (st.emu.Jitter == 0 || st.emu.Reorder)
 	}
 	if delay == 0 && !jitter {
 		return 0
 	}
-	due := now + int64(delay)
-	if jitter && !reorder {
-		h := im.headers
-		id := fq.FlowID{Src: h.Src, Dst: h.Dst, Sport: h.Sport, Dport: h.Dport, Proto: h.Proto}
-		if ln.order == nil {
-			ln.order = new(emulate.Order)
-		}
-		due = ln.order.Due(im.hasher.Key(&id, fq.IsolateFlows).Flow, due)
+	return now + int64(max(delay, 1))
+}
+
+// keepsOrder reports whether a packet's jittered delay must not let it
+// overtake its flow's packet before it (jitter without reorder).
+func keepsOrder(d *direction, st *classState) bool {
+	jitter, reorder := false, true
+	if d.emu.Delays() {
+		jitter, reorder = d.emu.Jitter > 0, d.emu.Reorder
 	}
-	return max(due, 1)
+	if st.emu.Delays() {
+		jitter = jitter || st.emu.Jitter > 0
+		reorder = reorder && (st.emu.Jitter == 0 || st.emu.Reorder)
+	}
+	return jitter && !reorder
 }
 
 // corrupt flips one random bit after the IP header of pkt, as a bit error

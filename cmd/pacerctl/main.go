@@ -71,7 +71,8 @@ commands:
           backlog=DURATION  capped=true|false  before=CLASS
           queue settings (shaped classes): queue=fq|fifo and, for fq,
           aqm=cobalt|codel|none  ecn=true|false  target=DURATION
-          interval=DURATION  flows=N  isolate=flows|src-host|dst-host|hosts
+          interval=DURATION  rtt=DURATION|PRESET  flows=N
+          isolate=flows|src-host|dst-host|hosts
           quantum=SIZE  ack_filter=off|on|aggressive
           match.src=PREFIX[,PREFIX...]  match.dst=PREFIX[,PREFIX...]
           match.proto=tcp|udp|icmp|icmpv6|NUMBER

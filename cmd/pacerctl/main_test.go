@@ -46,7 +46,7 @@ func TestParseSet(t *testing.T) {
 		{name: "ecn junk", args: []string{"ecn=on"}, wantErr: `set: ecn="on": use true or false`},
 		{name: "flows junk", args: []string{"flows=many"}, wantErr: `set: flows="many": use a power of two`},
 		{name: "flows zero", args: []string{"flows=0"}, wantErr: `set: flows="0"`},
-		{name: "unknown lists queue keys", args: []string{"fq=1"}, wantErr: "use rate, burst, peak, backlog, per_rate, per_burst, per_peak, per_keys, per_idle, queue, aqm, ecn, target, interval, flows, isolate, quantum, ack_filter"},
+		{name: "unknown lists queue keys", args: []string{"fq=1"}, wantErr: "use rate, burst, peak, backlog, per_rate, per_burst, per_peak, per_keys, per_idle, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum"},
 		{name: "emulation", args: []string{"delay=40ms", "jitter=5ms", "distribution=normal", "reorder=true", "loss=1%", "duplicate=0.1%", "corrupt=0.1%"},
 			want: control.SetRequest{EmulationChange: control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: ptr(true),
 				Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.1%"}}},

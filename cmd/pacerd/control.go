@@ -281,6 +281,7 @@ func classChanges(req control.SetRequest) []config.Change {
 	ch.addBool("ecn", req.ECN)
 	ch.add("target", req.Target)
 	ch.add("interval", req.Interval)
+	ch.add("rtt", req.RTT)
 	ch.addInt("flows", req.Flows)
 	ch.add("isolate", req.Isolate)
 	ch.add("quantum", req.Quantum)
@@ -548,6 +549,9 @@ func queueJSON(out *control.ClassConfig, cc config.ClassConfig) {
 	}
 	if f.Interval > 0 {
 		out.Interval = f.Interval.String()
+	}
+	if f.RTT > 0 {
+		out.RTT = f.RTT.String()
 	}
 	out.Flows = f.Flows
 	if f.Quantum > 0 {

@@ -428,7 +428,7 @@ func TestControlSetQueue(t *testing.T) {
 		{"target unit", "egress", "bulk", control.SetRequest{Target: "5"}, `target: invalid duration "5" (use a number and a unit: 100ms, 1.5s)`},
 		{"target zero", "egress", "bulk", control.SetRequest{Target: "0s"}, "target: must be above 0, not 0s"},
 		{"target above interval", "egress", "bulk", control.SetRequest{Target: "150ms"}, "target: 150ms must be below the interval (100ms)"},
-		{"interval", "egress", "bulk", control.SetRequest{Interval: "11s"}, "interval: 11s is above 10s"},
+		{"interval", "egress", "bulk", control.SetRequest{Interval: "1001s"}, "interval: 16m41s is above 16m40s"},
 		{"quantum small", "egress", "bulk", control.SetRequest{Quantum: "32"}, "quantum: 32b is out of range [64b, 1mb]"},
 		{"quantum unit", "egress", "bulk", control.SetRequest{Quantum: "1kbit"}, `quantum: unknown unit "kbit"`},
 		{"nothing lists the keys", "egress", "bulk", control.SetRequest{}, "nothing to set: give rate, burst, peak, backlog, queue, aqm, ecn, target, interval, flows, isolate, quantum or ack_filter"},

@@ -110,13 +110,14 @@ type ClassConfig struct {
 	Capped  bool   `json:"capped,omitempty"`
 	// Queue is "fq" or "fifo" (shaped classes only).
 	Queue string `json:"queue,omitempty"`
-	// AQM ("cobalt", "codel", "none"), ECN, Target, Interval, Flows,
-	// Isolate ("flows", "src-host", "dst-host", "hosts") and Quantum are
-	// the fq settings.
+	// AQM ("cobalt", "codel", "none"), ECN, Target, Interval, RTT (a
+	// duration or a preset such as "satellite"), Flows, Isolate ("flows",
+	// "src-host", "dst-host", "hosts") and Quantum are the fq settings.
 	AQM      string `json:"aqm,omitempty"`
 	ECN      *bool  `json:"ecn,omitempty"`
 	Target   string `json:"target,omitempty"`
 	Interval string `json:"interval,omitempty"`
+	RTT      string `json:"rtt,omitempty"`
 	Flows    int    `json:"flows,omitempty"`
 	Isolate  string `json:"isolate,omitempty"`
 	Quantum  string `json:"quantum,omitempty"`
@@ -333,6 +334,7 @@ type SetRequest struct {
 	ECN      *bool  `json:"ecn,omitempty"`
 	Target   string `json:"target,omitempty"`
 	Interval string `json:"interval,omitempty"`
+	RTT      string `json:"rtt,omitempty"`
 	Flows    int    `json:"flows,omitempty"`
 	Isolate  string `json:"isolate,omitempty"`
 	Quantum  string `json:"quantum,omitempty"`
