@@ -67,7 +67,7 @@ func TestDashboardBrowser(t *testing.T) {
 	td := startTestDaemon(t, `egress:
   classes:
     - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms, per: {key: src, rate: 20mbit}}
-    - {name: voip, match: {proto: udp, dport: 5060}, rate: 1mbit}
+    - {name: voip, match: {proto: udp, dport: 5060}, rate: 1mbit, overhead: docsis}
 ingress:
   classes:
     - {name: video, match: {dst: [198.18.0.1/32], proto: udp, dport: 5201}, rate: 5mbit, backlog: 20ms}
@@ -100,6 +100,18 @@ ingress:
 		}
 	}
 	t.Logf("series: %v", series)
+	// voip's rate is a rate on the link (overhead: docsis): its row says
+	// so; bulk's, an IP rate, does not.
+	wire := evaluate[[]string](t, b, `['voip', 'bulk'].map(c => {
+		const r = document.querySelector('tr[data-direction="egress"][data-class="' + c + '"]');
+		return r.querySelector('td[data-field="rate"]').textContent + ' | ' + (r.querySelector('td[data-field="rate"]').dataset.wire || '') +
+			' | ' + r.querySelector('td[data-field="mode"]').textContent; })`)
+	if len(wire) != 2 || !strings.Contains(wire[0], "(wire) | docsis: overhead 18 mpu 64 | ") || !strings.HasSuffix(wire[0], "wire rates") {
+		t.Errorf("voip (overhead: docsis) shows %q: want its rate marked as a wire rate", wire)
+	}
+	if len(wire) == 2 && strings.Contains(wire[1], "wire") {
+		t.Errorf("bulk (no compensation) shows %q: want no wire marking", wire[1])
+	}
 	colours := evaluate[map[string]string](t, b, `window.pacerDashboard.colours()`)
 	if colours["egress/bulk"] == "" || colours["egress/bulk"] == colours["egress/voip"] || colours["egress/bulk"] == colours["ingress/video"] {
 		t.Errorf("classes share a colour or have none: %v", colours)

@@ -211,6 +211,32 @@ func TestHistoryFigures(t *testing.T) {
 // TestHistoryLength checks the window: a History keeps Len samples, and
 // after=N returns only the samples after N (all of them for an N that is
 // too old, or newer than the newest: a client of a daemon that restarted).
+// TestHistoryWire: a class with link-layer overhead compensation carries
+// it (its rates are rates on the link, which the page says); one without
+// has no "wire" key at all.
+func TestHistoryWire(t *testing.T) {
+	v := video()
+	v.Wire = "docsis: overhead 18 mpu 64"
+	h := web.NewHistory(newSource(bulk(), v), time.Second, time.Minute)
+	h.Sample(at(0))
+	h.Sample(at(1))
+	r := h.Snapshot(0, at(2))
+	if got := class(t, r, "ingress", "video").Wire; got != v.Wire {
+		t.Errorf("video's wire %q, want %q", got, v.Wire)
+	}
+	b, err := json.Marshal(class(t, r, "egress", "bulk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := m["wire"]; ok {
+		t.Errorf("bulk (no compensation) has wire %v in its JSON", w)
+	}
+}
+
 func TestHistoryLength(t *testing.T) {
 	src := newSource(bulk())
 	h := web.NewHistory(src, time.Second, 5*time.Minute)

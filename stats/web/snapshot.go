@@ -67,6 +67,11 @@ type Class struct {
 	// PerKey is the key of the class's per-key limit ("src", "dst/24",
 	// "flow"), "" without one.
 	PerKey string `json:"per_key,omitempty"`
+	// Wire is the class's link-layer overhead compensation ("docsis:
+	// overhead 18 mpu 64"), "" without one: then its rate, peak and ceil
+	// are rates on the link, while the sent and received series stay IP
+	// bytes.
+	Wire string `json:"wire,omitempty"`
 	// Global is the class's global limit at the newest sample (its lease
 	// as this host sees it); nil without one.
 	Global             *stats.GlobalStats `json:"global,omitempty"`
@@ -190,7 +195,7 @@ func (h *History) Snapshot(after uint64, now time.Time) *Response {
 func (h *History) classJSON(ch *classHistory, first, last uint64) Class {
 	c := &ch.last
 	out := Class{
-		Class: c.Class, Mode: c.Mode, Queue: c.Queue, Capped: c.Capped, PerKey: c.PerKey, Global: c.Global,
+		Class: c.Class, Mode: c.Mode, Queue: c.Queue, Capped: c.Capped, PerKey: c.PerKey, Wire: c.Wire, Global: c.Global,
 		RateBytesPerSecond: c.RateBytesPerSecond, BurstBytes: c.BurstBytes, PeakBytesPerSecond: c.PeakBytesPerSecond,
 		BacklogPackets: c.BacklogPackets,
 		Since:          ch.first,

@@ -463,7 +463,13 @@
     if (m.queue) parts.push(m.queue);
     if (m.capped) parts.push('capped');
     if (m.per_key) parts.push('per ' + m.per_key);
+    if (m.wire) parts.push('wire rates');
     return parts.join(' · ');
+  }
+
+  // wireTitle says what a wire class's rates mean, for its rate cells.
+  function wireTitle(m) {
+    return m.wire ? `rates on the link (${m.wire}); achieved and offered are IP rates` : null;
   }
 
   function updateChart(v, c, charted) {
@@ -605,8 +611,9 @@
           class: sh && ok(borrowed) && borrowed > 0 ? '' : 'dim',
         }) : null,
         cell('rate', m.rate_bytes_per_second > 0 ? fmtRateExact(m.rate_bytes_per_second) +
-          (m.peak_bytes_per_second > 0 ? ' peak ' + fmtRateExact(m.peak_bytes_per_second) : '') : DASH,
-        {'data-value': m.rate_bytes_per_second}),
+          (m.peak_bytes_per_second > 0 ? ' peak ' + fmtRateExact(m.peak_bytes_per_second) : '') +
+          (m.wire ? ' (wire)' : '') : DASH,
+        {'data-value': m.rate_bytes_per_second, 'data-wire': m.wire || null, title: wireTitle(m)}),
         tree ? cell('ceil', sh ? fmtRateExact(sh.ceil_bytes_per_second) : DASH, {
           'data-value': sh ? sh.ceil_bytes_per_second : '',
           class: sh && sh.ceil_bytes_per_second > m.rate_bytes_per_second ? '' : 'dim',
