@@ -81,19 +81,3 @@ func (o Overhead) GSOCost(segments, segLen, total int) int {
 	full := segments - 1
 	return full*o.Cost(segLen) + o.Cost(total-full*segLen)
 }
-
-// String describes o as CAKE's tc output does: "overhead 18 mpu 64",
-// "overhead 10 atm"; "none" for the zero Overhead.
-func (o Overhead) String() string {
-	if !o.On() {
-		return "none"
-	}
-	s := "overhead " + strconv.Itoa(o.Add)
-	if o.MPU > 0 {
-		s += " mpu " + strconv.Itoa(o.MPU)
-	}
-	if o.Framing != None {
-		s += " " + o.Framing.String()
-	}
-	return s
-}

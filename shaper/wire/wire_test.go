@@ -75,20 +75,6 @@ func TestGSOCost(t *testing.T) {
 	}
 }
 
-func TestString(t *testing.T) {
-	for o, want := range map[Overhead]string{
-		{}:                      "none",
-		{Add: 18, MPU: 64}:      "overhead 18 mpu 64",
-		{Add: 10, Framing: ATM}: "overhead 10 atm",
-		{Add: 34, Framing: PTM}: "overhead 34 ptm",
-		{MPU: 128}:              "overhead 0 mpu 128",
-	} {
-		if got := o.String(); got != want {
-			t.Errorf("%#v.String() = %q, want %q", o, got, want)
-		}
-	}
-}
-
 // reference is Cost the slow way: add, raise, then count cells or
 // 64-byte blocks one by one.
 func reference(o Overhead, ipLen int) int {
