@@ -47,6 +47,18 @@ func pingUnstolen(t *testing.T, tl *testLink, count, want int) (rtts []time.Dura
 	return rtts, lost, left
 }
 
+// fqBulkLink opens a link whose egress has one 10 Mbit/s fair-queued
+// class, bulk (to 198.18.0.2), and starts an iperf3 server behind it.
+func fqBulkLink(t *testing.T, offload bool) (*testLink, *tuntest.Iperf3Server) {
+	t.Helper()
+	tl := newTestLink(t, offload, `
+egress:
+  classes:
+    - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 10mbit}
+`)
+	return tl, tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+}
+
 // TestFQLatencyUnderLoad: with one bulk TCP flow filling a 10 Mbit/s fair
 // queued class, a ping every 10 ms in the same class sees p99 RTT <= 5 ms
 // and the flow uses the class (>= 97%), offloads on and off. (What one TCP
@@ -57,12 +69,7 @@ func TestFQLatencyUnderLoad(t *testing.T) {
 	skipShort(t)
 	for _, offload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
-			tl := newTestLink(t, offload, `
-egress:
-  classes:
-    - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 10mbit}
-`)
-			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+			tl, s := fqBulkLink(t, offload)
 			stop := background(tl.iperf(t, s, 3*time.Minute, "-C", "cubic")) // stopped once measured
 			time.Sleep(2 * time.Second)
 			// The rate over a window the hypervisor did not steal from,
@@ -96,12 +103,7 @@ func TestFQRate(t *testing.T) {
 	rateTest(t)
 	for _, offload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
-			tl := newTestLink(t, offload, `
-egress:
-  classes:
-    - {name: bulk, match: {dst: [198.18.0.2/32]}, rate: 10mbit}
-`)
-			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+			tl, s := fqBulkLink(t, offload)
 			got := tl.steadyRate(t, time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute, "-u", "-b", "20M", "-l", "1400"))
 			tuntest.WithinRate(t, "10mbit fq class, UDP at 2x", got, 1.25e6, 0.01)
 		})
