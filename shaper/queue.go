@@ -87,6 +87,7 @@ type queues struct {
 	out       *departure                 // where packets the gate let go go on
 	heldBytes int                        // bytes held, for all classes together
 	active    []*Class                   // classes holding packets on this worker
+	rotor     int                        // where serviceHeld starts in active
 	headers   *classify.Headers          // the packet enqueue takes (parse)
 	hasher    *fq.Hasher                 // the link's flow hash
 	segBufs   [][]byte                   // buffers for the segments of a split GSO packet
