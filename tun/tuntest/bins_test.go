@@ -75,3 +75,23 @@ func TestTallyBinsLastBinWaits(t *testing.T) {
 		t.Errorf("one bin: %+v, want nothing judged yet", tl)
 	}
 }
+
+// TestSlopeSpreadsAStall: a counter at 1000 per 100 ms, stalled for 50 ms
+// at the last sample and caught up after it: the two ends give 1% too
+// little over 5 s; the slope through the 51 samples is within 0.15%.
+func TestSlopeSpreadsAStall(t *testing.T) {
+	var xs, ys []float64
+	for i := 0; i <= 50; i++ {
+		x := float64(i) / 10
+		y := 10000 * x
+		if i == 50 {
+			y -= 500 // 50 ms behind
+		}
+		xs, ys = append(xs, x), append(ys, y)
+	}
+	ends := (ys[50] - ys[0]) / (xs[50] - xs[0])
+	s := slope(xs, ys)
+	if ends > 9901 || s < 9985 || s > 10015 {
+		t.Errorf("ends %.1f/s (want 1%% short), slope %.1f/s (want 10000 within 0.15%%)", ends, s)
+	}
+}
