@@ -22,7 +22,7 @@ func (s *Sched) filterAcks(f *flow) {
 	if !tcpack.MayBePureACK(s.nodes[f.tail].pkt.ip()) {
 		return // most packets, in a few nanoseconds
 	}
-	trig := tcpack.Parse(s.nodes[f.tail].pkt.ip())
+	trig := s.ackOf(f.tail)
 	if trig.Kind != tcpack.PureACK {
 		return
 	}
@@ -30,15 +30,15 @@ func (s *Sched) filterAcks(f *flow) {
 	var eligFlags uint16
 	found := 0
 	for prev, ni := int32(none), f.head; ni != f.tail; prev, ni = ni, s.nodes[ni].next {
-		c := tcpack.Parse(s.nodes[ni].pkt.ip())
-		if !trig.SameFlow(&c) {
+		c := s.ackOf(ni)
+		if !trig.SameFlow(c) {
 			continue
 		}
 		if elig != none && c.Flags&tcpack.ECNFlags != eligFlags {
 			elig, eligPrev = none, none
 			found--
 		}
-		if c.Flags&tcpack.FlagNS != 0 || !trig.Covers(&c) {
+		if c.Flags&tcpack.FlagNS != 0 || !trig.Covers(c) {
 			continue
 		}
 		if elig == none {
@@ -52,6 +52,35 @@ func (s *Sched) filterAcks(f *flow) {
 	if elig != none && s.p.AckFilter == AckFilterAggressive && s.nodes[elig].next == f.tail &&
 		eligFlags == trig.Flags&tcpack.ECNFlags {
 		s.unlink(f, elig, eligPrev)
+	}
+}
+
+// ackNode is a queued packet's header as the ACK filter read it.
+type ackNode struct {
+	read bool // h is the packet's
+	h    tcpack.Header
+}
+
+// ackOf returns node ni's packet's header, read once for as long as the
+// packet stays queued: an ACK filter compares each pure ACK with the ones
+// of its flow queued before it, which it read when they came (or when a
+// later one first looked at them).
+func (s *Sched) ackOf(ni int32) *tcpack.Header {
+	if int(ni) >= len(s.acks) {
+		s.acks = append(s.acks, make([]ackNode, len(s.nodes)-len(s.acks))...)
+	}
+	a := &s.acks[ni]
+	if !a.read {
+		a.h, a.read = tcpack.Parse(s.nodes[ni].pkt.ip()), true
+	}
+	return &a.h
+}
+
+// forgetAck marks node ni's header unread: it holds a new packet (a
+// bounds check unless the filter ever read one).
+func (s *Sched) forgetAck(ni int32) {
+	if int(ni) < len(s.acks) {
+		s.acks[ni].read = false
 	}
 }
 

@@ -110,10 +110,13 @@ type Sched struct {
 	want      Params // settings asked for, in force once a new table may be made
 	wantHosts *Hosts
 
-	flows   []flow
-	ids     []FlowID // flows[i]'s 5-tuple, for Snapshot (cold)
-	mask    uint64
-	nodes   []node
+	flows []flow
+	ids   []FlowID // flows[i]'s 5-tuple, for Snapshot (cold)
+	mask  uint64
+	nodes []node
+	// acks[i] is nodes[i]'s packet read by the ACK filter, once read (nil
+	// without a filter; see ackOf).
+	acks    []ackNode
 	free    int32 // free node list
 	newList list
 	oldList list
@@ -250,6 +253,7 @@ func (s *Sched) Enqueue(p Packet, k Key, id *FlowID, now int64) {
 	f := &s.flows[fi]
 	ni := s.alloc()
 	s.nodes[ni] = node{pkt: p, next: none}
+	s.forgetAck(ni)
 	if f.tail == none {
 		f.head = ni
 	} else {
