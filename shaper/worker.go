@@ -353,13 +353,14 @@ func (w *worker) holdOff(now int64) {
 
 // noteWindow narrows the batch's coalescing window to what the class of
 // one of its packets allows: its wake slack with the wake batch
-// (gate.wakeSlack); nothing for a class without a rate.
+// (gate.wakeSlack); nothing for a class without a rate or one that
+// polices.
 func (w *worker) noteWindow(st *classState) {
 	if w.waiter == nil || w.window == 0 {
 		return
 	}
 	win := time.Duration(0)
-	if st.rate != nil {
+	if st.rate != nil && !st.police { // a policed packet is never held
 		win = st.gate.wakeSlack(w.slack, w.batch)
 	}
 	if w.window < 0 || win < w.window {
