@@ -113,7 +113,9 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 // link set it up (the clock, the log, an io_uring in place of the queues).
 func (w *worker) wire() {
 	w.hold.slack, w.hold.batch = w.slack, w.batch
-	w.waiter, _ = w.src.(packetWaiter)
+	if pw, ok := w.src.(packetWaiter); ok && pw.SetWaitForPackets(true) {
+		w.waiter = pw
+	}
 	w.imp.hasher, w.imp.headers = &w.hasher, &w.headers
 	q := &w.queues
 	q.holder, q.idx, q.dir, q.out, q.headers, q.hasher = &w.hold, w.idx, w.dir, &w.depart, &w.headers, &w.hasher
@@ -324,7 +326,7 @@ func (w *worker) serviceHeld(now int64) {
 // packetWaiter is a queue that can sleep through arrivals until its read
 // deadline (tun's queues in thread mode).
 type packetWaiter interface {
-	SetWaitForPackets(on bool)
+	SetWaitForPackets(on bool) bool
 }
 
 // maxHoldOff is the longest a worker with a wake batch sleeps through

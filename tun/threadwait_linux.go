@@ -43,12 +43,15 @@ type threadWait struct {
 // SetReadDeadline, or Close) and then reads what came meanwhile. A reader
 // that holds packets due shortly gathers the arrivals of that time into
 // the same wake-up. Without a deadline a Read always wakes for packets. It
-// applies to devices opened with Options.ThreadWait (elsewhere it does
-// nothing) and takes effect at the next wait; it does not wake a Read.
-func (q *linuxQueue) SetWaitForPackets(on bool) {
-	if q.thread != nil {
-		q.thread.deaf.Store(!on)
+// applies to devices opened with Options.ThreadWait and takes effect at
+// the next wait; it does not wake a Read. It reports whether the queue
+// can sleep through arrivals: elsewhere it does nothing and reports false.
+func (q *linuxQueue) SetWaitForPackets(on bool) bool {
+	if q.thread == nil {
+		return false
 	}
+	q.thread.deaf.Store(!on)
+	return true
 }
 
 // newThreadWait returns a thread-mode queue's wait.

@@ -321,12 +321,14 @@ func readDeadline(t *testing.T, mode string) {
 // send sends one datagram to it.
 func threadWaits(t *testing.T, d *tun.LinuxDevice, q deadlineReader, send func(string)) {
 	t.Helper()
-	w, ok := d.Queues()[0].(interface{ SetWaitForPackets(bool) })
+	w, ok := d.Queues()[0].(interface{ SetWaitForPackets(bool) bool })
 	if !ok {
 		t.Fatal("Linux queues have no SetWaitForPackets")
 	}
 	bufs, pkts := readerBuffers(4)
-	w.SetWaitForPackets(false)
+	if !w.SetWaitForPackets(false) {
+		t.Fatal("a thread-mode queue cannot sleep through arrivals")
+	}
 	for _, after := range []time.Duration{5 * time.Millisecond, 20 * time.Millisecond} {
 		due := time.Now().Add(50 * time.Millisecond)
 		q.SetReadDeadline(due)
