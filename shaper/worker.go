@@ -205,7 +205,12 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		w.coalesce(now)
 		w.armDeadline()
 		w.holdOff(now)
-		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) {
+		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) && !w.ownThread {
+			// (A worker on a thread of its own does not yield: the
+			// kernel shares the CPUs between threads, the others have
+			// processors of their own (WithWait), and a locked
+			// goroutine's yield hands its processor to another thread
+			// and back.)
 			// A full batch: more are waiting and the next Read will not
 			// park. Let the other goroutines (a worker whose packet is
 			// due) have the CPU, not only at the runtime's 10 ms
