@@ -61,7 +61,8 @@ const MaxWakeSlack = 10 * time.Millisecond
 
 // DefaultWakeBatch is the wake batch of a parsed config and of
 // shaper.NewLink without shaper.WithWakeBatch: four 64 KiB GSO
-// super-packets, about 1 ms at 2 Gbit/s.
+// super-packets, about 1 ms at 2 Gbit/s (where the class's budget, 500 us
+// at the default AQM target, bounds the wait).
 const DefaultWakeBatch = 256 << 10
 
 // MaxWakeBatch bounds the wake batch.

@@ -164,7 +164,7 @@ type linkSettings struct {
 // packet's due time, so that one wake-up sends a batch, where the wake
 // slack alone would wake it about once per packet at high rates (one TCP
 // stream's 64 KiB super-packets at 2 Gbit/s are due every 262 us). The
-// wait past the due time is bounded by the class's budget: a fifth of its
+// wait past the due time is bounded by the class's budget: a tenth of its
 // AQM target (of config.DefaultFQTarget for a FIFO class), never past its
 // backlog, and, as the wake slack, by a quarter of the time its buckets'
 // bursts take to fill. It never shortens the wake slack, and a wake slack

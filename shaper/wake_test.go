@@ -10,7 +10,7 @@ import (
 
 // TestWakeSlackBatch: a class's wake slack with the wake batch is the
 // time its rate takes to bring the batch's tokens, at least the link's
-// wake slack and at most the class's budget (a fifth of its AQM target,
+// wake slack and at most the class's budget (a tenth of its AQM target,
 // never past its backlog); a wake slack of 0 or a batch of 0 leaves the
 // link's slack as it is.
 func TestWakeSlackBatch(t *testing.T) {
@@ -26,12 +26,12 @@ func TestWakeSlackBatch(t *testing.T) {
 		batch uint64
 		want  time.Duration
 	}{
-		{name: "2 Gbit/s: the budget (batch due in 1.05 ms)", g: gateAt(250e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: time.Millisecond},
+		{name: "2 Gbit/s: the budget (batch due in 1.05 ms)", g: gateAt(250e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: 500 * time.Microsecond},
 		{name: "5 Gbit/s: the batch's time", g: gateAt(625e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: 419430 * time.Nanosecond},
 		{name: "10 Gbit/s: the link's slack is longer", g: gateAt(1250e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: slack},
-		{name: "100 Mbit/s: the budget", g: gateAt(12.5e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: time.Millisecond},
-		{name: "target 20ms: a fifth of it", g: gateAt(12.5e6, 20*time.Millisecond, 100*time.Millisecond), limit: slack, batch: batch, want: 4 * time.Millisecond},
-		{name: "backlog 2ms bounds it", g: gateAt(12.5e6, 20*time.Millisecond, 2*time.Millisecond), limit: slack, batch: batch, want: 2 * time.Millisecond},
+		{name: "100 Mbit/s: the budget", g: gateAt(12.5e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: 500 * time.Microsecond},
+		{name: "target 20ms: a tenth of it", g: gateAt(12.5e6, 20*time.Millisecond, 100*time.Millisecond), limit: slack, batch: batch, want: 2 * time.Millisecond},
+		{name: "backlog 1ms bounds it", g: gateAt(12.5e6, 20*time.Millisecond, time.Millisecond), limit: slack, batch: batch, want: time.Millisecond},
 		{name: "wake slack 0: none", g: gateAt(250e6, 0, 100*time.Millisecond), limit: 0, batch: batch, want: 0},
 		{name: "wake batch 0: the link's slack", g: gateAt(250e6, 0, 100*time.Millisecond), limit: slack, batch: 0, want: slack},
 		{name: "no rate: the link's slack", g: &gate{budget: time.Millisecond}, limit: slack, batch: batch, want: slack},
