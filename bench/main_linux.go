@@ -121,6 +121,7 @@ type results struct {
 	LUL         []*lulResult      // scenario 10, by rate then variant
 	Emu         *emuResults       // scenario 11
 	Share       *shareResults     // scenario 12
+	Wakeups     []*wakeResult     // scenario 13, by row then variant
 	Plots       map[string]string // plot name → path relative to the report
 	Errors      []string
 }
@@ -134,6 +135,9 @@ type runner struct {
 	// variants, if set, are the only variants scenarios 3 and 7 run (by
 	// key: bare, pacer-on, pacer-on-uring, ...), for development.
 	variants []string
+	// rows, if set, are the only rows scenario 13 runs (by a part of
+	// their name: "2 Gbit/s", "UDP"), for development and profiling.
+	rows []string
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -147,13 +151,14 @@ func run() int {
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12), for development; default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13), for development; default all")
 	soak := flag.Bool("soak", false, "soak mode instead of the benchmarks: pacerd under changing rates and reloads for -duration; writes -out (default SOAK.md) and soak.csv and soak.png into -plots (default docs/)")
 	duration := flag.Duration("duration", 20*time.Minute, "soak: how long the changes run (whole multiples of 10s)")
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
 	variants := flag.String("variants", "", "comma-separated variants scenarios 3 and 7 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on), for development and profiling; default all")
+	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), for development and profiling; default all")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -161,6 +166,9 @@ func run() int {
 	r := &runner{p: fullParams, start: time.Now()}
 	if *variants != "" {
 		r.variants = strings.Split(*variants, ",")
+	}
+	if *rows != "" {
+		r.rows = strings.Split(*rows, ",")
 	}
 	if *quick {
 		r.p = quickParams
@@ -257,9 +265,13 @@ func run() int {
 		{[]string{"10"}, "scenario 10", r.runLatencyUnderLoad},
 		{[]string{"11"}, "scenario 11", r.runEmulation},
 		{[]string{"12"}, "scenario 12", r.runShare},
+		{[]string{"13"}, "scenario 13", r.runWakeups},
 	} {
 		if ctx.Err() != nil {
 			break
+		}
+		if s.ids[0] == "13" && *only == "" {
+			continue // a development comparison: run it with -only 13
 		}
 		if want(s.ids...) {
 			fail(s.name, s.fn(ctx))

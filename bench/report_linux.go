@@ -74,6 +74,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.latencyUnderLoad(res, p)
 	r.emulation(res, p)
 	r.share(res, p)
+	r.wakeups(res)
 	r.method(p)
 
 	h := &rep{w: w}

@@ -116,7 +116,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: errors.New("more than one YAML document")}
 	}
-	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, WakeSlack: DefaultWakeSlack}, src: src}
+	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, WakeSlack: DefaultWakeSlack, WakeBatch: DefaultWakeBatch}, src: src}
 	d := &decoder{src: src}
 	if len(doc.Content) == 1 {
 		src.lines[""] = doc.Content[0].Line
@@ -142,6 +142,8 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"gro", d.boolean(&l.GRO)},
 				{"io_uring", d.boolean(&l.IOUring)},
 				{"wake_slack", d.durationUpTo(&l.WakeSlack, MaxWakeSlack)},
+				{"wait", named(d, &l.Wait, "netpoller or thread", ParseWaitMode)},
+				{"wake_batch", d.sizeOrZero(&l.WakeBatch, MaxWakeBatch)},
 				{"inner", d.endpoint(&l.Inner)},
 				{"outer", d.endpoint(&l.Outer)},
 			}, d.overheadFields(&l.Overhead)...))

@@ -54,7 +54,7 @@ func TestLoadConfigFull(t *testing.T) {
 		Queues:    0,
 		Offload:   true,
 		GRO:       true,
-		WakeSlack: time.Millisecond,
+		WakeSlack: time.Millisecond, Wait: config.WaitThread, WakeBatch: 512 << 10,
 		Inner: config.LinkConfig{Name: "pace-in", MTU: 1500, TxQueueLen: 1000,
 			Addresses: pfx("198.18.0.1/32"), Peer: netip.MustParseAddr("198.18.0.2"), Routes: []netip.Prefix{}},
 		Outer: config.LinkConfig{Name: "pace-out", Netns: "peer", MTU: 1500,
@@ -137,7 +137,7 @@ func TestLoadConfigMinimalDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.LinkPairConfig{Offload: true, GRO: true, WakeSlack: config.DefaultWakeSlack,
+	want := config.LinkPairConfig{Offload: true, GRO: true, WakeSlack: config.DefaultWakeSlack, WakeBatch: config.DefaultWakeBatch,
 		Inner: config.LinkConfig{Name: "pace-in", MTU: config.DefaultMTU},
 		Outer: config.LinkConfig{Name: "pace-out", MTU: config.DefaultMTU}}
 	if !reflect.DeepEqual(c.Link, want) {
@@ -231,6 +231,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "wake slack too long", yaml: base + "  wake_slack: 20ms\n", line: 4, want: "link.wake_slack: must be from 0 to 10ms, not 20ms"},
 		{name: "wake slack negative", yaml: base + "  wake_slack: -1us\n", line: 4, want: "link.wake_slack: must be from 0 to 10ms, not -1us"},
 		{name: "wake slack no unit", yaml: base + "  wake_slack: 250\n", line: 4, want: `link.wake_slack: invalid duration "250"`},
+		{name: "wait unknown", yaml: base + "  wait: epoll\n", line: 4, want: `link.wait: unknown wait "epoll" (use netpoller or thread)`},
+		{name: "wake batch too big", yaml: base + "  wake_batch: 17mib\n", line: 4, want: "link.wake_batch: 17825792 bytes is out of range [0, 16777216]"},
+		{name: "wake batch not a size", yaml: base + "  wake_batch: lots\n", line: 4, want: "link.wake_batch: "},
 		{name: "mtu small", yaml: "link:\n  inner: {name: a}\n  outer: {name: b, mtu: 67}\n", line: 3, want: "link.outer.mtu: 67 is out of range [68, 65535]"},
 		{name: "mtu float", yaml: "link:\n  inner: {name: a, mtu: 1500.5}\n  outer: {name: b}\n", line: 2, want: `link.inner.mtu: must be an integer, not "1500.5"`},
 		{name: "mtu list", yaml: "link:\n  inner: {name: a, mtu: [1]}\n  outer: {name: b}\n", line: 2, want: "link.inner.mtu: must be an integer, not a list"},
@@ -373,6 +376,11 @@ func TestValidateGoConfig(t *testing.T) {
 		t.Errorf("wake slack 11ms: err = %v", err)
 	}
 	c.Link.WakeSlack = 0
+	c.Link.WakeBatch = config.MaxWakeBatch + 1
+	if err := c.Validate(); err == nil || err.Error() != "link.wake_batch: 16777217 bytes is out of range [0, 16777216]" {
+		t.Errorf("wake batch past the bound: err = %v", err)
+	}
+	c.Link.WakeBatch = 0
 	if b := c.Egress.Classes[0].Burst; b != 3000 {
 		t.Errorf("default burst = %d, want 2 × MTU", b)
 	}
@@ -488,4 +496,30 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLinkWaitAndWakeBatch: link.wait and link.wake_batch parse to their
+// settings (0 turns the wake batch off); omitted, they are the netpoller
+// and DefaultWakeBatch.
+func TestLinkWaitAndWakeBatch(t *testing.T) {
+	base := "link:\n  inner: {name: a}\n  outer: {name: b}\n"
+	for _, c := range []struct {
+		extra string
+		wait  config.WaitMode
+		batch uint64
+	}{
+		{"", config.WaitNetpoller, config.DefaultWakeBatch},
+		{"  wait: thread\n", config.WaitThread, config.DefaultWakeBatch},
+		{"  wait: netpoller\n  wake_batch: 0\n", config.WaitNetpoller, 0},
+		{"  wake_batch: 1mib\n", config.WaitNetpoller, 1 << 20},
+	} {
+		cfg, err := config.Parse("t.yaml", []byte(base+c.extra))
+		if err != nil {
+			t.Errorf("%q: %v", c.extra, err)
+			continue
+		}
+		if cfg.Link.Wait != c.wait || cfg.Link.WakeBatch != c.batch {
+			t.Errorf("%q: wait %v, wake batch %d; want %v, %d", c.extra, cfg.Link.Wait, cfg.Link.WakeBatch, c.wait, c.batch)
+		}
+	}
 }

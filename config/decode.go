@@ -246,6 +246,26 @@ func (d *decoder) size(dst *uint64) func(*yaml.Node, string) {
 	}
 }
 
+// sizeOrZero decodes a size from 0 to limit bytes (0 turns a feature off).
+func (d *decoder) sizeOrZero(dst *uint64, limit uint64) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a size such as 256kb, or 0")
+		if !ok {
+			return
+		}
+		v, err := ParseSize(s)
+		if err != nil {
+			d.failf(n, path, "%v", err)
+			return
+		}
+		if v > limit {
+			d.failf(n, path, "%d bytes is out of range [0, %d]", v, limit)
+			return
+		}
+		*dst = v
+	}
+}
+
 func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		v, text, ok := d.parseDuration(n, path, "100ms", "1.5s")

@@ -167,6 +167,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		}
 	}
 	st.queue = queueOf(st)
+	st.budget = budgetOf(st.fqParams.Target, st.backlog)
 	rate := c.rateOf(cfg)
 	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
 		st.rate = old.rate

@@ -15,6 +15,7 @@ type holder struct {
 	slabs    slabs
 	deadline int64         // when the worker must wake next, in clock ns; 0: none
 	slack    time.Duration // how late a wake for tokens may be (WithWakeSlack)
+	batch    uint64        // the tokens a class may accrue before a wake (WithWakeBatch)
 	// tokens are what the worker took ahead from its tree's buckets for
 	// the packets of its batch; given back at the batch's end.
 	tokens share.Cache
@@ -29,9 +30,10 @@ func (h *holder) wakeAt(due int64) {
 }
 
 // wakeFor makes the next Read return by the time a packet's tokens are due
-// (planned), plus the wake slack the buckets of its passage allow.
+// (planned), plus the wake slack its class and the buckets of its passage
+// allow.
 func (h *holder) wakeFor(planned int64, ps *passage) {
-	h.wakeAt(planned + int64(ps.slack(h.slack)))
+	h.wakeAt(planned + int64(ps.slack(h.slack, h.batch)))
 }
 
 // copyOut copies a packet out of the read batch into a buffer of its own

@@ -54,9 +54,10 @@ link:
   gro: %v
   io_uring: %v
   wake_slack: %s
+  wait: %s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d}
-`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
+`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
 	yml := linkYAML + policy
 	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
@@ -78,6 +79,13 @@ link:
 	l.Start()
 	return &testLink{Link: l, cfg: cfg, linkYAML: linkYAML, ns1: ns1, ns2: ns2, inner: inner, outer: outer,
 		innerIP: netip.MustParseAddr("198.18.0.1"), outerIP: netip.MustParseAddr("198.18.0.2")}
+}
+
+// testWait is link.wait of the test links: PACER_TEST_WAIT (netpoller or
+// thread), so that the traffic tests run in either mode; netpoller, the
+// default, without it.
+func testWait() string {
+	return cmp.Or(os.Getenv("PACER_TEST_WAIT"), config.WaitNetpoller.String())
 }
 
 type linkOptions struct {

@@ -26,7 +26,7 @@ func Open(cfg *config.Config, log *slog.Logger, opts ...OpenOption) (*Link, erro
 	for _, o := range opts {
 		o(&oo)
 	}
-	topts := tun.Options{Queues: cfg.Link.Queues, Offload: cfg.Link.Offload, Logger: log}
+	topts := tun.Options{Queues: cfg.Link.Queues, Offload: cfg.Link.Offload, ThreadWait: cfg.Link.Wait == config.WaitThread, Logger: log}
 	var devs []*tun.LinuxDevice
 	closeAll := func() {
 		for _, d := range devs {
@@ -52,9 +52,9 @@ func Open(cfg *config.Config, log *slog.Logger, opts ...OpenOption) (*Link, erro
 			where = "(pacerd's namespace)"
 		}
 		log.Info("tun device ready", "device", d.Name(), "created", d.Created(), "netns", where,
-			"queues", len(d.Queues()), "offload", d.Offload(), "uso", d.USO(), "gro", cfg.Link.GRO && d.Offload(), "io_uring", cfg.Link.IOUring, "mtu", lc.MTU, "addresses", lc.Addresses)
+			"queues", len(d.Queues()), "offload", d.Offload(), "uso", d.USO(), "gro", cfg.Link.GRO && d.Offload(), "io_uring", cfg.Link.IOUring, "wait", cfg.Link.Wait, "mtu", lc.MTU, "addresses", lc.Addresses)
 	}
-	l, err := NewLink(devs[0], devs[1], cfg.Egress, cfg.Ingress, log, WithGRO(cfg.Link.GRO), WithIOUring(cfg.Link.IOUring), WithWakeSlack(cfg.Link.WakeSlack))
+	l, err := NewLink(devs[0], devs[1], cfg.Egress, cfg.Ingress, log, WithGRO(cfg.Link.GRO), WithIOUring(cfg.Link.IOUring), WithWakeSlack(cfg.Link.WakeSlack), WithWakeBatch(cfg.Link.WakeBatch), WithWait(cfg.Link.Wait))
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -242,7 +242,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 			st = &classState{cfg: st.cfg, gate: st.gate, queue: fifoQueue{}, backlog: max(st.backlog, config.DefaultBacklog), fqParams: ln.fq.Params()}
 		}
 		link := q.dir.Load().linkOf(st)
-		slack := slackOf(q.slack, st.rate, st.peak, link)
+		slack := slackOf(st.gate.wakeSlack(q.slack, q.batch), st.rate, st.peak, link)
 		if wait := q.fairWait(c, ln, st, now); wait > 0 {
 			q.wakeAt(now + int64(wait) + int64(slack))
 			return

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/fq"
@@ -57,11 +58,23 @@ type worker struct {
 	log      *slog.Logger
 	lose     func(error) // reports a device gone (Link.lose)
 	slack    time.Duration
-	hasher   fq.Hasher // the link's flow hash (one secret seed per link)
+	batch    uint64 // WithWakeBatch
+	// ownThread: the worker locks itself to its OS thread (WithWait
+	// config.WaitThread).
+	ownThread bool
+	hasher    fq.Hasher // the link's flow hash (one secret seed per link)
 
-	bufs     [][]byte
-	pkts     []tun.Packet
-	armed    int64 // the read deadline set on src (clock ns; 0: none)
+	bufs  [][]byte
+	pkts  []tun.Packet
+	armed int64 // the read deadline set on src (clock ns; 0: none)
+	// waiter is src's switch for sleeping through arrivals until the
+	// deadline (nil: src has none); deaf is how it is set.
+	waiter packetWaiter
+	deaf   bool
+	// window is how long the worker may sleep through arrivals after the
+	// batch it handles (coalesce): the least wake slack of the batch's
+	// classes; -1 before the first packet of a batch.
+	window   time.Duration
 	readErrs int   // reads failed in a row (other than deadlines)
 	yielded  int64 // clock when the worker last yielded the CPU (yieldEvery)
 
@@ -100,7 +113,10 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 // wire connects the stages to each other and to the worker's I/O, as the
 // link set it up (the clock, the log, an io_uring in place of the queues).
 func (w *worker) wire() {
-	w.hold.slack = w.slack
+	w.hold.slack, w.hold.batch = w.slack, w.batch
+	if pw, ok := w.src.(packetWaiter); ok && pw.SetWaitForPackets(true) {
+		w.waiter = pw
+	}
 	w.imp.hasher, w.imp.headers = &w.hasher, &w.headers
 	q := &w.queues
 	q.holder, q.idx, q.dir, q.out, q.headers, q.hasher = &w.hold, w.idx, w.dir, &w.depart, &w.headers, &w.hasher
@@ -116,6 +132,14 @@ func (w *worker) wire() {
 // packets until drainBy (clock ns), then returns.
 func (w *worker) run(drainBy *atomic.Int64) {
 	w.wire()
+	if w.ownThread {
+		// For the worker's life: the thread ends with it, and with it the
+		// timer slack set for it.
+		runtime.LockOSThread()
+		if err := preciseTimers(); err != nil {
+			w.log.Warn("worker thread: timer slack", "queue", w.idx, "err", err)
+		}
+	}
 	for {
 		n := 0
 		if w.stopping.Load() {
@@ -166,6 +190,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		now := w.clock()
 		w.depart.now = now
 		d := w.dir.Load()
+		w.window = -1
 		for i := 0; i < n; i++ {
 			w.handle(d, i, now)
 			if w.out.full() && i+1 < n {
@@ -178,8 +203,15 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		w.serviceHeld(now)
 		w.hold.tokens.Flush()
 		w.out.flush(w.depart.now, w.clock())
+		w.coalesce(now)
 		w.armDeadline()
-		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) {
+		w.holdOff(now)
+		if n == len(w.bufs) && now-w.yielded >= int64(yieldEvery) && !w.ownThread {
+			// (A worker on a thread of its own does not yield: the
+			// kernel shares the CPUs between threads, the others have
+			// processors of their own (WithWait), and a locked
+			// goroutine's yield hands its processor to another thread
+			// and back.)
 			// A full batch: more are waiting and the next Read will not
 			// park. Let the other goroutines (a worker whose packet is
 			// due) have the CPU, not only at the runtime's 10 ms
@@ -204,6 +236,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		return
 	}
 	w.classify(a)
+	w.noteWindow(a.st)
 	w.wash(a)
 	if !w.imp.arrive(a) {
 		return
@@ -308,6 +341,66 @@ func (w *worker) serviceHeld(now int64) {
 	}
 	if gone > 0 {
 		q.active = slices.DeleteFunc(q.active, func(c *Class) bool { return c == nil })
+	}
+}
+
+// packetWaiter is a queue that can sleep through arrivals until its read
+// deadline (tun's queues in thread mode).
+type packetWaiter interface {
+	SetWaitForPackets(on bool) bool
+}
+
+// maxHoldOff is the longest a worker with a wake batch sleeps through
+// arriving packets: while the next held packet's wake-up is at most this
+// far off it does not wake for arrivals but reads them at that wake-up,
+// so that a batch of tokens serves the arrivals of its time too. It is
+// the wake budget of a class with the default AQM target (budgetOf): a
+// packet of any class waits at most this long in the kernel's queue
+// before the worker sees it.
+const maxHoldOff = config.DefaultFQTarget / wakeBudgetShare
+
+// holdOff makes the next Read sleep through arrivals while the worker
+// holds packets whose wake-up is at most maxHoldOff after now, where the
+// wake batch is on and the queue can (packetWaiter).
+func (w *worker) holdOff(now int64) {
+	if w.waiter == nil {
+		return
+	}
+	d := w.hold.deadline
+	deaf := w.batch > 0 && d != 0 && d-now <= int64(maxHoldOff)
+	if deaf != w.deaf {
+		w.deaf = deaf
+		w.waiter.SetWaitForPackets(!deaf)
+	}
+}
+
+// noteWindow narrows the batch's coalescing window to what the class of
+// one of its packets allows: its wake slack with the wake batch
+// (gate.wakeSlack); nothing for a class without a rate or one that
+// polices.
+func (w *worker) noteWindow(st *classState) {
+	if w.waiter == nil || w.window == 0 {
+		return
+	}
+	win := time.Duration(0)
+	if st.rate != nil && !st.police { // a policed packet is never held
+		win = st.gate.wakeSlack(w.slack, w.batch)
+	}
+	if w.window < 0 || win < w.window {
+		w.window = win
+	}
+}
+
+// coalesce sets the worker's next wake-up no later than the batch's
+// window after now, where the queue can sleep through arrivals (holdOff
+// then makes it): every packet of the batch belonged to a shaped class,
+// whose tokens accrue meanwhile, so the next wake-up finds a batch of
+// arrivals and tokens for them instead of waking for each arrival, as a
+// NIC's interrupt coalescing does. A packet waits at most the window
+// (at most its class's wake budget) in the kernel's queue.
+func (w *worker) coalesce(now int64) {
+	if w.window > 0 && w.batch > 0 {
+		w.hold.wakeAt(now + int64(w.window))
 	}
 }
 

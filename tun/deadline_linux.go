@@ -121,6 +121,14 @@ func (w *waitSet) expired() bool {
 	return n == 8 && int64(time.Since(w.base))+1 >= due
 }
 
+// closeWait closes the queue's wait set or thread-mode wait.
+func (q *linuxQueue) closeWait() error {
+	if q.thread != nil {
+		return q.thread.close()
+	}
+	return q.wait.close()
+}
+
 // close closes the set and the timer, waking a parked reader.
 func (w *waitSet) close() error {
 	err := w.ep.Close()
@@ -139,6 +147,10 @@ func (w *waitSet) close() error {
 // The deadline is a kernel timer: a blocked Read wakes within microseconds
 // of it, not the Go runtime's millisecond.
 func (q *linuxQueue) SetReadDeadline(t time.Time) error {
+	if q.thread != nil {
+		q.thread.set(t)
+		return nil
+	}
 	if err := q.wait.set(t); err != nil {
 		return fmt.Errorf("tun %s: queue %d: set read deadline: %w", q.dev.name, q.index, err)
 	}

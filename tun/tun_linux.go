@@ -31,6 +31,10 @@ type Options struct {
 	// up to MaxPacketSize bytes. Without it the device has no offloads and
 	// every packet is a complete wire packet.
 	Offload bool
+	// ThreadWait keeps the queues off the Go netpoller: a Read that finds
+	// its queue empty waits in ppoll(2) in the calling thread (see
+	// threadwait_linux.go), for a reader that owns its OS thread.
+	ThreadWait bool
 	// Logger, if not nil, receives debug records about device setup and
 	// teardown. Nothing is logged per packet.
 	Logger *slog.Logger
@@ -57,6 +61,7 @@ type LinuxDevice struct {
 	name         string
 	ifindex      int // in the namespace the device was opened in; 0 if unknown
 	offload      bool
+	threadWait   bool // Options.ThreadWait
 	offloadFlags int  // TUNSETOFFLOAD flags the kernel accepted
 	created      bool // Open created the interface (it did not exist before)
 	queues       []*linuxQueue
@@ -108,7 +113,7 @@ func Open(name string, opts Options) (*LinuxDevice, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &LinuxDevice{name: name, offload: opts.Offload, log: log}
+	d := &LinuxDevice{name: name, offload: opts.Offload, threadWait: opts.ThreadWait, log: log}
 
 	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE)
 	if opts.Offload {
@@ -171,6 +176,9 @@ func (d *LinuxDevice) openQueue(i int, flags uint16) (*linuxQueue, error) {
 			return nil, err
 		}
 	}
+	if d.threadWait {
+		return d.threadQueue(i, fd, &ok)
+	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return nil, fmt.Errorf("tun %s: queue %d: set non-blocking: %w", d.name, i, err)
 	}
@@ -187,13 +195,48 @@ func (d *LinuxDevice) openQueue(i int, flags uint16) (*linuxQueue, error) {
 		return nil, fmt.Errorf("tun %s: queue %d: read deadline: %w", d.name, i, err)
 	}
 	q := &linuxQueue{index: i, dev: d, file: f, rc: rc, wait: ws}
-	if d.offload {
+	q.setup()
+	return q, nil
+}
+
+// threadQueue makes queue i of the descriptor fd in thread mode
+// (Options.ThreadWait): fd is still blocking when os.NewFile sees it, so
+// that the file stays off the netpoller, and non-blocking from then on.
+// It sets *owned once the queue's file owns fd.
+func (d *LinuxDevice) threadQueue(i, fd int, owned *bool) (*linuxQueue, error) {
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+	*owned = true
+	fail := func(err error) (*linuxQueue, error) {
+		f.Close()
+		return nil, fmt.Errorf("tun %s: queue %d: %w", d.name, i, err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return fail(fmt.Errorf("set non-blocking: %w", err))
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fail(err)
+	}
+	tw, err := newThreadWait()
+	if err != nil {
+		return fail(err)
+	}
+	q := &linuxQueue{index: i, dev: d, file: f, rc: rc, thread: tw}
+	q.threadEvFn = q.threadEv
+	q.threadReadFn = q.threadRead
+	q.setup()
+	return q, nil
+}
+
+// setup builds the queue's syscall closures (once, so that Read and Write
+// do not allocate) and its header length.
+func (q *linuxQueue) setup() {
+	if q.dev.offload {
 		q.vnetLen = VirtioNetHdrLen
 	}
 	q.readFn = q.readReady
 	q.readCtl = q.readOn
 	q.writeFn = q.writeBatch
-	return q, nil
 }
 
 // setIff runs TUNSETIFF on fd; if name is not nil it receives the name the
@@ -268,7 +311,7 @@ func (d *LinuxDevice) closeQueues() []error {
 		if err := q.file.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("tun %s: queue %d: close: %w", d.name, q.index, err))
 		}
-		if err := q.wait.close(); err != nil {
+		if err := q.closeWait(); err != nil {
 			errs = append(errs, fmt.Errorf("tun %s: queue %d: close wait set: %w", d.name, q.index, err))
 		}
 	}
@@ -380,9 +423,10 @@ type linuxQueue struct {
 	dev     *LinuxDevice
 	file    *os.File
 	rc      syscall.RawConn
-	wait    *waitSet  // where Read parks: the descriptor and the read deadline
-	vnetLen int       // VirtioNetHdrLen with offloads, else 0
-	rings   []*RingIO // RingIOs reading or writing the queue (dev.ringMu)
+	wait    *waitSet    // where Read parks: the descriptor and the read deadline (nil in thread mode)
+	thread  *threadWait // thread mode (Options.ThreadWait): where Read waits instead (else nil)
+	vnetLen int         // VirtioNetHdrLen with offloads, else 0
+	rings   []*RingIO   // RingIOs reading or writing the queue (dev.ringMu)
 
 	// Read state, used by one Read at a time.
 	readFn  func(fd uintptr) bool // on the wait set: readReady
@@ -393,6 +437,12 @@ type linuxQueue struct {
 	rOff    int
 	rN      int
 	rErr    error
+	// Thread mode's callbacks (threadEv, threadRead) and ppoll's
+	// arguments: the queue's descriptor and the wait's eventfd.
+	threadEvFn   func(ev uintptr)
+	threadReadFn func(fd uintptr)
+	pollFds      [2]unix.PollFd
+	pollTimeout  unix.Timespec
 
 	// Write state, used by one Write at a time.
 	writeFn   func(fd uintptr) bool
@@ -446,9 +496,14 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 	}
 	q.rBufs, q.rPkts, q.rOff, q.rN, q.rErr = bufs[:count], pkts, offset, 0, nil
 	q.rCalls, q.rEmpty, q.rWaits = 0, 0, 0
-	q.wait.reading.Store(true)
-	err := q.wait.epRC.Read(q.readFn)
-	q.wait.reading.Store(false)
+	var err error
+	if q.thread != nil {
+		err = q.readThread()
+	} else {
+		q.wait.reading.Store(true)
+		err = q.wait.epRC.Read(q.readFn)
+		q.wait.reading.Store(false)
+	}
 	q.io.reads.Add(q.rCalls)
 	q.io.emptyReads.Add(q.rEmpty)
 	q.io.pollWaits.Add(q.rWaits)
@@ -571,6 +626,15 @@ func (q *linuxQueue) writeBatch(fd uintptr) bool {
 	for q.wNext < len(q.wPkts) {
 		if q.writePacket(int(fd)) {
 			q.wWaits++ // the netpoller waits for writability next
+			if q.thread != nil {
+				// Off the netpoller: wait here, then try again.
+				if q.dev.closed.Load() {
+					q.noteErr(os.ErrClosed)
+					return true
+				}
+				waitWritable(int(fd))
+				continue
+			}
 			return false
 		}
 		q.wNext++

@@ -200,16 +200,16 @@ func TestOpenErrors(t *testing.T) {
 // TestReadDeadline: a Read blocked for want of packets ends when the read
 // deadline is moved into the past (how a shaper worker is woken), a future
 // deadline expires by itself, and a cleared one lets packets be read again;
-// for a queue's read(2) and for a RingIO, whose Shutdown also ends a
-// blocked Read.
+// for a queue's read(2) on the netpoller and in thread mode
+// (Options.ThreadWait: ppoll in the reader's thread), and for a RingIO,
+// whose Shutdown also ends a blocked Read. In thread mode, a Read told not
+// to wait for packets sleeps through an arrival until its deadline and
+// then returns the packet, one without a deadline wakes for it, and Close
+// ends a blocked Read.
 func TestReadDeadline(t *testing.T) {
 	tuntest.RequirePrivileges(t)
-	for _, ring := range []bool{false, true} {
-		name := "read(2)"
-		if ring {
-			name = "io_uring"
-		}
-		t.Run(name, func(t *testing.T) { readDeadline(t, ring) })
+	for _, mode := range []string{"read(2)", "thread", "io_uring"} {
+		t.Run(mode, func(t *testing.T) { readDeadline(t, mode) })
 	}
 }
 
@@ -219,8 +219,9 @@ type deadlineReader interface {
 	SetReadDeadline(time.Time) error
 }
 
-func readDeadline(t *testing.T, ring bool) {
-	d, ns, a4, b4, _, _ := singleDevice(t, tun.Options{Queues: 1})
+func readDeadline(t *testing.T, mode string) {
+	ring := mode == "io_uring"
+	d, ns, a4, b4, _, _ := singleDevice(t, tun.Options{Queues: 1, ThreadWait: mode == "thread"})
 	q, ok := d.Queues()[0].(deadlineReader)
 	if !ok {
 		t.Fatal("Linux queues have no SetReadDeadline")
@@ -305,6 +306,62 @@ func readDeadline(t *testing.T, ring bool) {
 	if r != nil {
 		blocked("Shutdown", func() error { r.Shutdown(); return nil }, os.ErrClosed)
 	}
+	if mode == "thread" {
+		threadWaits(t, d, q, func(payload string) {
+			t.Helper()
+			if _, err := tx.Write([]byte(payload)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		blocked("Close", d.Close, os.ErrClosed)
+	}
+}
+
+// threadWaits checks SetWaitForPackets on a thread-mode queue q of d;
+// send sends one datagram to it.
+func threadWaits(t *testing.T, d *tun.LinuxDevice, q deadlineReader, send func(string)) {
+	t.Helper()
+	w, ok := d.Queues()[0].(interface{ SetWaitForPackets(bool) bool })
+	if !ok {
+		t.Fatal("Linux queues have no SetWaitForPackets")
+	}
+	bufs, pkts := readerBuffers(4)
+	if !w.SetWaitForPackets(false) {
+		t.Fatal("a thread-mode queue cannot sleep through arrivals")
+	}
+	for _, after := range []time.Duration{5 * time.Millisecond, 20 * time.Millisecond} {
+		due := time.Now().Add(50 * time.Millisecond)
+		q.SetReadDeadline(due)
+		go func() {
+			time.Sleep(after)
+			send("during the hold")
+		}()
+		n, err := q.Read(bufs, pkts, tun.Headroom)
+		if now := time.Now(); n < 1 || err != nil || now.Before(due) {
+			t.Fatalf("Read not waiting for packets, a datagram sent %v after it began: %d, %v, %v before the deadline", after, n, err, due.Sub(now))
+		}
+	}
+	// Without a deadline it waits for packets all the same.
+	q.SetReadDeadline(time.Time{})
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		send("no deadline")
+	}()
+	if n, err := q.Read(bufs, pkts, tun.Headroom); n != 1 || err != nil {
+		t.Fatalf("Read not waiting for packets, without a deadline = %d, %v", n, err)
+	}
+	w.SetWaitForPackets(true)
+	// Waiting for packets again, an arrival ends a Read long before its
+	// deadline.
+	q.SetReadDeadline(time.Now().Add(time.Minute))
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		send("waiting again")
+	}()
+	if n, err := q.Read(bufs, pkts, tun.Headroom); n != 1 || err != nil {
+		t.Fatalf("Read waiting for packets = %d, %v", n, err)
+	}
+	q.SetReadDeadline(time.Time{})
 }
 
 // TestDetached: once its interface is deleted, a queue's blocked Read and
@@ -313,14 +370,22 @@ func readDeadline(t *testing.T, ring bool) {
 // lives on while the device holds it), Check fails with ErrDetached.
 func TestDetached(t *testing.T) {
 	tuntest.RequirePrivileges(t)
-	for _, how := range []string{"ip link del", "ip netns del"} {
-		t.Run(how, func(t *testing.T) {
+	for _, c := range []struct {
+		how    string
+		thread bool
+	}{{"ip link del", false}, {"ip netns del", false}, {"ip link del", true}, {"ip netns del", true}} {
+		how := c.how
+		name := how
+		if c.thread {
+			name += ", thread mode"
+		}
+		t.Run(name, func(t *testing.T) {
 			ns := tuntest.RandomName("pn")
 			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 				t.Fatalf("ip netns add: %v: %s", err, out)
 			}
 			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-			d := openDevice(t, tun.Options{Queues: 1})
+			d := openDevice(t, tun.Options{Queues: 1, ThreadWait: c.thread})
 			if err := d.Configure(tun.LinkConfig{Netns: ns}); err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,43 @@
+package shaper
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
+)
+
+// TestWakeSlackBatch: a class's wake slack with the wake batch is the
+// time its rate takes to bring the batch's tokens, at least the link's
+// wake slack and at most the class's budget (a tenth of its AQM target,
+// never past its backlog); a wake slack of 0 or a batch of 0 leaves the
+// link's slack as it is.
+func TestWakeSlackBatch(t *testing.T) {
+	const batch = config.DefaultWakeBatch // 256 KiB
+	slack := config.DefaultWakeSlack      // 250 us
+	gateAt := func(bytesPerSec uint64, target, backlog time.Duration) *gate {
+		return &gate{rate: bucket.New(bytesPerSec, 1<<20), budget: budgetOf(target, backlog)}
+	}
+	for _, c := range []struct {
+		name  string
+		g     *gate
+		limit time.Duration
+		batch uint64
+		want  time.Duration
+	}{
+		{name: "2 Gbit/s: the budget (batch due in 1.05 ms)", g: gateAt(250e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: 500 * time.Microsecond},
+		{name: "5 Gbit/s: the batch's time", g: gateAt(625e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: 419430 * time.Nanosecond},
+		{name: "10 Gbit/s: the link's slack is longer", g: gateAt(1250e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: slack},
+		{name: "100 Mbit/s: the budget", g: gateAt(12.5e6, 0, 100*time.Millisecond), limit: slack, batch: batch, want: 500 * time.Microsecond},
+		{name: "target 20ms: a tenth of it", g: gateAt(12.5e6, 20*time.Millisecond, 100*time.Millisecond), limit: slack, batch: batch, want: 2 * time.Millisecond},
+		{name: "backlog 1ms bounds it", g: gateAt(12.5e6, 20*time.Millisecond, time.Millisecond), limit: slack, batch: batch, want: time.Millisecond},
+		{name: "wake slack 0: none", g: gateAt(250e6, 0, 100*time.Millisecond), limit: 0, batch: batch, want: 0},
+		{name: "wake batch 0: the link's slack", g: gateAt(250e6, 0, 100*time.Millisecond), limit: slack, batch: 0, want: slack},
+		{name: "no rate: the link's slack", g: &gate{budget: time.Millisecond}, limit: slack, batch: batch, want: slack},
+	} {
+		if got := c.g.wakeSlack(c.limit, c.batch); got != c.want {
+			t.Errorf("%s: wakeSlack = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
