@@ -14,8 +14,8 @@ import (
 // never past its backlog); a wake slack of 0 or a batch of 0 leaves the
 // link's slack as it is.
 func TestWakeSlackBatch(t *testing.T) {
-	const batch = config.DefaultWakeBatch // 256 KiB
-	slack := config.DefaultWakeSlack      // 250 us
+	const batch = 256 << 10          // the suggested wake batch
+	slack := config.DefaultWakeSlack // 250 us
 	gateAt := func(bytesPerSec uint64, target, backlog time.Duration) *gate {
 		return &gate{rate: bucket.New(bytesPerSec, 1<<20), budget: budgetOf(target, backlog)}
 	}
