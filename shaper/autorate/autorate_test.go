@@ -210,7 +210,7 @@ func TestReflectorDies(t *testing.T) {
 	steps := cat(
 		repeat(20, step{delays: []float64{20, 25}, achieved: -0.95}),
 		repeat(100, step{delays: []float64{-1, 25}, achieved: -0.95}), // reflector 0 silent
-		repeat(20, step{delays: []float64{-1, 125}, achieved: 20}),     // real bloat: the live one sees it
+		repeat(20, step{delays: []float64{-1, 125}, achieved: 20}),    // real bloat: the live one sees it
 	)
 	c, rates := run(t, s, steps)
 	for k := 20; k < 120; k++ {

@@ -38,10 +38,10 @@ const (
 
 // Reply is a parsed ICMP reply.
 type Reply struct {
-	Kind   Kind
-	ID     uint16
-	Seq    uint16
-	V6     bool
+	Kind Kind
+	ID   uint16
+	Seq  uint16
+	V6   bool
 	// Originate, Receive and Transmit are a timestamp reply's times, in
 	// milliseconds since midnight UT (RFC 792).
 	Originate, Receive, Transmit uint32
