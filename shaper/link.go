@@ -61,6 +61,7 @@ type Link struct {
 	lostErr  error
 
 	global globalLeases // the global classes' leases
+	auto   autoRuns     // the auto directions' controllers
 }
 
 // madeDevice is a device Open made (tun.LinuxDevice), as Link.Made sees it.
@@ -226,6 +227,7 @@ func (l *Link) Apply(egress, ingress config.DirectionConfig) error {
 	}
 	if l.started {
 		l.syncGlobal()
+		l.syncAutorate()
 	}
 	return nil
 }
@@ -235,6 +237,7 @@ func (l *Link) Start() {
 	l.applyMu.Lock()
 	l.started = true
 	l.syncGlobal()
+	l.syncAutorate()
 	l.applyMu.Unlock()
 	l.sweepStop, l.sweepDone, l.watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go l.sweepKeys()
@@ -267,6 +270,7 @@ func (l *Link) Stop(drain time.Duration) {
 		}
 		l.wg.Wait()
 		l.stopGlobal()
+		l.stopAutorate()
 		for _, w := range l.workers {
 			if w.ring != nil {
 				if err := w.ring.Close(); err != nil {

@@ -220,6 +220,10 @@ func New(s Settings, reflectors int, now int64) *Controller {
 	return c
 }
 
+// Resume sets the rate to r within [Min, Max]: a new controller that
+// takes over from one whose settings changed starts where it was.
+func (c *Controller) Resume(r uint64) { c.rate = min(max(r, c.s.Min), c.s.Max) }
+
 // Rate returns the rate in bytes per second.
 func (c *Controller) Rate() uint64 { return c.rate }
 
