@@ -62,7 +62,9 @@ type AutorateConfig struct {
 	// BaselineUp and BaselineDown are the weights of a new delay in a
 	// reflector's baseline above and below it (0.001, 0.9).
 	BaselineUp, BaselineDown float64
-	// DeadAfter leaves out a reflector without a reply for so long (2 s);
+	// DeadAfter leaves out a reflector without a reply for so long
+	// (DeadAfterProbes of its probe periods, at least 500 ms; cake-autorate
+	// has no such rule: it replaces bad reflectors from a pool);
 	// StallAfter sets Min when none replied for so long (10 s);
 	// RebaseAfter takes a lone reflector's baseline anew when its delay
 	// stood high alone for so long (10 s).
@@ -115,7 +117,11 @@ const (
 	DefaultAutorateDecayEvery = time.Second
 	DefaultAutorateBaseUp     = 0.001
 	DefaultAutorateBaseDown   = 0.9
-	DefaultAutorateDeadAfter  = 2 * time.Second
+	// A reflector is left out after DeadAfterProbes of its probe periods
+	// (reflectors × probe_interval) without a reply, at least
+	// MinAutorateDeadAfter: its last delta must not stand in for it long.
+	DeadAfterProbes      = 4
+	MinAutorateDeadAfter = 500 * time.Millisecond
 	DefaultAutorateStall      = 10 * time.Second
 	DefaultAutorateRebase     = 10 * time.Second
 )
@@ -243,7 +249,7 @@ func (a *AutorateConfig) setDefaults() {
 	def(&a.DecayEvery, DefaultAutorateDecayEvery)
 	deff(&a.BaselineUp, DefaultAutorateBaseUp)
 	deff(&a.BaselineDown, DefaultAutorateBaseDown)
-	def(&a.DeadAfter, DefaultAutorateDeadAfter)
+	def(&a.DeadAfter, max(MinAutorateDeadAfter, DeadAfterProbes*time.Duration(len(a.Reflectors))*a.ProbeInterval))
 	def(&a.StallAfter, max(DefaultAutorateStall, a.DeadAfter))
 	def(&a.RebaseAfter, DefaultAutorateRebase)
 }

@@ -26,7 +26,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
 		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
 		Refractory: 300 * time.Millisecond, Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
-		DeadAfter: 2 * time.Second, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second}
+		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second}
 	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
 		t.Errorf("egress: auto %v rate %d burst %d autorate %+v, want %+v", e.Auto, e.Rate, e.Burst, e.Autorate, want)
 	}

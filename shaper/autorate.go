@@ -160,8 +160,10 @@ func (r *autoRun) run(log *slog.Logger) {
 	}
 	var marks [achievedOver + 1]mark
 	n := 0
-	state := r.ctl.State()
+	state, logged := r.ctl.State(), r.ctl.State()
 	rate := r.ctl.Rate()
+	var lastLog int64
+	changes := 0
 	decide := func(now int64) {
 		nr := r.ctl.Adjust(now, r.achieved)
 		if nr != rate {
@@ -169,9 +171,17 @@ func (r *autoRun) run(log *slog.Logger) {
 			r.l.setDirRate(r.i, nr)
 		}
 		if st := r.ctl.State(); st != state {
-			log.Info("autorate: "+st.String(), "was", state.String(), "rate", config.FormatRate(nr),
-				"achieved", config.FormatRate(r.achieved), "delta", r.ctl.Delta().Round(time.Millisecond))
 			state = st
+			changes++
+		}
+		// One line per change of state; changes between idle and loaded
+		// (a rate near the load threshold flips them) at most once a
+		// second, with how many there were.
+		urgent := state == autorate.Bloated || state == autorate.Stalled
+		if state != logged && (urgent || now-lastLog >= int64(time.Second)) {
+			log.Info("autorate: "+state.String(), "was", logged.String(), "changes", changes, "rate", config.FormatRate(nr),
+				"achieved", config.FormatRate(r.achieved), "delta", r.ctl.Delta().Round(time.Millisecond))
+			logged, lastLog, changes = state, now, 0
 		}
 	}
 	for {

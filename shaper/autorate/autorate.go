@@ -350,12 +350,14 @@ func (c *Controller) Adjust(now int64, achieved uint64) uint64 {
 	c.fresh = false
 	switch {
 	case now-c.lastSeen >= int64(c.s.StallAfter):
+		c.lastDec = now
 		c.state = Stalled
 		if c.rate != c.s.Min {
 			c.rate = c.s.Min
 			c.counts.Decreases++
 		}
 	case c.bloated():
+		c.lastDec = now
 		c.state = Bloated
 		if now-c.lastCut < int64(c.s.BloatRefractory) {
 			break
@@ -367,6 +369,7 @@ func (c *Controller) Adjust(now int64, achieved uint64) uint64 {
 		c.lastCut = now
 		c.set(r, &c.counts.Decreases)
 	case float64(achieved) >= c.s.LoadHigh*float64(c.rate):
+		c.lastDec = now
 		c.state = Loaded
 		if !fresh || now-c.lastCut < int64(c.s.BloatRefractory) {
 			break
@@ -377,13 +380,19 @@ func (c *Controller) Adjust(now int64, achieved uint64) uint64 {
 		if now-c.lastDec < int64(c.s.DecayEvery) {
 			break
 		}
-		c.lastDec = now
+		// One step per DecayEvery passed (the caller's pace may be
+		// coarser than DecayEvery).
+		steps := min((now-c.lastDec)/int64(c.s.DecayEvery), 1000)
+		c.lastDec += steps * int64(c.s.DecayEvery)
+		if now-c.lastDec >= int64(c.s.DecayEvery) {
+			c.lastDec = now // more than 1000 behind: catch up
+		}
 		r, base := float64(c.rate), float64(c.s.Base)
 		switch {
 		case r > base:
-			c.set(max(r*(1-c.s.DecayStep), base), &c.counts.Decays)
+			c.set(max(r*math.Pow(1-c.s.DecayStep, float64(steps)), base), &c.counts.Decays)
 		case r < base:
-			c.set(min(r*(1+c.s.DecayStep), base), &c.counts.Decays)
+			c.set(min(r*math.Pow(1+c.s.DecayStep, float64(steps)), base), &c.counts.Decays)
 		}
 	}
 	return c.rate
