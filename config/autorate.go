@@ -120,10 +120,10 @@ const (
 	// A reflector is left out after DeadAfterProbes of its probe periods
 	// (reflectors × probe_interval) without a reply, at least
 	// MinAutorateDeadAfter: its last delta must not stand in for it long.
-	DeadAfterProbes      = 4
-	MinAutorateDeadAfter = 500 * time.Millisecond
-	DefaultAutorateStall      = 10 * time.Second
-	DefaultAutorateRebase     = 10 * time.Second
+	DeadAfterProbes       = 4
+	MinAutorateDeadAfter  = 500 * time.Millisecond
+	DefaultAutorateStall  = 10 * time.Second
+	DefaultAutorateRebase = 10 * time.Second
 )
 
 // Clone returns a copy of a (nil for nil).

@@ -21,7 +21,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.AutorateConfig{Min: 625_000, Base: 2_500_000, Max: 10_000_000,
-		Reflectors: []netip.Addr{netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2::1")},
+		Reflectors:    []netip.Addr{netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2::1")},
 		ProbeInterval: 50 * time.Millisecond, Netns: "wan", LoadHigh: 0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
 		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
