@@ -3,6 +3,7 @@ package config_test
 import (
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,40 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			wantConfigErrors(t, tt.yaml, tt.line, tt.want, 1)
 		})
+	}
+}
+
+// TestApplyDirectionRate: rate=auto switches a direction with an
+// autorate section to it (from its base), rate=30mbit back to a fixed
+// rate; a burst at its default follows; auto without a section fails.
+func TestApplyDirectionRate(t *testing.T) {
+	y := base + "egress:\n  rate: 10mbit\n  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.2.2]}\n"
+	c, err := config.Parse("auto.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyDirection(config.Egress, []config.Change{{Key: "rate", Value: "auto"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	if e := c.Egress; !e.Auto || e.Rate != 2_500_000 || e.Burst != config.DefaultBurst(2_500_000, 1500) {
+		t.Errorf("after rate=auto: auto %v rate %d burst %d, want auto at base 2500000 with its default burst", e.Auto, e.Rate, e.Burst)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyDirection(config.Egress, []config.Change{{Key: "rate", Value: "30mbit"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Egress; e.Auto || e.Rate != 3_750_000 || e.Burst != config.DefaultBurst(3_750_000, 1500) || e.Autorate == nil {
+		t.Errorf("after rate=30mbit: auto %v rate %d burst %d, want fixed 3750000 (autorate section kept)", e.Auto, e.Rate, e.Burst)
+	}
+	err = c.ApplyDirection(config.Ingress, []config.Change{{Key: "rate", Value: "auto"}})
+	if err == nil || !strings.Contains(err.Error(), "rate auto needs an autorate section") {
+		t.Errorf("ingress rate=auto without a section: %v", err)
+	}
+	err = c.ApplyDirection(config.Egress, []config.Change{{Key: "rate", Value: "fast"}})
+	if err == nil || !strings.Contains(err.Error(), "rate") {
+		t.Errorf("rate=fast: %v", err)
 	}
 }

@@ -432,3 +432,39 @@ ingress:
 		t.Errorf("probe replies %.1f a second, want 20 (probe_interval 50ms)", rate)
 	}
 }
+
+// TestAutorateLiveSwitch: a direction with an autorate section and a
+// fixed rate runs at that rate with no controller; applying rate auto
+// starts one (probes answered, the rate at base); a fixed rate again
+// stops it and the direction runs at the new rate.
+func TestAutorateLiveSwitch(t *testing.T) {
+	skipShort(t)
+	const isp = "egress:\n  default: {rate: 50mbit, queue: fifo, backlog: 500ms}\n"
+	section := "  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.11.2]}\n  default: {rate: 1gbit}\n"
+	c := newChain(t, "egress:\n  rate: 30mbit\n"+section, isp)
+	apply := func(policy string) {
+		t.Helper()
+		cfg, err := config.Parse("test.yaml", []byte(c.ispYAML+policy)) // the link section only names devices
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Egress.Autorate.Netns = c.mid // as the auto link's config resolves it
+		if err := c.auto.Apply(cfg.Egress, cfg.Ingress); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, st := c.auto.DirectionRate(Egress), c.auto.AutorateStats(Egress); r != 3_750_000 || st != nil {
+		t.Fatalf("fixed: rate %d, autorate %v; want 3750000 and none", r, st)
+	}
+	apply("egress:\n  rate: auto\n" + section)
+	time.Sleep(time.Second)
+	st := c.auto.AutorateStats(Egress)
+	if st == nil || st.ProbesReceived < 10 || st.RateBytesPerSecond != 2_500_000 || c.auto.DirectionRate(Egress) != 2_500_000 {
+		t.Fatalf("auto: rate %d, autorate %+v; want base 2500000 and probes answered", c.auto.DirectionRate(Egress), st)
+	}
+	apply("egress:\n  rate: 40mbit\n" + section)
+	time.Sleep(300 * time.Millisecond)
+	if r, st := c.auto.DirectionRate(Egress), c.auto.AutorateStats(Egress); r != 5_000_000 || st != nil {
+		t.Errorf("fixed again: rate %d, autorate %+v; want 5000000 and none", r, st)
+	}
+}
