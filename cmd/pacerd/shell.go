@@ -67,9 +67,9 @@ type shellSettings struct {
 	// shellAutorate's rates probing reflectors).
 	uplinkAuto, downlinkAuto bool
 	reflectors               []netip.Addr
-	metrics, control string // "": not given
-	queues           *int   // nil: not given
-	offload          *bool  // nil: not given
+	metrics, control         string // "": not given
+	queues                   *int   // nil: not given
+	offload                  *bool  // nil: not given
 	// Link emulation, as mm-delay, mm-loss and mm-link: a one-way delay
 	// and a loss percentage in both directions, and Mahimahi traces per
 	// direction.
