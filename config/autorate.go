@@ -52,6 +52,11 @@ type AutorateConfig struct {
 	// GrowDelta (1.04, 10 ms); it falls to 1 at BloatDelta.
 	Grow      float64
 	GrowDelta time.Duration
+	// GrowUnheld (grow_when: loaded) raises the rate whenever the
+	// direction is loaded, as cake-autorate does; by default (grow_when:
+	// held) only while pacer holds traffic back for the rate, i.e. while
+	// it is the bottleneck.
+	GrowUnheld bool
 	// Refractory is the least time between cuts and from a cut to a
 	// raise (300 ms).
 	Refractory time.Duration
@@ -95,6 +100,12 @@ func (p Probe) String() string {
 func ParseProbe(s string) (Probe, error) {
 	v, err := probeNames.parse("probe", s)
 	return Probe(v), err
+}
+
+// parseGrowWhen reads grow_when: held (false) or loaded (true).
+func parseGrowWhen(s string) (bool, error) {
+	v, err := enum{"held", "loaded"}.parse("grow_when", s)
+	return v == 1, err
 }
 
 // Autorate defaults and bounds.
@@ -175,6 +186,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"achieved_cut", d.number(&a.AchievedCut)},
 			{"grow", d.number(&a.Grow)},
 			{"grow_delta", d.span(&a.GrowDelta)},
+			{"grow_when", named(d, &a.GrowUnheld, "held or loaded", parseGrowWhen)},
 			{"refractory", d.span(&a.Refractory)},
 			{"decay", d.number(&a.Decay)},
 			{"decay_every", d.duration(&a.DecayEvery)},

@@ -39,6 +39,7 @@ type autoRun struct {
 	mu       sync.Mutex // guards the fields below (read by stats)
 	ctl      *autorate.Controller
 	achieved uint64
+	held     bool // the direction held traffic back over the last tick
 }
 
 // autoSettings converts a direction's autorate section.
@@ -48,7 +49,7 @@ func autoSettings(a *config.AutorateConfig) autorate.Settings {
 		LoadHigh: a.LoadHigh, BloatDelta: a.BloatDelta, BloatDeltaMax: a.BloatDeltaMax,
 		BloatSamples: a.BloatSamples, Window: a.Window,
 		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut,
-		GrowHigh: a.Grow, GrowDelta: a.GrowDelta, BloatRefractory: a.Refractory,
+		GrowHigh: a.Grow, GrowDelta: a.GrowDelta, GrowWhenHeld: !a.GrowUnheld, BloatRefractory: a.Refractory,
 		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,
 		DeadAfter: a.DeadAfter, StallAfter: a.StallAfter, RebaseAfter: a.RebaseAfter,
@@ -165,7 +166,7 @@ func (r *autoRun) run(log *slog.Logger) {
 	var lastLog int64
 	changes := 0
 	decide := func(now int64) {
-		nr := r.ctl.Adjust(now, r.achieved)
+		nr := r.ctl.Adjust(now, autorate.Load{Achieved: r.achieved, Held: r.held})
 		if nr != rate {
 			rate = nr
 			r.l.setDirRate(r.i, nr)
@@ -204,10 +205,12 @@ func (r *autoRun) run(log *slog.Logger) {
 		case <-tick.C:
 			now := r.l.now()
 			m := mark{at: now, sent: r.target.Sent()}
+			held := r.target.Limited()
 			copy(marks[1:], marks[:len(marks)-1])
 			marks[0] = m
 			n = min(n+1, len(marks))
 			r.mu.Lock()
+			r.held = held
 			if old := marks[n-1]; n > 1 && m.at > old.at {
 				r.achieved = uint64(float64(m.sent-old.sent) * 1e9 / float64(m.at-old.at))
 			}

@@ -22,7 +22,10 @@
 //   - loaded (achieved ≥ LoadHigh × rate) and not bloated: every new
 //     link-wide sample raises it by a factor from GrowHigh (delta up to
 //     GrowDelta) to 1 (at BloatDelta), not within a BloatRefractory of
-//     the last cut;
+//     the last cut, and (with GrowWhenHeld) only while the shaper holds
+//     traffic back for the rate: a shaper that holds nothing is not the
+//     bottleneck, and a higher rate would only move the queue on to the
+//     next one (cake-autorate cannot see that, and grows on);
 //   - otherwise (idle or light load) it moves DecayStep toward Base at
 //     most once a DecayEvery;
 //   - no reply from any reflector for StallAfter: Min.
@@ -70,6 +73,10 @@ type Settings struct {
 	// 10 ms).
 	GrowHigh  float64
 	GrowDelta time.Duration
+	// GrowWhenHeld raises the rate only while the direction holds
+	// traffic back for it (Load.Held); false raises it whenever loaded,
+	// as cake-autorate does.
+	GrowWhenHeld bool
 	// BloatRefractory is the least time between cuts, and from a cut to
 	// the next raise (cake-autorate 300 ms).
 	BloatRefractory time.Duration
@@ -89,9 +96,9 @@ type Settings struct {
 }
 
 // DefaultSettings returns the defaults for rates min, base and max:
-// cake-autorate's, except DeadAfter and RebaseAfter (cake-autorate
-// replaces a bad reflector from a pool; pacer leaves it out, see the
-// package comment).
+// cake-autorate's, except GrowWhenHeld (pacer sees its own queue),
+// DeadAfter and RebaseAfter (cake-autorate replaces a bad reflector from
+// a pool; pacer leaves it out, see the package comment).
 func DefaultSettings(min, base, max uint64) Settings {
 	return Settings{
 		Min: min, Base: base, Max: max,
@@ -99,7 +106,7 @@ func DefaultSettings(min, base, max uint64) Settings {
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond,
 		BloatSamples: 3, Window: 6,
 		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9,
-		GrowHigh: 1.04, GrowDelta: 10 * time.Millisecond,
+		GrowHigh: 1.04, GrowDelta: 10 * time.Millisecond, GrowWhenHeld: true,
 		BloatRefractory: 300 * time.Millisecond,
 		DecayStep:       0.01, DecayEvery: time.Second,
 		BaselineUp: 0.001, BaselineDown: 0.9,
@@ -341,11 +348,21 @@ func popcount(x uint64) int {
 	return n
 }
 
-// Adjust decides the rate at now, given the direction's achieved rate
-// (bytes per second, over the last few hundred milliseconds), and
+// Load is what the direction did lately.
+type Load struct {
+	// Achieved is its sent rate (bytes per second, over the last few
+	// hundred milliseconds).
+	Achieved uint64
+	// Held says it held packets back for its rate (a backlog, or drops
+	// for the rate) lately.
+	Held bool
+}
+
+// Adjust decides the rate at now, given the direction's load, and
 // returns it. Call it after each Observe and from time to time without
 // one (so that idle decay and the stall rule run).
-func (c *Controller) Adjust(now int64, achieved uint64) uint64 {
+func (c *Controller) Adjust(now int64, load Load) uint64 {
+	achieved := load.Achieved
 	fresh := c.fresh
 	c.fresh = false
 	switch {
@@ -371,7 +388,7 @@ func (c *Controller) Adjust(now int64, achieved uint64) uint64 {
 	case float64(achieved) >= c.s.LoadHigh*float64(c.rate):
 		c.lastDec = now
 		c.state = Loaded
-		if !fresh || now-c.lastCut < int64(c.s.BloatRefractory) {
+		if !fresh || now-c.lastCut < int64(c.s.BloatRefractory) || (c.s.GrowWhenHeld && !load.Held) {
 			break
 		}
 		c.set(float64(c.rate)*c.growFactor(), &c.counts.Increases)

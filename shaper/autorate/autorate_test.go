@@ -14,6 +14,7 @@ const mbit = 1e6 / 8 // bytes per second
 type step struct {
 	delays   []float64
 	achieved float64
+	notHeld  bool // the shaper held nothing back
 }
 
 // run walks steps from t0 = 0 and returns the rate after each.
@@ -35,7 +36,7 @@ func run(t *testing.T, s Settings, steps []step) (*Controller, []uint64) {
 		if st.achieved < 0 {
 			a = -st.achieved * float64(c.Rate())
 		}
-		r := c.Adjust(now, uint64(a))
+		r := c.Adjust(now, Load{Achieved: uint64(a), Held: !st.notHeld})
 		if r < s.Min || r > s.Max {
 			t.Fatalf("step %d: rate %d outside [%d, %d]", k, r, s.Min, s.Max)
 		}
@@ -193,6 +194,22 @@ func TestOneReflectorJumps(t *testing.T) {
 	}
 }
 
+func TestGrowsOnlyWhenHeld(t *testing.T) {
+	// Loaded (achieved 95% of the rate) but holding nothing back: the
+	// bottleneck is elsewhere; no raise. As cake-autorate: raises.
+	st := step{delays: []float64{20}, achieved: -0.95, notHeld: true}
+	_, rates := run(t, settings(), repeat(40, st))
+	if got := rates[len(rates)-1]; got != 20*mbit {
+		t.Errorf("loaded but not held: rate %d, want base %d", got, uint64(20*mbit))
+	}
+	s := settings()
+	s.GrowWhenHeld = false
+	_, rates = run(t, s, repeat(40, st))
+	if got := rates[len(rates)-1]; got <= 20*mbit {
+		t.Errorf("GrowWhenHeld off: rate %d, want above base", got)
+	}
+}
+
 func TestTwoReflectorsOneJumps(t *testing.T) {
 	// With two, both must see a rise: a lone jump never bloats.
 	steps := cat(repeat(20, step{delays: []float64{20, 25}, achieved: -0.95}),
@@ -311,7 +328,7 @@ func FuzzController(f *testing.F) {
 			now += int64(data[i]) * int64(time.Millisecond) * 10
 			switch data[i+1] % 4 {
 			case 0:
-				c.Adjust(now, uint64(data[i+2])<<uint(data[i+1]%40))
+				c.Adjust(now, Load{Achieved: uint64(data[i+2]) << uint(data[i+1]%40), Held: data[i]%2 == 0})
 			default:
 				c.Observe(now, int(data[i+1]%4)-1, time.Duration(data[i+2])<<uint(data[i]%30))
 			}
