@@ -48,6 +48,11 @@ type AutorateConfig struct {
 	// BloatDeltaMax (0.99, 0.75); AchievedCut the factor on the achieved
 	// rate that a cut goes to if lower (0.9).
 	CutLow, CutHigh, AchievedCut float64
+	// Drain: a cut to the achieved rate goes at most to achieved × (1 −
+	// delta/Drain), at least half of it, so that the queue the delta shows
+	// drains within about Drain (default 1 s, 100 ms to 60 s; 60 s is about
+	// AchievedCut alone, as cake-autorate).
+	Drain time.Duration
 	// Grow is the factor of a raise while loaded with a rise of at most
 	// GrowDelta (1.04, 10 ms); it falls to 1 at BloatDelta.
 	Grow      float64
@@ -121,6 +126,7 @@ const (
 	DefaultAutorateCutLow     = 0.99
 	DefaultAutorateCutHigh    = 0.75
 	DefaultAutorateAchieved   = 0.9
+	DefaultAutorateDrain      = time.Second
 	DefaultAutorateGrow       = 1.04
 	DefaultAutorateGrowDelta  = 10 * time.Millisecond
 	DefaultAutorateRefractory = 300 * time.Millisecond
@@ -184,6 +190,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"cut_low", d.number(&a.CutLow)},
 			{"cut_high", d.number(&a.CutHigh)},
 			{"achieved_cut", d.number(&a.AchievedCut)},
+			{"drain", d.duration(&a.Drain)},
 			{"grow", d.number(&a.Grow)},
 			{"grow_delta", d.span(&a.GrowDelta)},
 			{"grow_when", named(d, &a.GrowUnheld, "held or loaded", parseGrowWhen)},
@@ -252,6 +259,7 @@ func (a *AutorateConfig) setDefaults() {
 	deff(&a.CutLow, DefaultAutorateCutLow)
 	deff(&a.CutHigh, DefaultAutorateCutHigh)
 	deff(&a.AchievedCut, DefaultAutorateAchieved)
+	def(&a.Drain, DefaultAutorateDrain)
 	deff(&a.Grow, DefaultAutorateGrow)
 	if a.GrowDelta == 0 && a.BloatDelta > DefaultAutorateGrowDelta {
 		a.GrowDelta = DefaultAutorateGrowDelta
@@ -343,6 +351,9 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	}
 	if a.BloatSamples > a.Window {
 		v.errorf(p+".bloat_samples", "%d is more than window %d", a.BloatSamples, a.Window)
+	}
+	if a.Drain < 100*time.Millisecond || a.Drain > time.Minute {
+		v.errorf(p+".drain", "%v is out of range [100ms, 1m0s]", a.Drain)
 	}
 	if a.StallAfter < a.DeadAfter {
 		v.errorf(p+".stall_after", "%v is below dead_after %v", a.StallAfter, a.DeadAfter)

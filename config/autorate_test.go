@@ -25,7 +25,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		Reflectors:    []netip.Addr{netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2::1")},
 		ProbeInterval: 50 * time.Millisecond, Netns: "wan", LoadHigh: 0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
-		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Drain: time.Second, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
 		Refractory: 300 * time.Millisecond, Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
 		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second}
 	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
@@ -35,7 +35,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		Reflectors: []netip.Addr{netip.MustParseAddr("198.18.2.2")}, Probe: config.ProbeEcho,
 		ProbeInterval: 10 * time.Millisecond, Netns: "other", LoadHigh: 0.5,
 		BloatDelta: 15 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 2, Window: 4,
-		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
+		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, Drain: time.Second, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
 		Refractory: 100 * time.Millisecond, Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
 		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second}
 	if in := c.Ingress; in.Auto || !reflect.DeepEqual(in.Autorate, want) || in.Rate != 3_750_000 {

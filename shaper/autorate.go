@@ -22,8 +22,8 @@ type autoRuns struct {
 // and decides without a probe reply (idle decay, stall); achievedOver is
 // the window of the achieved rate.
 const (
-	autoTick     = 100 * time.Millisecond
-	achievedOver = 5 // ticks
+	autoTick     = 50 * time.Millisecond
+	achievedOver = 4 // ticks: 200 ms, as cake-autorate's achieved rates
 )
 
 // autoRun is one direction's controller, its prober and its goroutine.
@@ -48,7 +48,7 @@ func autoSettings(a *config.AutorateConfig) autorate.Settings {
 		Min: a.Min, Base: a.Base, Max: a.Max,
 		LoadHigh: a.LoadHigh, BloatDelta: a.BloatDelta, BloatDeltaMax: a.BloatDeltaMax,
 		BloatSamples: a.BloatSamples, Window: a.Window,
-		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut,
+		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut, Drain: a.Drain,
 		GrowHigh: a.Grow, GrowDelta: a.GrowDelta, GrowWhenHeld: !a.GrowUnheld, BloatRefractory: a.Refractory,
 		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,

@@ -16,7 +16,7 @@ func newAutorateDescs(d func(name, help string, labels ...string) *prometheus.De
 		min:         d("pacer_autorate_min_bytes_per_second", "The auto direction's least rate (autorate.min).", dir...),
 		base:        d("pacer_autorate_base_bytes_per_second", "The auto direction's rate when idle (autorate.base).", dir...),
 		max:         d("pacer_autorate_max_bytes_per_second", "The auto direction's most rate (autorate.max).", dir...),
-		achieved:    d("pacer_autorate_achieved_bytes_per_second", "The direction's sent rate over the last half second, as its autorate controller saw it.", dir...),
+		achieved:    d("pacer_autorate_achieved_bytes_per_second", "The direction's sent rate over the last 200 ms, as its autorate controller saw it.", dir...),
 		delta:       d("pacer_autorate_delta_seconds", "The delay rise over the baseline that a majority of the live reflectors saw last.", dir...),
 		state:       d("pacer_autorate_state", "1 for the autorate controller's state (idle, loaded, bloated, stalled, off), 0 for the others.", "direction", "state"),
 		decisions:   d("pacer_autorate_decisions_total", "Changes of the auto rate, by kind: increase (loaded, no bloat), decrease (bloat or stall), decay (idle, toward base).", "direction", "decision"),

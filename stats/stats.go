@@ -210,8 +210,8 @@ type AutorateStats struct {
 	MinBytesPerSecond  uint64 `json:"min_bytes_per_second"`
 	BaseBytesPerSecond uint64 `json:"base_bytes_per_second"`
 	MaxBytesPerSecond  uint64 `json:"max_bytes_per_second"`
-	// AchievedBytesPerSecond is the direction's rate over the last half
-	// second, as the controller saw it.
+	// AchievedBytesPerSecond is the direction's rate over the last 200 ms,
+	// as the controller saw it.
 	AchievedBytesPerSecond uint64 `json:"achieved_bytes_per_second"`
 	// State is "idle", "loaded", "bloated" or "stalled" (AutorateStates);
 	// "off" when its probes could not start (the rate stays at base).

@@ -17,8 +17,11 @@
 //   - the link is bloated when BloatSamples of the last Window link-wide
 //     samples rose by BloatDelta or more;
 //   - bloated: the rate is cut (at most once a BloatRefractory) to the
-//     lower of the achieved rate × AchievedCut and the rate × a factor
-//     from CutLow (at BloatDelta) to CutHigh (at BloatDeltaMax);
+//     lower of the rate × a factor from CutLow (at BloatDelta) to CutHigh
+//     (at BloatDeltaMax) and the achieved rate × the lower of AchievedCut
+//     and 1 − delta/Drain (at least a half): a rate that drains the queue
+//     the delta shows within about Drain, where cake-autorate's fixed 0.9
+//     takes ten times the queue's delay;
 //   - loaded (achieved ≥ LoadHigh × rate) and not bloated: every new
 //     link-wide sample raises it by a factor from GrowHigh (delta up to
 //     GrowDelta) to 1 (at BloatDelta), not within a BloatRefractory of
@@ -68,6 +71,9 @@ type Settings struct {
 	// BloatDeltaMax (cake-autorate 0.99 and 0.75); AchievedCut is the
 	// factor on the achieved rate (cake-autorate 0.9).
 	CutLow, CutHigh, AchievedCut float64
+	// Drain is the time a cut to the achieved rate aims to drain the
+	// bottleneck's queue in (0: AchievedCut alone, as cake-autorate).
+	Drain time.Duration
 	// GrowHigh is the factor of a raise when the delta is at most
 	// GrowDelta; it falls to 1 at BloatDelta (cake-autorate 1.04 and
 	// 10 ms).
@@ -96,7 +102,7 @@ type Settings struct {
 }
 
 // DefaultSettings returns the defaults for rates min, base and max:
-// cake-autorate's, except GrowWhenHeld (pacer sees its own queue),
+// cake-autorate's, except GrowWhenHeld (pacer sees its own queue), Drain,
 // DeadAfter and RebaseAfter (cake-autorate replaces a bad reflector from
 // a pool; pacer leaves it out, see the package comment).
 func DefaultSettings(min, base, max uint64) Settings {
@@ -105,7 +111,7 @@ func DefaultSettings(min, base, max uint64) Settings {
 		LoadHigh:   0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond,
 		BloatSamples: 3, Window: 6,
-		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Drain: time.Second,
 		GrowHigh: 1.04, GrowDelta: 10 * time.Millisecond, GrowWhenHeld: true,
 		BloatRefractory: 300 * time.Millisecond,
 		DecayStep:       0.01, DecayEvery: time.Second,
@@ -137,6 +143,8 @@ func (s *Settings) Check() error {
 		return fmt.Errorf("decay step %v: want above 0, at most 1", s.DecayStep)
 	case !(s.BaselineUp > 0 && s.BaselineUp <= 1 && s.BaselineDown > 0 && s.BaselineDown <= 1):
 		return fmt.Errorf("baseline weights %v and %v: want above 0, at most 1", s.BaselineUp, s.BaselineDown)
+	case s.Drain < 0:
+		return fmt.Errorf("drain %v: want 0 or more", s.Drain)
 	case s.BloatRefractory < 0 || s.DecayEvery <= 0 || s.DeadAfter <= 0 || s.StallAfter < s.DeadAfter || s.RebaseAfter <= 0:
 		return fmt.Errorf("periods: want refractory >= 0, decay_every, dead_after, rebase_after > 0, stall_after >= dead_after")
 	}
@@ -380,7 +388,11 @@ func (c *Controller) Adjust(now int64, load Load) uint64 {
 			break
 		}
 		r := float64(c.rate) * c.cutFactor()
-		if a := float64(achieved) * c.s.AchievedCut; a > float64(c.s.Min) && a < r {
+		f := c.s.AchievedCut
+		if c.s.Drain > 0 {
+			f = min(f, max(1-c.delta/float64(c.s.Drain), 0.5))
+		}
+		if a := float64(achieved) * f; a > float64(c.s.Min) && a < r {
 			r = a
 		}
 		c.lastCut = now
