@@ -48,10 +48,10 @@ type AutorateConfig struct {
 	// BloatDeltaMax (0.99, 0.75); AchievedCut the factor on the achieved
 	// rate that a cut goes to if lower (0.9).
 	CutLow, CutHigh, AchievedCut float64
-	// Drain: a cut to the achieved rate goes at most to achieved × (1 −
-	// delta/Drain), at least half of it, so that the queue the delta shows
-	// drains within about Drain (default 1 s, 100 ms to 60 s; 60 s is about
-	// AchievedCut alone, as cake-autorate).
+	// Drain, if set (100 ms to 1 min), makes a cut to the achieved rate go
+	// at most to achieved × (1 − delta/Drain), at least half of it, so that
+	// the queue the delta shows drains within about Drain; 0 (the
+	// default): AchievedCut alone, as cake-autorate.
 	Drain time.Duration
 	// Grow is the factor of a raise while loaded with a rise of at most
 	// GrowDelta (1.04, 10 ms); it falls to 1 at BloatDelta.
@@ -126,7 +126,6 @@ const (
 	DefaultAutorateCutLow     = 0.99
 	DefaultAutorateCutHigh    = 0.75
 	DefaultAutorateAchieved   = 0.9
-	DefaultAutorateDrain      = time.Second
 	DefaultAutorateGrow       = 1.04
 	DefaultAutorateGrowDelta  = 10 * time.Millisecond
 	DefaultAutorateRefractory = 300 * time.Millisecond
@@ -190,7 +189,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"cut_low", d.number(&a.CutLow)},
 			{"cut_high", d.number(&a.CutHigh)},
 			{"achieved_cut", d.number(&a.AchievedCut)},
-			{"drain", d.duration(&a.Drain)},
+			{"drain", d.span(&a.Drain)},
 			{"grow", d.number(&a.Grow)},
 			{"grow_delta", d.span(&a.GrowDelta)},
 			{"grow_when", named(d, &a.GrowUnheld, "held or loaded", parseGrowWhen)},
@@ -259,7 +258,6 @@ func (a *AutorateConfig) setDefaults() {
 	deff(&a.CutLow, DefaultAutorateCutLow)
 	deff(&a.CutHigh, DefaultAutorateCutHigh)
 	deff(&a.AchievedCut, DefaultAutorateAchieved)
-	def(&a.Drain, DefaultAutorateDrain)
 	deff(&a.Grow, DefaultAutorateGrow)
 	if a.GrowDelta == 0 && a.BloatDelta > DefaultAutorateGrowDelta {
 		a.GrowDelta = DefaultAutorateGrowDelta
@@ -352,7 +350,7 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	if a.BloatSamples > a.Window {
 		v.errorf(p+".bloat_samples", "%d is more than window %d", a.BloatSamples, a.Window)
 	}
-	if a.Drain < 100*time.Millisecond || a.Drain > time.Minute {
+	if a.Drain != 0 && (a.Drain < 100*time.Millisecond || a.Drain > time.Minute) {
 		v.errorf(p+".drain", "%v is out of range [100ms, 1m0s]", a.Drain)
 	}
 	if a.StallAfter < a.DeadAfter {

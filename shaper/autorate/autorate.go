@@ -18,10 +18,10 @@
 //     samples rose by BloatDelta or more;
 //   - bloated: the rate is cut (at most once a BloatRefractory) to the
 //     lower of the rate × a factor from CutLow (at BloatDelta) to CutHigh
-//     (at BloatDeltaMax) and the achieved rate × the lower of AchievedCut
-//     and 1 − delta/Drain (at least a half): a rate that drains the queue
-//     the delta shows within about Drain, where cake-autorate's fixed 0.9
-//     takes ten times the queue's delay;
+//     (at BloatDeltaMax) and the achieved rate × AchievedCut (with Drain
+//     set: × the lower of AchievedCut and 1 − delta/Drain, at least a
+//     half, a rate that drains the queue the delta shows within about
+//     Drain, where a fixed 0.9 takes ten times the queue's delay);
 //   - loaded (achieved ≥ LoadHigh × rate) and not bloated: every new
 //     link-wide sample raises it by a factor from GrowHigh (delta up to
 //     GrowDelta) to 1 (at BloatDelta), not within a BloatRefractory of
@@ -102,7 +102,7 @@ type Settings struct {
 }
 
 // DefaultSettings returns the defaults for rates min, base and max:
-// cake-autorate's, except GrowWhenHeld (pacer sees its own queue), Drain,
+// cake-autorate's, except GrowWhenHeld (pacer sees its own queue),
 // DeadAfter and RebaseAfter (cake-autorate replaces a bad reflector from
 // a pool; pacer leaves it out, see the package comment).
 func DefaultSettings(min, base, max uint64) Settings {
@@ -111,7 +111,7 @@ func DefaultSettings(min, base, max uint64) Settings {
 		LoadHigh:   0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond,
 		BloatSamples: 3, Window: 6,
-		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Drain: time.Second,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9,
 		GrowHigh: 1.04, GrowDelta: 10 * time.Millisecond, GrowWhenHeld: true,
 		BloatRefractory: 300 * time.Millisecond,
 		DecayStep:       0.01, DecayEvery: time.Second,
