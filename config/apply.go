@@ -161,8 +161,11 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 }
 
 // ApplyDirection applies changes of link emulation (the keys of
-// EmulateConfig: delay, jitter, ..., trace, rates) to c's direction dir,
-// as ApplyClass does for a class.
+// EmulateConfig: delay, jitter, ..., trace, rates) and of the rate
+// ("auto", or a rate such as 30mbit: fixed) to c's direction dir, as
+// ApplyClass does for a class. A burst that was the default of the old
+// rate follows the new one; rate auto needs the direction's autorate
+// section (from the file).
 func (c *Config) ApplyDirection(dir string, changes []Change) error {
 	mtu, from, err := c.reads(dir)
 	if err != nil {
@@ -177,15 +180,29 @@ func (c *Config) ApplyDirection(dir string, changes []Change) error {
 		return err
 	}
 	d := a.decoder()
+	if a.given("rate") {
+		burstDefault := dc.Burst == DefaultBurst(dc.Rate, mtu)
+		d.mapping(a.node("rate"), "", []field{{"rate", d.directionRate(dc)}})
+		if burstDefault {
+			dc.Burst = 0 // setDefaults: the default of the new rate
+		}
+		if dc.Auto && dc.Autorate != nil {
+			dc.Rate = dc.Autorate.Base
+		}
+	}
 	a.emulateBefore(&dc.Emulate)
-	d.mapping(a.node(a.keysBut()...), "", d.emulateFields(&dc.Emulate))
+	d.mapping(a.node(a.keysBut("rate")...), "", d.emulateFields(&dc.Emulate))
 	a.emulateAfter(&dc.Emulate)
 	if len(d.errs) > 0 {
 		return joinSorted(d.errs)
 	}
+	if dc.Burst == 0 && dc.Rate > 0 {
+		dc.Burst = DefaultBurst(dc.Rate, mtu)
+	}
 	v := &validator{}
 	v.emulate("", &dc.Emulate, dc.Rate)
 	v.directionGlobal("", dc, mtu, from)
+	v.autorate("", dc)
 	return v.relative()
 }
 

@@ -47,6 +47,12 @@ type DirectionConfig struct {
 	// RTT is the round-trip time its fq classes' AQM assumes unless they
 	// give their own (config key rtt; 0: none, see FQConfig).
 	RTT time.Duration
+	// Auto (rate: auto) makes the direction's rate follow the link, as
+	// Autorate says: SetDefaults sets Rate to Autorate.Base, where it
+	// starts. Autorate may be set without Auto (a fixed rate now, auto
+	// after a live change).
+	Auto     bool
+	Autorate *AutorateConfig
 }
 
 // Mode is what a class does with a packet that finds its bucket short.
@@ -156,8 +162,9 @@ func DefaultBurst(rate uint64, mtu int) uint64 {
 func (d *decoder) direction(dc *DirectionConfig) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		d.mapping(n, path, append([]field{
-			{"rate", d.rate(&dc.Rate, "omit it for no limit")},
+			{"rate", d.directionRate(dc)},
 			{"burst", d.size(&dc.Burst)},
+			d.autorateField(&dc.Autorate),
 			{"classes", func(v *yaml.Node, p string) {
 				d.sequence(v, p, false, func(v *yaml.Node, p string) {
 					dc.Classes = append(dc.Classes, ClassConfig{})
@@ -244,6 +251,12 @@ func (dc *DirectionConfig) aqmPath(reverse time.Duration) aqmPath {
 
 func (dc *DirectionConfig) setDefaults(mtu int, reverse time.Duration) {
 	ap := dc.aqmPath(reverse)
+	if a := dc.Autorate; a != nil {
+		a.setDefaults()
+		if dc.Auto {
+			dc.Rate = a.Base
+		}
+	}
 	if g := dc.Global; g != nil {
 		g.setDefaults(mtu)
 		if dc.Rate == 0 {
@@ -303,6 +316,7 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 	v.emulate(path, &dc.Emulate, dc.Rate)
 	v.overhead(path, &dc.Overhead)
 	v.directionGlobal(path, dc, mtu, from)
+	v.autorate(path, dc)
 	v.directionTins(path, dc)
 	seen := map[string]int{}
 	for i := range dc.Classes {

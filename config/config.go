@@ -196,6 +196,11 @@ func (c *Config) SetDefaults() {
 	link := c.Link.Overhead.over(Wire{})
 	c.Egress.resolveWire(link)
 	c.Ingress.resolveWire(link)
+	for _, a := range []*AutorateConfig{c.Egress.Autorate, c.Ingress.Autorate} {
+		if a != nil && a.Netns == "" {
+			a.Netns = c.Link.Outer.Netns // probes leave from the WAN side
+		}
+	}
 	c.Egress.setDefaults(c.Link.Inner.MTU, c.Ingress.Emulate.Delay)
 	c.Ingress.setDefaults(c.Link.Outer.MTU, c.Egress.Emulate.Delay)
 	if c.Gateway != nil {

@@ -22,6 +22,9 @@ type direction struct {
 	link       *bucket.Bucket
 	emu        *emulate.Settings    // the direction's link emulation (nil: none)
 	global     *config.GlobalConfig // the direction's global limit (a copy; nil: none)
+	// auto is the direction's autorate settings (a copy) when its rate is
+	// auto; nil: a fixed rate (or a global one).
+	auto *config.AutorateConfig
 	// tree is the direction's classes as a tree (link sharing; nil: the
 	// classes share the direction's rate first come, first served).
 	// link is its root's cap and its root's spare, the lender of the
@@ -37,6 +40,9 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 	if cfg.Global != nil {
 		g := *cfg.Global
 		d.global = &g
+	}
+	if cfg.Auto {
+		d.auto = cfg.Autorate.Clone()
 	}
 	byName := map[string]*Class{}
 	if old != nil {

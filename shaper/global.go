@@ -81,8 +81,8 @@ type globalLeases struct {
 	mu     sync.Mutex
 	byID   map[string]*classLease // by direction "/" class
 	// dirs are the global directions' leases (egress, ingress; nil: none);
-	// dirLeased the rates their leases set last (0: none yet), kept across
-	// reloads.
+	// dirLeased the rates their leases (or an auto direction's
+	// controller) set last (0: none yet), kept across reloads.
 	dirs      [2]*global.Lease
 	dirLeased [2]atomic.Uint64
 	// rateMu orders a lease's setting of a direction's rate with install
@@ -211,21 +211,34 @@ func (l *Link) directionPtr(i int) *atomic.Pointer[direction] {
 }
 
 // directionRateOf returns the total rate direction i runs under cfg: the
-// config's, or for a global direction the one its lease set last.
+// config's, for a global direction the one its lease set last, for an
+// auto direction the one its controller set last (the config's, its
+// base, before the first).
 func (l *Link) directionRateOf(i int, cfg config.DirectionConfig) uint64 {
-	if cfg.Global == nil {
-		return cfg.Rate
+	switch {
+	case cfg.Global != nil:
+		return localRate(l.global.dirLeased[i].Load())
+	case cfg.Auto:
+		if r := l.global.dirLeased[i].Load(); r > 0 {
+			return localRate(r)
+		}
 	}
-	return localRate(l.global.dirLeased[i].Load())
+	return cfg.Rate
 }
 
 // setDirLeased sets global direction i's local rate (global.Unlimited:
 // open).
-func (l *Link) setDirLeased(i int, r uint64) {
+func (l *Link) setDirLeased(i int, r uint64) { l.setDirRate(i, r) }
+
+// setDirRate sets the rate that direction i's controller (its global
+// lease, or autorate) gives it; a direction that has no controller now
+// (a reload took it away) keeps its config's rate. dirLeased keeps r
+// across reloads.
+func (l *Link) setDirRate(i int, r uint64) {
 	l.global.rateMu.Lock()
 	defer l.global.rateMu.Unlock()
 	l.global.dirLeased[i].Store(r)
-	if d := l.directionPtr(i).Load(); d != nil && d.global != nil && d.link != nil {
+	if d := l.directionPtr(i).Load(); d != nil && (d.global != nil || d.auto != nil) && d.link != nil {
 		d.link.SetRate(localRate(r)) // in a tree, the root's spare too
 	}
 }

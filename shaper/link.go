@@ -66,6 +66,7 @@ type Link struct {
 	lostErr  error
 
 	global globalLeases // the global classes' leases
+	auto   autoRuns     // the auto directions' controllers
 }
 
 // madeDevice is a device Open made (tun.LinuxDevice), as Link.Made sees it.
@@ -268,6 +269,7 @@ func (l *Link) Apply(egress, ingress config.DirectionConfig) error {
 	}
 	if l.started {
 		l.syncGlobal()
+		l.syncAutorate()
 	}
 	return nil
 }
@@ -281,6 +283,7 @@ func (l *Link) Start() {
 	l.applyMu.Lock()
 	l.started = true
 	l.syncGlobal()
+	l.syncAutorate()
 	l.applyMu.Unlock()
 	l.sweepStop, l.sweepDone, l.watchDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go l.sweepKeys()
@@ -316,6 +319,7 @@ func (l *Link) Stop(drain time.Duration) {
 			runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-l.extraProcs, 1))
 		}
 		l.stopGlobal()
+		l.stopAutorate()
 		for _, w := range l.workers {
 			if w.ring != nil {
 				if err := w.ring.Close(); err != nil {

@@ -141,7 +141,7 @@ func (l *Link) DirectionStats() []stats.DirectionStats {
 	}
 	for _, dp := range []*atomic.Pointer[direction]{&l.egress, &l.ingress} {
 		d := dp.Load()
-		ds := stats.DirectionStats{Direction: d.name, Global: globals[d.name]}
+		ds := stats.DirectionStats{Direction: d.name, Global: globals[d.name], Autorate: l.AutorateStats(d.name)}
 		if d.link != nil {
 			ds.RateBytesPerSecond = d.link.Rate()
 			ds.BurstBytes = d.link.Limit()

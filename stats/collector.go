@@ -84,6 +84,7 @@ type Collector struct {
 	linkUp                         *prometheus.Desc
 	buildInfo                      *prometheus.Desc
 	global                         globalDescs
+	autorate                       autorateDescs
 }
 
 // NewCollector returns a collector reading src. up reports whether the
@@ -131,6 +132,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
 		buildInfo:       d("pacer_build_info", "pacer's version; always 1.", "version", "revision", "goversion"),
 		global:          newGlobalDescs(d, class),
+		autorate:        newAutorateDescs(d),
 	}
 }
 
@@ -146,6 +148,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	c.global.describe(ch)
+	c.autorate.describe(ch)
 }
 
 // Collect reads the Source once and sends the metrics.
@@ -170,6 +173,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if ds.Global != nil {
 			c.global.collect(gauge, counter, ds.Global, []string{ds.Direction, DirectionClass})
+		}
+		if ds.Autorate != nil {
+			c.autorate.collect(gauge, counter, ds.Autorate, ds.Direction)
 		}
 		counter(c.groSuper, ds.GROSuperPackets, ds.Direction)
 		counter(c.groPackets, ds.GROPackets, ds.Direction)

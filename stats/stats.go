@@ -201,6 +201,50 @@ type GlobalStats struct {
 	Failures        uint64  `json:"failures"`
 }
 
+// AutorateStats is a direction's autorate controller (rate: auto), as it
+// last decided.
+type AutorateStats struct {
+	// RateBytesPerSecond is the rate it set last, within Min and Max
+	// (Base: where it starts and idles).
+	RateBytesPerSecond uint64 `json:"rate_bytes_per_second"`
+	MinBytesPerSecond  uint64 `json:"min_bytes_per_second"`
+	BaseBytesPerSecond uint64 `json:"base_bytes_per_second"`
+	MaxBytesPerSecond  uint64 `json:"max_bytes_per_second"`
+	// AchievedBytesPerSecond is the direction's rate over the last 200 ms,
+	// as the controller saw it.
+	AchievedBytesPerSecond uint64 `json:"achieved_bytes_per_second"`
+	// State is "idle", "loaded", "bloated" or "stalled" (AutorateStates);
+	// "off" when its probes could not start (the rate stays at base).
+	State string `json:"state"`
+	// DeltaSeconds is the delay rise a majority of the live reflectors
+	// saw last.
+	DeltaSeconds float64 `json:"delta_seconds"`
+	// Increases, Decreases and Decays count the rate's changes.
+	Increases uint64 `json:"increases"`
+	Decreases uint64 `json:"decreases"`
+	Decays    uint64 `json:"decays"`
+	// ProbesSent and ProbesReceived count the ICMP probes and replies.
+	ProbesSent     uint64           `json:"probes_sent"`
+	ProbesReceived uint64           `json:"probes_received"`
+	Reflectors     []ReflectorStats `json:"reflectors"`
+}
+
+// ReflectorStats is one reflector of an autorate controller.
+type ReflectorStats struct {
+	Address string `json:"address"`
+	// Probe is "timestamp" (one-way delays) or "echo" (round trips).
+	Probe string `json:"probe"`
+	// BaselineSeconds is its tracked delay, DeltaSeconds its last rise
+	// over it; Live says it answered lately.
+	BaselineSeconds float64 `json:"baseline_seconds"`
+	DeltaSeconds    float64 `json:"delta_seconds"`
+	Live            bool    `json:"live"`
+	Samples         uint64  `json:"samples"`
+}
+
+// AutorateStates are the values of AutorateStats.State.
+var AutorateStates = []string{"idle", "loaded", "bloated", "stalled", "off"}
+
 // GlobalStates are the values of GlobalStats.State.
 var GlobalStates = []string{"starting", "leased", "fallback"}
 
@@ -215,6 +259,9 @@ type DirectionStats struct {
 	// from Redis); nil for a direction without one. The collector reports
 	// it with the pacer_global_* metrics under class="*".
 	Global *GlobalStats `json:"global,omitempty"`
+	// Autorate is the direction's autorate controller; nil unless its
+	// rate is auto.
+	Autorate *AutorateStats `json:"autorate,omitempty"`
 	// GROSuperPackets counts the GSO super-packets the direction's workers
 	// built from packets of a write batch (userspace GRO) and wrote;
 	// GROPackets counts the packets those carried.

@@ -483,3 +483,50 @@ func TestSamplerRun(t *testing.T) {
 		t.Errorf("constant counters: %+v, want a window and rate 0", r)
 	}
 }
+
+// TestCollectorAutorate: an auto direction has its controller's figures:
+// rates, state set, decisions and probes, each reflector's baseline,
+// delta and liveness.
+func TestCollectorAutorate(t *testing.T) {
+	src := sampleSource()
+	src.dirs[0].Autorate = &stats.AutorateStats{RateBytesPerSecond: 2_925_000, MinBytesPerSecond: 625_000, BaseBytesPerSecond: 2_500_000,
+		MaxBytesPerSecond: 10_000_000, AchievedBytesPerSecond: 2_800_000, State: "loaded", DeltaSeconds: 0.004,
+		Increases: 10, Decreases: 3, Decays: 1, ProbesSent: 200, ProbesReceived: 198,
+		Reflectors: []stats.ReflectorStats{{Address: "198.18.2.2", Probe: "timestamp", BaselineSeconds: 0.01, DeltaSeconds: 0.002, Live: true, Samples: 99},
+			{Address: "198.18.2.3", Probe: "echo", BaselineSeconds: 0.02, Live: false, Samples: 99}}}
+	c := stats.NewCollector(src, build, nil)
+	want := `
+# HELP pacer_autorate_decisions_total Changes of the auto rate, by kind: increase (loaded, no bloat), decrease (bloat or stall), decay (idle, toward base).
+# TYPE pacer_autorate_decisions_total counter
+pacer_autorate_decisions_total{decision="decay",direction="egress"} 1
+pacer_autorate_decisions_total{decision="decrease",direction="egress"} 3
+pacer_autorate_decisions_total{decision="increase",direction="egress"} 10
+# HELP pacer_autorate_rate_bytes_per_second The rate the direction's autorate controller set last (rate: auto).
+# TYPE pacer_autorate_rate_bytes_per_second gauge
+pacer_autorate_rate_bytes_per_second{direction="egress"} 2.925e+06
+# HELP pacer_autorate_reflector_live 1 if the reflector answered lately, else 0 (left out of the decision).
+# TYPE pacer_autorate_reflector_live gauge
+pacer_autorate_reflector_live{direction="egress",reflector="198.18.2.2"} 1
+pacer_autorate_reflector_live{direction="egress",reflector="198.18.2.3"} 0
+# HELP pacer_autorate_state 1 for the autorate controller's state (idle, loaded, bloated, stalled, off), 0 for the others.
+# TYPE pacer_autorate_state gauge
+pacer_autorate_state{direction="egress",state="bloated"} 0
+pacer_autorate_state{direction="egress",state="idle"} 0
+pacer_autorate_state{direction="egress",state="loaded"} 1
+pacer_autorate_state{direction="egress",state="off"} 0
+pacer_autorate_state{direction="egress",state="stalled"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "pacer_autorate_decisions_total", "pacer_autorate_rate_bytes_per_second",
+		"pacer_autorate_reflector_live", "pacer_autorate_state"); err != nil {
+		t.Error(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,6 +52,9 @@ commands:
         age; -json prints the daemon's full answer (counters in bytes)
   watch [-interval 1s]
         status, redrawn in place until interrupted (Ctrl-C)
+  set DIRECTION rate=auto|RATE
+        switch a direction's total rate live: auto (its autorate section
+        in the config file decides it; see docs/autorate.md) or fixed
   set DIRECTION CLASS SETTING=VALUE...
         change a running class; settings:
           rate=RATE  burst=SIZE  peak=RATE|none  backlog=DURATION
@@ -94,7 +98,7 @@ commands:
         before): it takes the packets that match no class
   direction DIRECTION SETTING=VALUE...
         change a direction's own link emulation (emulation settings as
-        above), for every packet of the direction
+        above), for every packet of the direction, and rate=auto|RATE
   flows DIRECTION CLASS [-n 20] [-sort queued|sent] [-json]
         the flows of a class with queue fq, most bytes queued (or sent)
         first: protocol, addresses and ports, TUN queue, queued bytes and
@@ -121,6 +125,7 @@ examples:
   pacerctl flows egress bulk -n 10
   pacerctl keys egress clients -n 10
   pacerctl set egress bulk rate=20mbit burst=64kb
+  pacerctl set egress rate=auto
   pacerctl set egress bulk aqm=codel isolate=hosts
   pacerctl add egress voip rate=1mbit match.proto=udp match.dport=5060-5061 before=bulk
   pacerctl set egress bulk delay=40ms jitter=5ms distribution=normal loss=1%
@@ -210,6 +215,9 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		}
 		return watch(ctx, c, stdout, *interval)
 	case "set":
+		if len(args) >= 2 && strings.Contains(args[1], "=") {
+			return setDirection(ctx, c, stdout, "set", args[0], args[1:]) // set DIRECTION rate=auto
+		}
 		if len(args) < 3 {
 			return usagef("set needs DIRECTION CLASS and at least one SETTING=VALUE")
 		}
@@ -241,20 +249,7 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		if len(args) < 2 {
 			return usagef("direction needs DIRECTION and at least one SETTING=VALUE")
 		}
-		s, err := settings("direction", args[1:], emulationKeys...)
-		if err != nil {
-			return err
-		}
-		emu, err := emulationSettings("direction", s)
-		if err != nil {
-			return err
-		}
-		d, err := c.SetDirection(ctx, args[0], control.DirectionSetRequest{EmulationChange: emu})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s: %s\n", d.Name, cmp.Or(emulation(d.Emulation), "no emulation"))
-		return nil
+		return setDirection(ctx, c, stdout, "direction", args[0], args[1:])
 	case "remove", "rm":
 		if len(args) != 2 {
 			return usagef("remove needs DIRECTION CLASS")
@@ -283,6 +278,33 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		return nil
 	}
 	return usagef("unknown command %q", name)
+}
+
+// setDirection changes a direction's own settings: its rate (auto, or a
+// rate) and its link emulation.
+func setDirection(ctx context.Context, c *control.Client, stdout io.Writer, cmd, dir string, args []string) error {
+	s, err := settings(cmd, args, append([]string{"rate"}, emulationKeys...)...)
+	if err != nil {
+		return err
+	}
+	emu, err := emulationSettings(cmd, s)
+	if err != nil {
+		return err
+	}
+	d, err := c.SetDirection(ctx, dir, control.DirectionSetRequest{Rate: s["rate"], EmulationChange: emu})
+	if err != nil {
+		return err
+	}
+	var parts []string
+	switch {
+	case d.Autorate != nil:
+		parts = append(parts, "rate auto "+formatBitRate(float64(d.Autorate.RateBytesPerSecond)))
+	case d.Rate != "":
+		parts = append(parts, "rate "+d.Rate)
+	}
+	parts = append(parts, cmp.Or(emulation(d.Emulation), "no emulation"))
+	fmt.Fprintf(stdout, "%s: %s\n", d.Name, strings.Join(parts, "; "))
+	return nil
 }
 
 // parseSub parses a command's flags and wants exactly n arguments after

@@ -414,7 +414,8 @@ func TestRun(t *testing.T) {
 			stdout: "ingress: delay 40ms loss ge p=1% r=20%\n"},
 		{name: "direction off", args: []string{"-socket", sock, "direction", "ingress", "delay=0s"}, code: exitOK, stdout: "ingress: no emulation\n"},
 		{name: "direction without settings", args: []string{"-socket", sock, "direction", "ingress"}, code: exitUsage, stderr: "direction needs DIRECTION and at least one SETTING=VALUE"},
-		{name: "direction class setting", args: []string{"-socket", sock, "direction", "ingress", "rate=1mbit"}, code: exitUsage, stderr: `direction: unknown setting "rate"`},
+		{name: "direction class setting", args: []string{"-socket", sock, "direction", "ingress", "peak=1mbit"}, code: exitUsage, stderr: `direction: unknown setting "peak"`},
+		{name: "set direction unknown", args: []string{"-socket", sock, "set", "ingress", "peak=1mbit"}, code: exitUsage, stderr: `set: unknown setting "peak"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -494,5 +495,22 @@ func TestWriteTableDirectionGlobal(t *testing.T) {
 	first, _, _ := strings.Cut(b.String(), "\n")
 	if want := "egress: total rate 20mbit, burst 5mb; global site fallback share 20mbit of 40mbit, 2 hosts, age 1.5s"; first != want {
 		t.Errorf("direction line %q, want %q", first, want)
+	}
+}
+
+// An auto direction shows its controller: the rate it set, min and max,
+// its state, last delta and live reflectors.
+func TestWriteTableAutorate(t *testing.T) {
+	st := sampleStatus()
+	st.Directions[0].Autorate = &stats.AutorateStats{RateBytesPerSecond: 2_925_000, MinBytesPerSecond: 625_000, BaseBytesPerSecond: 2_500_000,
+		MaxBytesPerSecond: 10_000_000, State: "loaded", DeltaSeconds: 0.0031,
+		Reflectors: []stats.ReflectorStats{{Address: "198.18.2.2", Live: true}, {Address: "198.18.2.3"}}}
+	var b bytes.Buffer
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	want := "egress: rate auto 23.4mbit (min 5, max 80), loaded, delta 3ms, reflectors 1/2 live\n"
+	if first, _, _ := strings.Cut(b.String(), "DIRECTION"); first != want {
+		t.Errorf("got:\n%s\nwant first line:\n%s", b.String(), want)
 	}
 }

@@ -79,6 +79,10 @@ func writeTable(w io.Writer, st *control.Status) error {
 	for _, d := range st.Directions {
 		var parts []string
 		switch {
+		case d.Autorate != nil:
+			a := d.Autorate
+			parts = append(parts, fmt.Sprintf("rate auto %s (min %s, max %s), %s", formatBitRate(float64(a.RateBytesPerSecond)),
+				strings.TrimSuffix(formatBitRate(float64(a.MinBytesPerSecond)), "mbit"), strings.TrimSuffix(formatBitRate(float64(a.MaxBytesPerSecond)), "mbit"), autoState(a)))
 		case d.Rate != "" && d.Trace == "" && len(d.Rates) == 0:
 			parts = append(parts, "total rate "+d.Rate+", burst "+d.Burst)
 		case d.Rate != "":
@@ -307,6 +311,19 @@ func emulation(e control.Emulation) string {
 		parts = append(parts, fmt.Sprintf("rates %d steps/%s", n-1, e.Rates[n-1].At))
 	}
 	return strings.Join(parts, " ")
+}
+
+// autoState writes an autorate controller's state and reflectors:
+// "loaded, delta 3ms, reflectors 2/3 live".
+func autoState(a *stats.AutorateStats) string {
+	live := 0
+	for _, r := range a.Reflectors {
+		if r.Live {
+			live++
+		}
+	}
+	return fmt.Sprintf("%s, delta %s, reflectors %d/%d live", a.State,
+		time.Duration(a.DeltaSeconds*1e9).Round(time.Millisecond), live, len(a.Reflectors))
 }
 
 // formatBitRate writes bytes per second as bits per second in tc's decimal

@@ -368,6 +368,7 @@ func cloneConfig(c *config.Config) *config.Config {
 		}
 		dc.Emulate = dc.Emulate.Clone()
 		dc.Global = dc.Global.Clone()
+		dc.Autorate = dc.Autorate.Clone()
 		return dc
 	}
 	return &config.Config{

@@ -47,7 +47,7 @@ func (d *daemon) directionStatus(dir string) (*control.Direction, error) {
 // directionOf writes a direction's settings: its rate and burst as the
 // link runs them and its emulation from cfg.
 func directionOf(ds stats.DirectionStats, cfg *config.Config) control.Direction {
-	out := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond, Global: ds.Global}
+	out := control.Direction{Name: ds.Direction, RateBytesPerSecond: ds.RateBytesPerSecond, Global: ds.Global, Autorate: ds.Autorate}
 	if ds.RateBytesPerSecond > 0 {
 		out.Rate, out.Burst = config.FormatRate(ds.RateBytesPerSecond), config.FormatSize(ds.BurstBytes)
 	}
@@ -67,12 +67,16 @@ func setDirection(cfg *config.Config, dir string, req control.DirectionSetReques
 		return err
 	}
 	if req == (control.DirectionSetRequest{}) {
-		return badRequest("nothing to set: give delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates")
+		return badRequest("nothing to set: give rate, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace or rates")
 	}
 	if err := checkTracePath(req.Trace); err != nil {
 		return err
 	}
-	if err := cfg.ApplyDirection(dir, emulationChanges(req.EmulationChange)); err != nil {
+	ch := emulationChanges(req.EmulationChange)
+	if req.Rate != "" {
+		ch = append(ch, config.Change{Key: "rate", Value: req.Rate})
+	}
+	if err := cfg.ApplyDirection(dir, ch); err != nil {
 		return &requestError{status: http.StatusBadRequest, err: err}
 	}
 	return nil

@@ -262,7 +262,7 @@ func TestControlSetDirection(t *testing.T) {
 		status    int
 		errorText string
 	}{
-		{"nothing", "egress", control.EmulationChange{}, 400, "nothing to set: give delay, jitter"},
+		{"nothing", "egress", control.EmulationChange{}, 400, "nothing to set: give rate, delay, jitter"},
 		{"unknown direction", "up", control.EmulationChange{Delay: "1ms"}, 404, `unknown direction "up"`},
 		{"schedule without rate", "ingress", control.EmulationChange{Rates: &[]control.RateStep{{At: "0s", Rate: "1mbit"}, {At: "1s"}}}, 400,
 			"rates: a schedule replaces the rate, which must be set too"},
@@ -305,5 +305,28 @@ func TestControlStatusEmulation(t *testing.T) {
 	}
 	if !strings.Contains(st.Classes[1].Config.Rates[0].Rate, "12mbit") {
 		t.Errorf("video config %+v", st.Classes[1].Config.Emulation)
+	}
+}
+
+// PATCH a direction's rate: a fixed rate applies at once (burst
+// following it); auto without an autorate section is refused and leaves
+// the running config.
+func TestControlSetDirectionRate(t *testing.T) {
+	d, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	dir, err := c.SetDirection(ctx, "ingress", control.DirectionSetRequest{Rate: "30mbit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir.Rate != "30mbit" || dir.RateBytesPerSecond != 3_750_000 || dir.Autorate != nil || d.running().Ingress.Rate != 3_750_000 {
+		t.Errorf("after rate=30mbit: %+v", dir)
+	}
+	running := d.running()
+	_, err = c.SetDirection(ctx, "ingress", control.DirectionSetRequest{Rate: "auto"})
+	wantStatus(t, err, 400, "rate auto needs an autorate section")
+	_, err = c.SetDirection(ctx, "ingress", control.DirectionSetRequest{Rate: "fast"})
+	wantStatus(t, err, 400, "rate")
+	if d.running() != running {
+		t.Errorf("a failed set replaced the running config")
 	}
 }

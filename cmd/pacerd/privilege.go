@@ -15,6 +15,8 @@ package main
 //	create a named namespace (unshare, bind mount)   CAP_SYS_ADMIN
 //	gateway mode: nftables, ip rules, sysctls        CAP_NET_ADMIN
 //	metrics.listen on a port below 1024              CAP_NET_BIND_SERVICE
+//	autorate probes (raw ICMP sockets)               CAP_NET_RAW
+//	  from a named namespace (setns)                 CAP_SYS_ADMIN
 //	control socket, metrics on a high port           none
 //	open /dev/net/tun as a user other than root      read and write access to it
 //	                                                 (mode 0666, or CAP_DAC_OVERRIDE)
@@ -26,6 +28,8 @@ package main
 //	gateway mode: remove its rules, routes,          CAP_NET_ADMIN
 //	  addresses, restore sysctls
 //	remove a named namespace pacerd created (umount) CAP_SYS_ADMIN
+//	autorate probes, opened anew when a direction    CAP_NET_RAW (and CAP_SYS_ADMIN
+//	  becomes auto or its section changes              for a named namespace)
 //	reload, control API, metrics                     none
 
 import (
@@ -33,8 +37,11 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pacer-dev/pacer/config"
 )
 
 // Linux capability numbers pacerd names (linux/capability.h).
@@ -43,6 +50,7 @@ const (
 	capSetPCap        = 8
 	capNetBindService = 10
 	capNetAdmin       = 12
+	capNetRaw         = 13
 	capSysAdmin       = 21
 )
 
@@ -331,6 +339,42 @@ func keepNeeds(gateway bool, createdNetns []string, uid int) []need {
 		}
 	}
 	return needs
+}
+
+// autorateNeeds lists what the autorate probes need, at setup and for as
+// long as the link runs (a direction switched to rate auto, or whose
+// autorate section changed, opens its probe sockets anew): CAP_NET_RAW for
+// raw ICMP sockets, and CAP_SYS_ADMIN to open them in named namespaces
+// (probeNetns: the autorate sections' netns, "" for pacerd's own). None
+// without an autorate section (sections is 0).
+func autorateNeeds(sections int, probeNetns []string) []need {
+	if sections == 0 {
+		return nil
+	}
+	needs := []need{{cap: capNetRaw, why: "to send the autorate probes (raw ICMP sockets), at start and whenever a direction switches to rate auto"}}
+	var named []string
+	for _, ns := range probeNetns {
+		if ns != "" && !slices.Contains(named, ns) {
+			named = append(named, ns)
+		}
+	}
+	if len(named) > 0 {
+		needs = append(needs, need{cap: capSysAdmin, why: "to open the autorate probes in " + plural(len(named), "network namespace") + " " + joinAnd(named)})
+	}
+	return needs
+}
+
+// configAutorateNeeds is autorateNeeds for cfg's autorate sections.
+func configAutorateNeeds(cfg *config.Config) []need {
+	n := 0
+	var netns []string
+	for _, a := range []*config.AutorateConfig{cfg.Egress.Autorate, cfg.Ingress.Autorate} {
+		if a != nil {
+			n++
+			netns = append(netns, a.Netns)
+		}
+	}
+	return autorateNeeds(n, netns)
 }
 
 // describeNeeds is needs for a log line: "CAP_NET_ADMIN to ...; CAP_SYS_ADMIN

@@ -28,7 +28,7 @@ func checkPrivileges(cfg *config.Config) error {
 	if err != nil {
 		return nil
 	}
-	if err := missingCapsError(tc.Eff, setupNeeds(gatherSetupFacts(cfg))); err != nil {
+	if err := missingCapsError(tc.Eff, append(setupNeeds(gatherSetupFacts(cfg)), configAutorateNeeds(cfg)...)); err != nil {
 		return err
 	}
 	// Root has CAP_DAC_OVERRIDE or owns the device; others need its mode.
@@ -82,6 +82,9 @@ func dropPrivileges(d *daemon, log *slog.Logger) error {
 		created = l.CreatedNetns()
 	}
 	keep := keepNeeds(d.gateway != nil, created, os.Geteuid())
+	if cfg := d.running(); cfg != nil {
+		keep = append(keep, configAutorateNeeds(cfg)...)
+	}
 	before, after, err := dropCapabilities(needSet(keep))
 	if errors.Is(err, errCgo) {
 		log.Warn("capabilities not dropped", "kept", before.Eff.String(), "err", err)

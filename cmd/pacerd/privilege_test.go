@@ -252,3 +252,19 @@ func TestJoinAnd(t *testing.T) {
 		}
 	}
 }
+
+// TestAutorateNeeds: an autorate section needs CAP_NET_RAW (probes), and
+// CAP_SYS_ADMIN for probes from a named namespace, each named once;
+// without a section nothing.
+func TestAutorateNeeds(t *testing.T) {
+	if n := autorateNeeds(0, nil); n != nil {
+		t.Errorf("no section: %v", n)
+	}
+	if got := describeNeeds(autorateNeeds(1, []string{""})); got != "CAP_NET_RAW to send the autorate probes (raw ICMP sockets), at start and whenever a direction switches to rate auto" {
+		t.Errorf("pacerd's namespace: %q", got)
+	}
+	n := autorateNeeds(2, []string{"wan", "wan"})
+	if len(n) != 2 || n[1].cap != capSysAdmin || n[1].why != "to open the autorate probes in network namespace wan" {
+		t.Errorf("named namespace: %+v", n)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,9 +62,14 @@ const (
 type shellSettings struct {
 	path             string // -config; "": none
 	uplink, downlink uint64 // bytes per second; 0: not given
-	metrics, control string // "": not given
-	queues           *int   // nil: not given
-	offload          *bool  // nil: not given
+	// uplinkAuto and downlinkAuto: -uplink auto, -downlink auto; the
+	// rate follows the link (the file's autorate section, or
+	// shellAutorate's rates probing reflectors).
+	uplinkAuto, downlinkAuto bool
+	reflectors               []netip.Addr
+	metrics, control         string // "": not given
+	queues                   *int   // nil: not given
+	offload                  *bool  // nil: not given
 	// Link emulation, as mm-delay, mm-loss and mm-link: a one-way delay
 	// and a loss percentage in both directions, and Mahimahi traces per
 	// direction.
@@ -83,8 +89,9 @@ func runShell(args []string, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	configPath := fs.String("config", "", "config `file` (YAML) whose classes apply; its link section is replaced")
-	uplink := fs.String("uplink", "", "`rate` from CMD to the world (egress), tc units: 10mbit, 1.5mbit, 500kbit")
-	downlink := fs.String("downlink", "", "`rate` from the world to CMD (ingress)")
+	uplink := fs.String("uplink", "", "`rate` from CMD to the world (egress), tc units: 10mbit, 1.5mbit, 500kbit; auto: follow the link (docs/autorate.md)")
+	downlink := fs.String("downlink", "", "`rate` from the world to CMD (ingress), or auto")
+	reflectors := fs.String("reflectors", "", "`addresses` (comma-separated) that auto rates probe with ICMP, beyond the link's bottleneck; required for auto unless the config file's autorate section names them")
 	metrics := fs.String("metrics", "", "metrics `address` (default: the file's metrics.listen, else 127.0.0.1 with a free port)")
 	controlSocket := fs.String("control", "", "control `socket` (default: the file's control.socket, else /run/pacer-shell-ID.sock)")
 	queues := fs.Int("queues", 0, "queues per device (0: one per CPU)")
@@ -108,8 +115,13 @@ func runShell(args []string, stderr io.Writer) int {
 	for _, r := range []struct {
 		flag, text string
 		dst        *uint64
-	}{{"uplink", *uplink, &set.uplink}, {"downlink", *downlink, &set.downlink}} {
+		auto       *bool
+	}{{"uplink", *uplink, &set.uplink, &set.uplinkAuto}, {"downlink", *downlink, &set.downlink, &set.downlinkAuto}} {
 		if r.text == "" {
+			continue
+		}
+		if r.text == "auto" {
+			*r.auto = true
 			continue
 		}
 		v, err := config.ParseRate(r.text)
@@ -118,6 +130,16 @@ func runShell(args []string, stderr io.Writer) int {
 			return exitUsage
 		}
 		*r.dst = v
+	}
+	if *reflectors != "" {
+		for _, f := range strings.Split(*reflectors, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(f))
+			if err != nil {
+				fmt.Fprintf(stderr, "pacerd shell: -reflectors: %v\n", err)
+				return exitUsage
+			}
+			set.reflectors = append(set.reflectors, a)
+		}
 	}
 	set.delay = *delay
 	if *loss != "" {
@@ -396,6 +418,19 @@ func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultContr
 		shellRate(&cfg.Ingress, set.downlink)
 	}
 	for _, d := range []struct {
+		dc   *config.DirectionConfig
+		auto bool
+		flag string
+	}{{&cfg.Egress, set.uplinkAuto, "-uplink"}, {&cfg.Ingress, set.downlinkAuto, "-downlink"}} {
+		if !d.auto {
+			continue
+		}
+		shellAuto(d.dc, set.reflectors)
+		if len(d.dc.Autorate.Reflectors) == 0 {
+			return nil, fmt.Errorf("%s auto: give -reflectors (addresses beyond the link's bottleneck that answer ICMP) or an autorate section in -config", d.flag)
+		}
+	}
+	for _, d := range []struct {
 		dc    *config.DirectionConfig
 		trace string
 		flag  string
@@ -444,6 +479,30 @@ func shellRate(dc *config.DirectionConfig, rate uint64) {
 		return
 	}
 	dc.Rate, dc.Burst = rate, 0
+}
+
+// shellAutorate are the rates of -uplink auto and -downlink auto without
+// a config file's autorate section: cake-autorate's defaults for a
+// download (5, 20 and 80 Mbit/s).
+var shellAutorate = config.AutorateConfig{Min: 625_000, Base: 2_500_000, Max: 10_000_000}
+
+// shellAuto makes a direction's rate auto (-uplink auto): its autorate
+// section from the file, else shellAutorate's rates, with -reflectors
+// (if given) as the reflectors. A direction without classes gets a
+// default class at the most rate, so that its traffic is fair-queued
+// under the auto total.
+func shellAuto(dc *config.DirectionConfig, reflectors []netip.Addr) {
+	if dc.Autorate == nil {
+		a := shellAutorate
+		dc.Autorate = &a
+	}
+	if len(reflectors) > 0 {
+		dc.Autorate.Reflectors = reflectors
+	}
+	dc.Auto, dc.Rate, dc.Burst = true, 0, 0
+	if len(dc.Classes) == 0 && dc.Default == nil {
+		dc.Default = &config.ClassConfig{Name: shaper.DefaultClass, Rate: dc.Autorate.Max}
+	}
 }
 
 // topLevelKeys returns the keys of a YAML document's top-level mapping;

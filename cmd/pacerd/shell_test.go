@@ -125,3 +125,29 @@ func TestShellUsage(t *testing.T) {
 		t.Errorf("missing program: exit %d, want %d\n%s", code, exitNotFound, stderr.String())
 	}
 }
+
+// TestShellConfigAuto: -uplink auto and -downlink auto make the
+// directions' rates auto at shellAutorate's rates with -reflectors,
+// probing from the shell's outer side; without reflectors they fail.
+func TestShellConfigAuto(t *testing.T) {
+	inner := config.LinkConfig{Name: "pacer-i-abc123", Netns: "pacer-shell-abc123", MTU: 1500,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("100.64.0.2/32")}, Peer: netip.MustParseAddr("100.64.0.1")}
+	outer := config.LinkConfig{Name: "pacer-o-abc123", MTU: 1500,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("100.64.0.1/32")}, Peer: netip.MustParseAddr("100.64.0.2")}
+	refl := []netip.Addr{netip.MustParseAddr("198.18.2.2")}
+	cfg, err := shellConfig(shellSettings{uplinkAuto: true, downlinkAuto: true, reflectors: refl}, inner, outer, "/run/x.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range []config.DirectionConfig{cfg.Egress, cfg.Ingress} {
+		a := dc.Autorate
+		if !dc.Auto || a == nil || a.Min != 625_000 || a.Base != 2_500_000 || a.Max != 10_000_000 || dc.Rate != a.Base ||
+			len(a.Reflectors) != 1 || a.Reflectors[0] != refl[0] || a.Netns != "" || dc.Default == nil || dc.Default.Rate != a.Max {
+			t.Errorf("direction %+v autorate %+v: want auto 5/20/80mbit probing 198.18.2.2 from the outer side, a default class at max", dc, a)
+		}
+	}
+	_, err = shellConfig(shellSettings{uplinkAuto: true}, inner, outer, "/run/x.sock")
+	if err == nil || !strings.Contains(err.Error(), "-uplink auto: give -reflectors") {
+		t.Errorf("auto without reflectors: %v", err)
+	}
+}

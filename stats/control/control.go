@@ -76,6 +76,9 @@ type Direction struct {
 	// Global is the direction's own global limit (its total rate leased
 	// from Redis); nil without one.
 	Global *stats.GlobalStats `json:"global,omitempty"`
+	// Autorate is the direction's autorate controller when its rate is
+	// auto (Rate is then the rate it set last); nil otherwise.
+	Autorate *stats.AutorateStats `json:"autorate,omitempty"`
 }
 
 // Class is one class: its configuration as in the config file, its
@@ -241,9 +244,11 @@ type EmulationChange struct {
 }
 
 // DirectionSetRequest changes a direction's own link emulation (PATCH
-// DirectionsPath/direction); see EmulationChange. Its rate and burst
-// change by a reload.
+// DirectionsPath/direction); see EmulationChange. Rate, if set, is
+// "auto" (the autorate section from the config file decides the rate)
+// or a rate such as "30mbit" (fixed); its burst changes by a reload.
 type DirectionSetRequest struct {
+	Rate string `json:"rate,omitempty"`
 	EmulationChange
 }
 

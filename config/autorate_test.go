@@ -1,0 +1,121 @@
+package config_test
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/config"
+)
+
+func TestParseConfigAutorate(t *testing.T) {
+	y := "link:\n  inner: {name: pace-in}\n  outer: {name: pace-out, netns: wan}\n" +
+		"egress:\n  rate: auto\n  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.2.2, '2001:2::1']}\n" +
+		"ingress:\n  rate: 30mbit\n  autorate:\n    min: 1mbit\n    base: 2mbit\n    max: 3mbit\n    reflectors: [198.18.2.2]\n" +
+		"    probe: echo\n    probe_interval: 10ms\n    netns: other\n    load_high: 0.5\n    bloat_delta: 15ms\n    bloat_samples: 2\n" +
+		"    window: 4\n    drain: 1s\n    cut_low: 0.95\n    cut_high: 0.5\n    achieved_cut: 0.8\n    grow: 1.1\n    grow_delta: 5ms\n    refractory: 100ms\n" +
+		"    decay: 0.05\n    decay_every: 200ms\n    baseline_up: 0.01\n    baseline_down: 0.5\n    dead_after: 1s\n    stall_after: 5s\n    rebase_after: 3s\n"
+	c, err := config.Parse("auto.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.AutorateConfig{Min: 625_000, Base: 2_500_000, Max: 10_000_000,
+		Reflectors:    []netip.Addr{netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2::1")},
+		ProbeInterval: 50 * time.Millisecond, Netns: "wan", LoadHigh: 0.75,
+		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
+		Refractory: 300 * time.Millisecond, Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
+		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second}
+	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
+		t.Errorf("egress: auto %v rate %d burst %d autorate %+v, want %+v", e.Auto, e.Rate, e.Burst, e.Autorate, want)
+	}
+	want = &config.AutorateConfig{Min: 125_000, Base: 250_000, Max: 375_000,
+		Reflectors: []netip.Addr{netip.MustParseAddr("198.18.2.2")}, Probe: config.ProbeEcho,
+		ProbeInterval: 10 * time.Millisecond, Netns: "other", LoadHigh: 0.5,
+		BloatDelta: 15 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 2, Window: 4,
+		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, Drain: time.Second, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
+		Refractory: 100 * time.Millisecond, Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
+		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second}
+	if in := c.Ingress; in.Auto || !reflect.DeepEqual(in.Autorate, want) || in.Rate != 3_750_000 {
+		t.Errorf("ingress: auto %v rate %d autorate %+v, want fixed 30mbit and %+v", in.Auto, in.Rate, in.Autorate, want)
+	}
+}
+
+func TestParseConfigAutorateErrors(t *testing.T) {
+	ar := func(rest string) string {
+		return base + "egress:\n  rate: auto\n  autorate:\n    min: 5mbit\n    base: 20mbit\n    max: 80mbit\n    reflectors: [198.18.2.2]\n" + rest
+	}
+	tests := []struct {
+		name string
+		yaml string
+		line int
+		want string
+	}{
+		{name: "no section", yaml: base + "egress:\n  rate: auto\n", line: 5, want: "egress.rate: rate auto needs an autorate section (min, base, max, reflectors)"},
+		{name: "no reflectors", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit}\n", line: 6,
+			want: "egress.autorate.reflectors: needs at least one address to probe"},
+		{name: "min above base", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 3mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2.2]}\n", line: 6,
+			want: "egress.autorate.min: 3mbit is above base 2mbit"},
+		{name: "no max", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, reflectors: [198.18.2.2]}\n", line: 6,
+			want: "egress.autorate.max: needs a rate (the most the link gives)"},
+		{name: "bad reflector", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2]}\n", line: 6,
+			want: "egress.autorate.reflectors[0]"},
+		{name: "reflector twice", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2.2, 198.18.2.2]}\n", line: 6,
+			want: "egress.autorate.reflectors[1]: 198.18.2.2 is also reflectors[0]"},
+		{name: "probe", yaml: ar("    probe: udp\n"), line: 11, want: `egress.autorate.probe: unknown probe "udp" (use timestamp or echo)`},
+		{name: "load_high", yaml: ar("    load_high: 1.5\n"), line: 11, want: "egress.autorate.load_high: 1.5 is out of range (0, 1]"},
+		{name: "cut order", yaml: ar("    cut_low: 0.7\n"), line: 11, want: "egress.autorate.cut_low: 0.7 is below cut_high 0.75"},
+		{name: "grow", yaml: ar("    grow: 0.9\n"), line: 11, want: "egress.autorate.grow: 0.9 is out of range [1, 2]"},
+		{name: "samples", yaml: ar("    bloat_samples: 5\n    window: 4\n"), line: 11, want: "egress.autorate.bloat_samples: 5 is more than window 4"},
+		{name: "interval", yaml: ar("    probe_interval: 1ms\n"), line: 11, want: "egress.autorate.probe_interval: 1ms is below 5ms"},
+		{name: "number", yaml: ar("    decay: fast\n"), line: 11, want: `egress.autorate.decay: must be a number such as 0.75, not "fast"`},
+		{name: "unknown", yaml: ar("    rtt: 1s\n"), line: 11, want: `egress.autorate.rtt: unknown key "rtt"`},
+		{name: "global", yaml: base + "redis: {address: 'r:1'}\n" + "egress:\n  rate: auto\n  global: {key: k, rate: 1mbit}\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2.2]}\n", line: 6,
+			want: "egress.rate: a global direction's rate is its global.rate"},
+		{name: "trace", yaml: ar("  rates: [{at: 0s, rate: 1mbit}, {at: 1s}]\n"), line: 5,
+			want: "egress.rate: rate auto and the direction's own trace or rates cannot both set its rate"},
+		{name: "tins", yaml: ar("  tins: diffserv4\n"), line: 5, want: "egress.rate: rate auto with tins is not supported yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantConfigErrors(t, tt.yaml, tt.line, tt.want, 1)
+		})
+	}
+}
+
+// TestApplyDirectionRate: rate=auto switches a direction with an
+// autorate section to it (from its base), rate=30mbit back to a fixed
+// rate; a burst at its default follows; auto without a section fails.
+func TestApplyDirectionRate(t *testing.T) {
+	y := base + "egress:\n  rate: 10mbit\n  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.2.2]}\n"
+	c, err := config.Parse("auto.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyDirection(config.Egress, []config.Change{{Key: "rate", Value: "auto"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	if e := c.Egress; !e.Auto || e.Rate != 2_500_000 || e.Burst != config.DefaultBurst(2_500_000, 1500) {
+		t.Errorf("after rate=auto: auto %v rate %d burst %d, want auto at base 2500000 with its default burst", e.Auto, e.Rate, e.Burst)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyDirection(config.Egress, []config.Change{{Key: "rate", Value: "30mbit"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Egress; e.Auto || e.Rate != 3_750_000 || e.Burst != config.DefaultBurst(3_750_000, 1500) || e.Autorate == nil {
+		t.Errorf("after rate=30mbit: auto %v rate %d burst %d, want fixed 3750000 (autorate section kept)", e.Auto, e.Rate, e.Burst)
+	}
+	err = c.ApplyDirection(config.Ingress, []config.Change{{Key: "rate", Value: "auto"}})
+	if err == nil || !strings.Contains(err.Error(), "rate auto needs an autorate section") {
+		t.Errorf("ingress rate=auto without a section: %v", err)
+	}
+	err = c.ApplyDirection(config.Egress, []config.Change{{Key: "rate", Value: "fast"}})
+	if err == nil || !strings.Contains(err.Error(), "rate") {
+		t.Errorf("rate=fast: %v", err)
+	}
+}

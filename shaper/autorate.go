@@ -1,0 +1,266 @@
+package shaper
+
+import (
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/autorate"
+	"github.com/pacer-dev/pacer/stats"
+)
+
+// autoRuns are a link's running autorate controllers: one per direction
+// whose rate is auto (egress, ingress; nil: none).
+type autoRuns struct {
+	mu   sync.Mutex
+	runs [2]*autoRun
+}
+
+// autoTick is how often a controller samples its direction's sent bytes
+// and decides without a probe reply (idle decay, stall); achievedOver is
+// the window of the achieved rate.
+const (
+	autoTick     = 50 * time.Millisecond
+	achievedOver = 4 // ticks: 200 ms, as cake-autorate's achieved rates
+)
+
+// autoRun is one direction's controller, its prober and its goroutine.
+type autoRun struct {
+	l      *Link
+	i      int
+	cfg    config.AutorateConfig
+	prober *autorate.Prober // nil: probes could not start (state off)
+	target *dirTarget
+	stop   chan struct{}
+	done   chan struct{}
+
+	mu       sync.Mutex // guards the fields below (read by stats)
+	ctl      *autorate.Controller
+	achieved uint64
+	held     bool // the direction held traffic back over the last tick
+}
+
+// autoSettings converts a direction's autorate section.
+func autoSettings(a *config.AutorateConfig) autorate.Settings {
+	return autorate.Settings{
+		Min: a.Min, Base: a.Base, Max: a.Max,
+		LoadHigh: a.LoadHigh, BloatDelta: a.BloatDelta, BloatDeltaMax: a.BloatDeltaMax,
+		BloatSamples: a.BloatSamples, Window: a.Window,
+		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut, Drain: a.Drain,
+		GrowHigh: a.Grow, GrowDelta: a.GrowDelta, GrowWhenHeld: !a.GrowUnheld, BloatRefractory: a.Refractory,
+		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
+		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,
+		DeadAfter: a.DeadAfter, StallAfter: a.StallAfter, RebaseAfter: a.RebaseAfter,
+	}
+}
+
+// syncAutorate starts a controller for each auto direction that has none,
+// restarts one whose settings changed (from the rate it had), and stops
+// those of directions no longer auto (which then run at their config's
+// rate).
+func (l *Link) syncAutorate() {
+	a := &l.auto
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.runs {
+		var want *config.AutorateConfig
+		if d := l.directionPtr(i).Load(); d != nil {
+			want = d.auto
+		}
+		r := a.runs[i]
+		if r != nil && want != nil && reflect.DeepEqual(r.cfg, *want) {
+			continue
+		}
+		from := uint64(0)
+		if r != nil {
+			from = r.stopRun()
+			a.runs[i] = nil
+			if want == nil {
+				l.log.Info("autorate stopped: the direction's rate is fixed again", "direction", dirName(i))
+				if d := l.directionPtr(i).Load(); d == nil || d.global == nil {
+					l.global.dirLeased[i].Store(0)
+				}
+			}
+		}
+		if want == nil {
+			continue
+		}
+		a.runs[i] = l.startAuto(i, *want, from)
+	}
+}
+
+// stopAutorate stops every controller.
+func (l *Link) stopAutorate() {
+	a := &l.auto
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, r := range a.runs {
+		if r != nil {
+			r.stopRun()
+			a.runs[i] = nil
+		}
+	}
+}
+
+// startAuto starts direction i's controller at rate from (0: its base).
+// If its probes cannot start it logs why and the direction stays at its
+// rate (state off).
+func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun {
+	now := l.now()
+	r := &autoRun{l: l, i: i, cfg: cfg, target: &dirTarget{l: l, i: i, last: map[*Class]dirCounts{}},
+		stop: make(chan struct{}), done: make(chan struct{}),
+		ctl: autorate.New(autoSettings(&cfg), len(cfg.Reflectors), now)}
+	if from > 0 {
+		r.ctl.Resume(from)
+	}
+	log := l.log.With("direction", dirName(i))
+	kind := autorate.Timestamp
+	if cfg.Probe == config.ProbeEcho {
+		kind = autorate.Echo
+	}
+	p, err := autorate.StartProber(autorate.ProbeConfig{Netns: cfg.Netns, Reflectors: cfg.Reflectors, Kind: kind, Interval: cfg.ProbeInterval}, log)
+	if err != nil {
+		log.Error("autorate: probes cannot start; the rate stays where it is", "rate", config.FormatRate(r.ctl.Rate()), "err", err)
+		close(r.done)
+		return r
+	}
+	r.prober = p
+	l.setDirRate(i, r.ctl.Rate())
+	log.Info("autorate started", "rate", config.FormatRate(r.ctl.Rate()), "min", config.FormatRate(cfg.Min),
+		"base", config.FormatRate(cfg.Base), "max", config.FormatRate(cfg.Max), "reflectors", cfg.Reflectors,
+		"probe", cfg.Probe, "netns", cfg.Netns)
+	go r.run(log)
+	return r
+}
+
+// stopRun stops the goroutine and the prober and returns the last rate.
+func (r *autoRun) stopRun() uint64 {
+	if r.prober != nil {
+		close(r.stop)
+		<-r.done
+		r.prober.Stop()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ctl.Rate()
+}
+
+// run feeds the controller until stop: each probe reply's delay in its
+// direction (a one-way delay from a timestamp reply, else the round-trip
+// time) and, every autoTick, the direction's achieved rate; it sets the
+// direction's rate on each change and logs each change of state.
+func (r *autoRun) run(log *slog.Logger) {
+	defer close(r.done)
+	tick := time.NewTicker(autoTick)
+	defer tick.Stop()
+	type mark struct {
+		at   int64
+		sent uint64
+	}
+	var marks [achievedOver + 1]mark
+	n := 0
+	state, logged := r.ctl.State(), r.ctl.State()
+	rate := r.ctl.Rate()
+	var lastLog int64
+	changes := 0
+	decide := func(now int64) {
+		nr := r.ctl.Adjust(now, autorate.Load{Achieved: r.achieved, Held: r.held})
+		if nr != rate {
+			rate = nr
+			r.l.setDirRate(r.i, nr)
+		}
+		if st := r.ctl.State(); st != state {
+			state = st
+			changes++
+		}
+		// One line per change of state; changes between idle and loaded
+		// (a rate near the load threshold flips them) at most once a
+		// second, with how many there were.
+		urgent := state == autorate.Bloated || state == autorate.Stalled
+		if state != logged && (urgent || now-lastLog >= int64(time.Second)) {
+			log.Info("autorate: "+state.String(), "was", logged.String(), "changes", changes, "rate", config.FormatRate(nr),
+				"achieved", config.FormatRate(r.achieved), "delta", r.ctl.Delta().Round(time.Millisecond))
+			logged, lastLog, changes = state, now, 0
+		}
+	}
+	for {
+		select {
+		case <-r.stop:
+			return
+		case s := <-r.prober.C():
+			d := s.RTT
+			if s.OneWay {
+				d = s.Up
+				if r.i == 1 {
+					d = s.Down
+				}
+			}
+			now := int64(s.At.Sub(r.l.start))
+			r.mu.Lock()
+			r.ctl.Observe(now, s.Reflector, d)
+			decide(now)
+			r.mu.Unlock()
+		case <-tick.C:
+			now := r.l.now()
+			m := mark{at: now, sent: r.target.Sent()}
+			held := r.target.Limited()
+			copy(marks[1:], marks[:len(marks)-1])
+			marks[0] = m
+			n = min(n+1, len(marks))
+			r.mu.Lock()
+			r.held = held
+			if old := marks[n-1]; n > 1 && m.at > old.at {
+				r.achieved = uint64(float64(m.sent-old.sent) * 1e9 / float64(m.at-old.at))
+			}
+			decide(now)
+			r.mu.Unlock()
+		}
+	}
+}
+
+// stats reports the controller.
+func (r *autoRun) stats(now int64) *stats.AutorateStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.ctl.Counts()
+	st := &stats.AutorateStats{
+		RateBytesPerSecond: r.ctl.Rate(), MinBytesPerSecond: r.cfg.Min, BaseBytesPerSecond: r.cfg.Base, MaxBytesPerSecond: r.cfg.Max,
+		AchievedBytesPerSecond: r.achieved, State: r.ctl.State().String(), DeltaSeconds: r.ctl.Delta().Seconds(),
+		Increases: c.Increases, Decreases: c.Decreases, Decays: c.Decays,
+	}
+	var kinds []autorate.Kind
+	if r.prober == nil {
+		st.State = "off"
+	} else {
+		pc := r.prober.Counts()
+		st.ProbesSent, st.ProbesReceived = pc.Sent, pc.Received
+		kinds = r.prober.Kinds()
+	}
+	for j, ref := range r.ctl.Reflectors(now) {
+		rs := stats.ReflectorStats{Address: r.cfg.Reflectors[j].String(), Probe: r.cfg.Probe.String(),
+			BaselineSeconds: ref.Baseline.Seconds(), DeltaSeconds: ref.Delta.Seconds(), Live: ref.Live, Samples: ref.Samples}
+		if j < len(kinds) {
+			rs.Probe = kinds[j].String()
+		}
+		st.Reflectors = append(st.Reflectors, rs)
+	}
+	return st
+}
+
+// AutorateStats returns direction dir's autorate controller for package
+// stats; nil unless its rate is auto.
+func (l *Link) AutorateStats(dir string) *stats.AutorateStats {
+	i := 0
+	if dir == Ingress {
+		i = 1
+	}
+	l.auto.mu.Lock()
+	r := l.auto.runs[i]
+	l.auto.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return r.stats(l.now())
+}

@@ -1,0 +1,453 @@
+// Package autorate is the controller behind a direction with `rate: auto`:
+// it sets the direction's rate so that pacer stays the bottleneck of a
+// link whose capacity moves (LTE, 5G, Starlink, cable at peak hours).
+//
+// It is pure logic over samples, after lynxthecat's cake-autorate. Two
+// inputs arrive at the caller's pace: delay samples, one per probe reply
+// (Controller.Observe: a reflector's one-way delay in the direction, or
+// its round-trip time), and the direction's achieved rate
+// (Controller.Adjust). From them:
+//
+//   - each reflector's baseline follows its delay slowly up (so that a
+//     standing queue is not learnt as the path) and quickly down;
+//   - every reply makes one link-wide sample: the delay rise (delta) that
+//     a strict majority of the live reflectors see at least (the k-th
+//     largest delta, k = n/2+1). One reflector that jumps or lags cannot
+//     make it bloated; a queue at the bottleneck delays every reflector;
+//   - the link is bloated when BloatSamples of the last Window link-wide
+//     samples rose by BloatDelta or more;
+//   - bloated: the rate is cut (at most once a BloatRefractory) to the
+//     lower of the rate × a factor from CutLow (at BloatDelta) to CutHigh
+//     (at BloatDeltaMax) and the achieved rate × AchievedCut (with Drain
+//     set: × the lower of AchievedCut and 1 − delta/Drain, at least a
+//     half, a rate that drains the queue the delta shows within about
+//     Drain, where a fixed 0.9 takes ten times the queue's delay);
+//   - loaded (achieved ≥ LoadHigh × rate) and not bloated: every new
+//     link-wide sample raises it by a factor from GrowHigh (delta up to
+//     GrowDelta) to 1 (at BloatDelta), not within a BloatRefractory of
+//     the last cut, and (with GrowWhenHeld) only while the shaper holds
+//     traffic back for the rate: a shaper that holds nothing is not the
+//     bottleneck, and a higher rate would only move the queue on to the
+//     next one (cake-autorate cannot see that, and grows on);
+//   - otherwise (idle or light load) it moves DecayStep toward Base at
+//     most once a DecayEvery;
+//   - no reply from any reflector for StallAfter: Min.
+//
+// A reflector without a reply for DeadAfter is left out of the link-wide
+// sample until it answers again (and keeps its baseline). A reflector
+// whose delta has stood above BloatDelta for RebaseAfter while the
+// link-wide sample did not take its baseline from its current delay: a
+// route change, not a queue.
+//
+// The rate always stays within [Min, Max]. Times are int64 nanoseconds on
+// the caller's monotonic clock, passed in; the Controller reads no clock.
+// A Controller is not safe for concurrent use.
+package autorate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Settings are a controller's parameters. Rates are bytes per second.
+// Defaults (DefaultSettings) start from cake-autorate's.
+type Settings struct {
+	// Min, Base and Max bound the rate; it starts at Base and decays to
+	// it when idle. 0 < Min <= Base <= Max.
+	Min, Base, Max uint64
+	// LoadHigh is the share of the rate the direction must achieve to
+	// count as loaded (cake-autorate 0.75).
+	LoadHigh float64
+	// BloatDelta is the delay rise over the baseline that counts as bloat
+	// (cake-autorate 30 ms); BloatDeltaMax is the rise at which a cut is
+	// deepest (cake-autorate 60 ms).
+	BloatDelta, BloatDeltaMax time.Duration
+	// The link is bloated when BloatSamples of the last Window link-wide
+	// samples show bloat (cake-autorate 3 of 6).
+	BloatSamples, Window int
+	// CutLow and CutHigh are the factors of a cut at BloatDelta and at
+	// BloatDeltaMax (cake-autorate 0.99 and 0.75); AchievedCut is the
+	// factor on the achieved rate (cake-autorate 0.9).
+	CutLow, CutHigh, AchievedCut float64
+	// Drain is the time a cut to the achieved rate aims to drain the
+	// bottleneck's queue in (0: AchievedCut alone, as cake-autorate).
+	Drain time.Duration
+	// GrowHigh is the factor of a raise when the delta is at most
+	// GrowDelta; it falls to 1 at BloatDelta (cake-autorate 1.04 and
+	// 10 ms).
+	GrowHigh  float64
+	GrowDelta time.Duration
+	// GrowWhenHeld raises the rate only while the direction holds
+	// traffic back for it (Load.Held); false raises it whenever loaded,
+	// as cake-autorate does.
+	GrowWhenHeld bool
+	// BloatRefractory is the least time between cuts, and from a cut to
+	// the next raise (cake-autorate 300 ms).
+	BloatRefractory time.Duration
+	// DecayStep is the share of the rate a decay moves it toward Base,
+	// at most once a DecayEvery (cake-autorate 1% a second).
+	DecayStep  float64
+	DecayEvery time.Duration
+	// BaselineUp and BaselineDown are the EWMA weights of a new delay in
+	// a reflector's baseline when the delay is above or below it
+	// (cake-autorate 0.001 and 0.9).
+	BaselineUp, BaselineDown float64
+	// DeadAfter is how long a reflector may go without a reply before it
+	// is left out; StallAfter how long all may before the rate drops to
+	// Min (cake-autorate 10 s); RebaseAfter how long a lone reflector's
+	// delta may stand high before its baseline is taken anew.
+	DeadAfter, StallAfter, RebaseAfter time.Duration
+}
+
+// DefaultSettings returns the defaults for rates min, base and max:
+// cake-autorate's, except GrowWhenHeld (pacer sees its own queue),
+// DeadAfter and RebaseAfter (cake-autorate replaces a bad reflector from
+// a pool; pacer leaves it out, see the package comment).
+func DefaultSettings(min, base, max uint64) Settings {
+	return Settings{
+		Min: min, Base: base, Max: max,
+		LoadHigh:   0.75,
+		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond,
+		BloatSamples: 3, Window: 6,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9,
+		GrowHigh: 1.04, GrowDelta: 10 * time.Millisecond, GrowWhenHeld: true,
+		BloatRefractory: 300 * time.Millisecond,
+		DecayStep:       0.01, DecayEvery: time.Second,
+		BaselineUp: 0.001, BaselineDown: 0.9,
+		DeadAfter: 2 * time.Second, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second,
+	}
+}
+
+// Check reports the first setting out of range.
+func (s *Settings) Check() error {
+	switch {
+	case s.Min == 0 || s.Min > s.Base || s.Base > s.Max:
+		return fmt.Errorf("rates: want 0 < min <= base <= max, have %d, %d, %d", s.Min, s.Base, s.Max)
+	case !(s.LoadHigh > 0 && s.LoadHigh <= 1):
+		return fmt.Errorf("load_high %v: want above 0, at most 1", s.LoadHigh)
+	case s.BloatDelta <= 0 || s.BloatDeltaMax <= s.BloatDelta:
+		return fmt.Errorf("bloat delays %v and %v: want 0 < bloat_delta < bloat_delta_max", s.BloatDelta, s.BloatDeltaMax)
+	case s.Window < 1 || s.BloatSamples < 1 || s.BloatSamples > s.Window || s.Window > 64:
+		return fmt.Errorf("bloat %d of %d samples: want 1 <= samples <= window <= 64", s.BloatSamples, s.Window)
+	case !(s.CutHigh > 0 && s.CutHigh <= s.CutLow && s.CutLow <= 1):
+		return fmt.Errorf("cuts %v and %v: want 0 < cut_high <= cut_low <= 1", s.CutLow, s.CutHigh)
+	case !(s.AchievedCut > 0 && s.AchievedCut <= 1):
+		return fmt.Errorf("achieved_cut %v: want above 0, at most 1", s.AchievedCut)
+	case !(s.GrowHigh >= 1 && s.GrowHigh <= 2):
+		return fmt.Errorf("grow %v: want 1 to 2", s.GrowHigh)
+	case s.GrowDelta < 0 || s.GrowDelta >= s.BloatDelta:
+		return fmt.Errorf("grow_delta %v: want 0 <= grow_delta < bloat_delta", s.GrowDelta)
+	case !(s.DecayStep > 0 && s.DecayStep <= 1):
+		return fmt.Errorf("decay step %v: want above 0, at most 1", s.DecayStep)
+	case !(s.BaselineUp > 0 && s.BaselineUp <= 1 && s.BaselineDown > 0 && s.BaselineDown <= 1):
+		return fmt.Errorf("baseline weights %v and %v: want above 0, at most 1", s.BaselineUp, s.BaselineDown)
+	case s.Drain < 0:
+		return fmt.Errorf("drain %v: want 0 or more", s.Drain)
+	case s.BloatRefractory < 0 || s.DecayEvery <= 0 || s.DeadAfter <= 0 || s.StallAfter < s.DeadAfter || s.RebaseAfter <= 0:
+		return fmt.Errorf("periods: want refractory >= 0, decay_every, dead_after, rebase_after > 0, stall_after >= dead_after")
+	}
+	return nil
+}
+
+// State is what the controller last found the link to be.
+type State uint8
+
+const (
+	// Idle: achieved below LoadHigh of the rate, no bloat; the rate
+	// decays toward Base.
+	Idle State = iota
+	// Loaded: achieved at least LoadHigh of the rate, no bloat; the rate
+	// grows.
+	Loaded
+	// Bloated: the delay rose; the rate is cut.
+	Bloated
+	// Stalled: no reflector answered for StallAfter; the rate is Min.
+	Stalled
+)
+
+var stateNames = [...]string{"idle", "loaded", "bloated", "stalled"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Counts are a controller's decisions since it started.
+type Counts struct {
+	Increases, Decreases, Decays uint64
+}
+
+// Reflector is one reflector's view, for reporting.
+type Reflector struct {
+	// Baseline is its tracked delay and Delta its last delay above it
+	// (0 before its first reply).
+	Baseline, Delta time.Duration
+	// Live says it replied within DeadAfter.
+	Live bool
+	// Samples counts its replies; Rebases the times its baseline was
+	// taken anew.
+	Samples, Rebases uint64
+}
+
+type reflector struct {
+	baseline  float64 // ns; NaN before the first sample
+	delta     float64 // ns, the last sample's rise over the baseline
+	last      int64   // time of the last sample
+	highSince int64   // since when its delta stood high alone (-1: not)
+	samples   uint64
+	rebases   uint64
+}
+
+// Controller decides a direction's rate; see the package comment.
+type Controller struct {
+	s     Settings
+	refl  []reflector
+	rate  uint64
+	state State
+	// window holds the bloat flags of the last Window link-wide samples
+	// (bit i: the sample i places back), n how many it holds.
+	window uint64
+	n      int
+	// delta is the last link-wide delta (ns); fresh says a link-wide
+	// sample came since the last Adjust.
+	delta    float64
+	fresh    bool
+	lastCut  int64
+	lastDec  int64
+	lastSeen int64 // the last reply from any reflector
+	counts   Counts
+	scratch  []float64
+}
+
+// New returns a controller for reflectors reflectors (at least one) at
+// rate s.Base, starting at now. s must pass Check.
+func New(s Settings, reflectors int, now int64) *Controller {
+	c := &Controller{s: s, rate: s.Base, refl: make([]reflector, max(reflectors, 1)),
+		lastCut: math.MinInt64 / 2, lastDec: now, lastSeen: now}
+	for i := range c.refl {
+		c.refl[i] = reflector{baseline: math.NaN(), last: math.MinInt64 / 2, highSince: -1}
+	}
+	c.scratch = make([]float64, 0, len(c.refl))
+	return c
+}
+
+// Resume sets the rate to r within [Min, Max]: a new controller that
+// takes over from one whose settings changed starts where it was.
+func (c *Controller) Resume(r uint64) { c.rate = min(max(r, c.s.Min), c.s.Max) }
+
+// Rate returns the rate in bytes per second.
+func (c *Controller) Rate() uint64 { return c.rate }
+
+// State returns the state the last Adjust found.
+func (c *Controller) State() State { return c.state }
+
+// Counts returns the decisions so far.
+func (c *Controller) Counts() Counts { return c.counts }
+
+// Delta returns the last link-wide delay rise.
+func (c *Controller) Delta() time.Duration { return time.Duration(c.delta) }
+
+// Reflectors returns each reflector's view at now.
+func (c *Controller) Reflectors(now int64) []Reflector {
+	out := make([]Reflector, len(c.refl))
+	for i := range c.refl {
+		r := &c.refl[i]
+		out[i] = Reflector{Live: c.live(r, now), Samples: r.samples, Rebases: r.rebases}
+		if !math.IsNaN(r.baseline) {
+			out[i].Baseline, out[i].Delta = time.Duration(r.baseline), time.Duration(r.delta)
+		}
+	}
+	return out
+}
+
+func (c *Controller) live(r *reflector, now int64) bool {
+	return r.samples > 0 && now-r.last < int64(c.s.DeadAfter)
+}
+
+// Observe takes reflector i's delay d, measured by a reply that came at
+// now: its delay in the controlled direction, or its round-trip time. It
+// updates the reflector's baseline and adds a link-wide sample. Samples
+// of an unknown reflector or with a negative delay are ignored.
+func (c *Controller) Observe(now int64, i int, d time.Duration) {
+	if i < 0 || i >= len(c.refl) || d < 0 {
+		return
+	}
+	r := &c.refl[i]
+	v := float64(d)
+	if math.IsNaN(r.baseline) {
+		r.baseline = v
+	}
+	r.delta = max(v-r.baseline, 0)
+	w := c.s.BaselineDown
+	if v > r.baseline {
+		w = c.s.BaselineUp
+	}
+	r.baseline += w * (v - r.baseline)
+	r.last, r.samples = now, r.samples+1
+	c.lastSeen = now
+
+	c.delta = c.majorityDelta(now)
+	bloat := c.delta >= float64(c.s.BloatDelta)
+	c.window <<= 1
+	if bloat {
+		c.window |= 1
+	}
+	c.n = min(c.n+1, c.s.Window)
+	c.fresh = true
+	c.rebase(now, r, bloat)
+}
+
+// majorityDelta returns the delta that a strict majority of the live
+// reflectors are at or above.
+func (c *Controller) majorityDelta(now int64) float64 {
+	ds := c.scratch[:0]
+	for j := range c.refl {
+		if r := &c.refl[j]; c.live(r, now) {
+			ds = append(ds, r.delta)
+		}
+	}
+	c.scratch = ds
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)-(len(ds)/2+1)]
+}
+
+// rebase takes r's baseline anew once its delta has stood above
+// BloatDelta for RebaseAfter while the link was not bloated by the
+// majority.
+func (c *Controller) rebase(now int64, r *reflector, linkBloat bool) {
+	if linkBloat || r.delta < float64(c.s.BloatDelta) {
+		r.highSince = -1
+		return
+	}
+	if r.highSince < 0 {
+		r.highSince = now
+		return
+	}
+	if now-r.highSince >= int64(c.s.RebaseAfter) {
+		r.baseline += r.delta
+		r.delta = 0
+		r.highSince = -1
+		r.rebases++
+	}
+}
+
+// bloated reports whether BloatSamples of the last Window link-wide
+// samples showed bloat.
+func (c *Controller) bloated() bool {
+	mask := uint64(1)<<c.s.Window - 1
+	if c.s.Window == 64 {
+		mask = math.MaxUint64
+	}
+	return c.n > 0 && popcount(c.window&mask) >= c.s.BloatSamples
+}
+
+func popcount(x uint64) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
+// Load is what the direction did lately.
+type Load struct {
+	// Achieved is its sent rate (bytes per second, over the last few
+	// hundred milliseconds).
+	Achieved uint64
+	// Held says it held packets back for its rate (a backlog, or drops
+	// for the rate) lately.
+	Held bool
+}
+
+// Adjust decides the rate at now, given the direction's load, and
+// returns it. Call it after each Observe and from time to time without
+// one (so that idle decay and the stall rule run).
+func (c *Controller) Adjust(now int64, load Load) uint64 {
+	achieved := load.Achieved
+	fresh := c.fresh
+	c.fresh = false
+	switch {
+	case now-c.lastSeen >= int64(c.s.StallAfter):
+		c.lastDec = now
+		c.state = Stalled
+		if c.rate != c.s.Min {
+			c.rate = c.s.Min
+			c.counts.Decreases++
+		}
+	case c.bloated():
+		c.lastDec = now
+		c.state = Bloated
+		if now-c.lastCut < int64(c.s.BloatRefractory) {
+			break
+		}
+		r := float64(c.rate) * c.cutFactor()
+		f := c.s.AchievedCut
+		if c.s.Drain > 0 {
+			f = min(f, max(1-c.delta/float64(c.s.Drain), 0.5))
+		}
+		if a := float64(achieved) * f; a > float64(c.s.Min) && a < r {
+			r = a
+		}
+		c.lastCut = now
+		c.set(r, &c.counts.Decreases)
+	case float64(achieved) >= c.s.LoadHigh*float64(c.rate):
+		c.lastDec = now
+		c.state = Loaded
+		if !fresh || now-c.lastCut < int64(c.s.BloatRefractory) || (c.s.GrowWhenHeld && !load.Held) {
+			break
+		}
+		c.set(float64(c.rate)*c.growFactor(), &c.counts.Increases)
+	default:
+		c.state = Idle
+		if now-c.lastDec < int64(c.s.DecayEvery) {
+			break
+		}
+		// One step per DecayEvery passed (the caller's pace may be
+		// coarser than DecayEvery).
+		steps := min((now-c.lastDec)/int64(c.s.DecayEvery), 1000)
+		c.lastDec += steps * int64(c.s.DecayEvery)
+		if now-c.lastDec >= int64(c.s.DecayEvery) {
+			c.lastDec = now // more than 1000 behind: catch up
+		}
+		r, base := float64(c.rate), float64(c.s.Base)
+		switch {
+		case r > base:
+			c.set(max(r*math.Pow(1-c.s.DecayStep, float64(steps)), base), &c.counts.Decays)
+		case r < base:
+			c.set(min(r*math.Pow(1+c.s.DecayStep, float64(steps)), base), &c.counts.Decays)
+		}
+	}
+	return c.rate
+}
+
+// set sets the rate to r within [Min, Max] and counts a change in n.
+func (c *Controller) set(r float64, n *uint64) {
+	nr := uint64(min(max(r, float64(c.s.Min)), float64(c.s.Max)))
+	if nr != c.rate {
+		c.rate = nr
+		*n++
+	}
+}
+
+// cutFactor is CutLow at BloatDelta, CutHigh at BloatDeltaMax and
+// beyond, linear between.
+func (c *Controller) cutFactor() float64 {
+	f := (c.delta - float64(c.s.BloatDelta)) / float64(c.s.BloatDeltaMax-c.s.BloatDelta)
+	f = min(max(f, 0), 1)
+	return c.s.CutLow + f*(c.s.CutHigh-c.s.CutLow)
+}
+
+// growFactor is GrowHigh up to GrowDelta, 1 at BloatDelta, linear
+// between.
+func (c *Controller) growFactor() float64 {
+	f := (c.delta - float64(c.s.GrowDelta)) / float64(c.s.BloatDelta-c.s.GrowDelta)
+	f = min(max(f, 0), 1)
+	return c.s.GrowHigh + f*(1-c.s.GrowHigh)
+}

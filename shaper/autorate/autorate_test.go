@@ -1,0 +1,345 @@
+package autorate
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+const mbit = 1e6 / 8 // bytes per second
+
+// step is one tick of a scenario on a 50 ms grid: every reflector in
+// delays (ms; negative: no reply) answers, then Adjust runs with the
+// achieved rate (Mbit/s; negative: this share of the rate, as -0.9).
+type step struct {
+	delays   []float64
+	achieved float64
+	notHeld  bool // the shaper held nothing back
+}
+
+// run walks steps from t0 = 0 and returns the rate after each.
+func run(t *testing.T, s Settings, steps []step) (*Controller, []uint64) {
+	t.Helper()
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	c := New(s, len(steps[0].delays), 0)
+	var rates []uint64
+	for k, st := range steps {
+		now := int64(k) * int64(50*time.Millisecond)
+		for i, d := range st.delays {
+			if d >= 0 {
+				c.Observe(now, i, time.Duration(d*float64(time.Millisecond)))
+			}
+		}
+		a := st.achieved * mbit
+		if st.achieved < 0 {
+			a = -st.achieved * float64(c.Rate())
+		}
+		r := c.Adjust(now, Load{Achieved: uint64(a), Held: !st.notHeld})
+		if r < s.Min || r > s.Max {
+			t.Fatalf("step %d: rate %d outside [%d, %d]", k, r, s.Min, s.Max)
+		}
+		rates = append(rates, r)
+	}
+	return c, rates
+}
+
+// repeat returns n copies of st.
+func repeat(n int, st step) []step {
+	out := make([]step, n)
+	for i := range out {
+		out[i] = st
+	}
+	return out
+}
+
+func cat(parts ...[]step) []step {
+	var out []step
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func settings() Settings { return DefaultSettings(5*mbit, 20*mbit, 80*mbit) }
+
+func TestGrowsWhenLoaded(t *testing.T) {
+	_, rates := run(t, settings(), repeat(100, step{delays: []float64{20, 30}, achieved: -0.95}))
+	if got := rates[len(rates)-1]; got != 80*mbit {
+		t.Errorf("after 5 s loaded without bloat: rate %.1f Mbit/s, want max 80", float64(got)/mbit)
+	}
+	for k := 1; k < len(rates); k++ {
+		if rates[k] < rates[k-1] {
+			t.Fatalf("step %d: rate fell %d -> %d without bloat", k, rates[k-1], rates[k])
+		}
+	}
+}
+
+func TestCutsOnBloat(t *testing.T) {
+	s := settings()
+	steps := cat(
+		repeat(40, step{delays: []float64{20, 30}, achieved: -0.95}), // grow
+		repeat(20, step{delays: []float64{120, 130}, achieved: 62}),  // bloat: 100 ms over
+	)
+	c, rates := run(t, s, steps)
+	peak := rates[39]
+	if peak <= s.Base {
+		t.Fatalf("no growth before bloat: %d", peak)
+	}
+	// Two reflectors: two link-wide samples a step, the first of step 40
+	// not bloated (a majority of two is both). The first cut comes on the
+	// third bloated sample (3 of 6, step 41), to the achieved rate × 0.9
+	// (below rate × 0.75).
+	if rates[40] != peak {
+		t.Errorf("cut before 3 of 6 samples were bloated: %d -> %d", peak, rates[40])
+	}
+	if got, want := rates[41], uint64(62*0.9*mbit); got != want {
+		t.Errorf("first cut: rate %d, want %d (62 Mbit/s achieved × 0.9)", got, want)
+	}
+	// Then at most one cut per 300 ms, rate × 0.75 each.
+	cuts := 0
+	for k := 42; k < len(rates); k++ {
+		if rates[k] < rates[k-1] {
+			cuts++
+			if got := float64(rates[k]) / float64(rates[k-1]); math.Abs(got-0.75) > 0.001 && rates[k] != s.Min {
+				t.Errorf("step %d: cut by %.3f, want 0.75", k, got)
+			}
+		}
+	}
+	if cuts < 2 || cuts > 3 { // 18 steps of 50 ms: refractory 300 ms
+		t.Errorf("cuts after the first over 900 ms: %d, want 2 or 3", cuts)
+	}
+	if c.State() != Bloated || c.Counts().Decreases < 3 {
+		t.Errorf("state %v, counts %+v", c.State(), c.Counts())
+	}
+}
+
+func TestCutDepthFollowsDelta(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delta float64
+		want  float64
+	}{
+		{name: "at bloat_delta", delta: 30.2, want: 0.99},
+		{name: "halfway", delta: 45, want: 0.87},
+		{name: "at bloat_delta_max", delta: 60, want: 0.75},
+		{name: "beyond", delta: 300, want: 0.75},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := cat(repeat(2, step{delays: []float64{10}, achieved: 0}),
+				repeat(3, step{delays: []float64{10 + tc.delta}, achieved: 0}))
+			_, rates := run(t, settings(), steps)
+			got := float64(rates[4]) / float64(20*mbit)
+			// The baseline creeps up 0.1% of each bloated sample's rise.
+			if math.Abs(got-tc.want) > 0.002 {
+				t.Errorf("cut factor %.4f, want %.4f", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecaysToBase(t *testing.T) {
+	s := settings()
+	s.DecayEvery = 100 * time.Millisecond
+	steps := cat(
+		repeat(60, step{delays: []float64{20}, achieved: -0.95}), // up to max
+		repeat(400, step{delays: []float64{20}, achieved: 0.1}),  // idle: 20 s
+	)
+	c, rates := run(t, s, steps)
+	if rates[59] != s.Max {
+		t.Fatalf("rate %d before idle, want max", rates[59])
+	}
+	for k := 61; k < len(rates); k++ {
+		if rates[k] > rates[k-1] {
+			t.Fatalf("step %d: rate rose while idle above base", k)
+		}
+	}
+	if got := rates[len(rates)-1]; got != s.Base {
+		t.Errorf("after 20 s idle: %d, want base %d", got, s.Base)
+	}
+	if c.State() != Idle || c.Counts().Decays == 0 {
+		t.Errorf("state %v, counts %+v", c.State(), c.Counts())
+	}
+}
+
+func TestDecaysUpToBase(t *testing.T) {
+	s := settings()
+	steps := cat(repeat(10, step{delays: []float64{10}, achieved: 0}),
+		repeat(10, step{delays: []float64{200}, achieved: 0}), // cut below base
+		repeat(600, step{delays: []float64{10}, achieved: 0}))
+	_, rates := run(t, s, steps)
+	if rates[19] >= s.Base {
+		t.Fatalf("no cut: %d", rates[19])
+	}
+	if got := rates[len(rates)-1]; got <= rates[19] {
+		t.Errorf("idle below base: %d -> %d, want up toward base", rates[19], got)
+	}
+}
+
+func TestOneReflectorJumps(t *testing.T) {
+	s := settings()
+	steps := cat(
+		repeat(40, step{delays: []float64{20, 25, 30}, achieved: -0.95}),
+		repeat(300, step{delays: []float64{120, 25, 30}, achieved: -0.95}), // reflector 0: +100 ms
+	)
+	c, rates := run(t, s, steps)
+	for k := 40; k < len(rates); k++ {
+		if rates[k] < rates[k-1] {
+			t.Fatalf("step %d: one reflector's jump cut the rate %d -> %d", k, rates[k-1], rates[k])
+		}
+	}
+	if got := c.Reflectors(int64(339) * int64(50*time.Millisecond))[0]; got.Rebases != 1 || got.Delta > 5*time.Millisecond {
+		t.Errorf("jumped reflector: %+v, want one rebase after 10 s", got)
+	}
+}
+
+func TestGrowsOnlyWhenHeld(t *testing.T) {
+	// Loaded (achieved 95% of the rate) but holding nothing back: the
+	// bottleneck is elsewhere; no raise. As cake-autorate: raises.
+	st := step{delays: []float64{20}, achieved: -0.95, notHeld: true}
+	_, rates := run(t, settings(), repeat(40, st))
+	if got := rates[len(rates)-1]; got != 20*mbit {
+		t.Errorf("loaded but not held: rate %d, want base %d", got, uint64(20*mbit))
+	}
+	s := settings()
+	s.GrowWhenHeld = false
+	_, rates = run(t, s, repeat(40, st))
+	if got := rates[len(rates)-1]; got <= 20*mbit {
+		t.Errorf("GrowWhenHeld off: rate %d, want above base", got)
+	}
+}
+
+func TestTwoReflectorsOneJumps(t *testing.T) {
+	// With two, both must see a rise: a lone jump never bloats.
+	steps := cat(repeat(20, step{delays: []float64{20, 25}, achieved: -0.95}),
+		repeat(100, step{delays: []float64{120, 25}, achieved: -0.95}))
+	_, rates := run(t, settings(), steps)
+	for k := 20; k < len(rates); k++ {
+		if rates[k] < rates[k-1] {
+			t.Fatalf("step %d: rate cut %d -> %d", k, rates[k-1], rates[k])
+		}
+	}
+}
+
+func TestReflectorDies(t *testing.T) {
+	s := settings()
+	steps := cat(
+		repeat(20, step{delays: []float64{20, 25}, achieved: -0.95}),
+		repeat(100, step{delays: []float64{-1, 25}, achieved: -0.95}), // reflector 0 silent
+		repeat(20, step{delays: []float64{-1, 125}, achieved: 20}),    // real bloat: the live one sees it
+	)
+	c, rates := run(t, s, steps)
+	for k := 20; k < 120; k++ {
+		if rates[k] < rates[k-1] {
+			t.Fatalf("step %d: rate cut %d -> %d after a reflector died", k, rates[k-1], rates[k])
+		}
+	}
+	if rates[len(rates)-1] >= rates[119] {
+		t.Errorf("bloat seen by the one live reflector did not cut: %d -> %d", rates[119], rates[len(rates)-1])
+	}
+	if c.Reflectors(int64(139) * int64(50*time.Millisecond))[0].Live {
+		t.Error("silent reflector still live")
+	}
+}
+
+func TestStall(t *testing.T) {
+	s := settings()
+	steps := cat(repeat(20, step{delays: []float64{20, 25}, achieved: -0.95}),
+		repeat(201, step{delays: []float64{-1, -1}, achieved: 1}))
+	c, rates := run(t, s, steps)
+	if got := rates[len(rates)-1]; got != s.Min || c.State() != Stalled {
+		t.Errorf("after 10 s without replies: rate %d state %v, want min %d, stalled", got, c.State(), s.Min)
+	}
+	if rates[len(rates)-3] == s.Min {
+		t.Errorf("stalled before 10 s")
+	}
+}
+
+func TestNoRaiseWithinRefractory(t *testing.T) {
+	s := settings()
+	steps := cat(repeat(10, step{delays: []float64{10}, achieved: 0}),
+		repeat(3, step{delays: []float64{100}, achieved: 0}), // one cut at step 12
+		repeat(10, step{delays: []float64{10}, achieved: -0.95}))
+	_, rates := run(t, s, steps)
+	cut := rates[12]
+	if cut >= s.Base {
+		t.Fatalf("no cut: %d", cut)
+	}
+	// Samples 13..15 still hold 3 bloated of 6; then 300 ms after the cut
+	// (step 18) growth may start.
+	for k := 13; k < 18; k++ {
+		if rates[k] > cut {
+			t.Errorf("step %d: raised %d -> %d within the refractory period", k, cut, rates[k])
+		}
+	}
+	if rates[len(rates)-1] <= cut {
+		t.Errorf("no raise after the refractory period")
+	}
+}
+
+func TestBaselineTracksDownFast(t *testing.T) {
+	steps := cat(repeat(5, step{delays: []float64{80}, achieved: 0}),
+		repeat(5, step{delays: []float64{20}, achieved: 0}))
+	c, _ := run(t, settings(), steps)
+	if b := c.Reflectors(0)[0].Baseline; b > 21*time.Millisecond {
+		t.Errorf("baseline %v after 5 samples at 20 ms, want about 20 ms", b)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Settings)
+	}{
+		{name: "min above base", mod: func(s *Settings) { s.Min = s.Base + 1 }},
+		{name: "zero min", mod: func(s *Settings) { s.Min = 0 }},
+		{name: "samples above window", mod: func(s *Settings) { s.BloatSamples = 7 }},
+		{name: "cut order", mod: func(s *Settings) { s.CutHigh = 1 }},
+		{name: "grow below 1", mod: func(s *Settings) { s.GrowHigh = 0.9 }},
+		{name: "delta order", mod: func(s *Settings) { s.BloatDeltaMax = s.BloatDelta }},
+		{name: "stall before dead", mod: func(s *Settings) { s.StallAfter = s.DeadAfter / 2 }},
+		{name: "NaN load", mod: func(s *Settings) { s.LoadHigh = math.NaN() }},
+	} {
+		s := settings()
+		tc.mod(&s)
+		if s.Check() == nil {
+			t.Errorf("%s: Check passed", tc.name)
+		}
+	}
+	s := settings()
+	if err := s.Check(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
+
+// FuzzController feeds arbitrary samples and checks the invariants: the
+// rate stays within [Min, Max], baselines and deltas stay finite and not
+// negative.
+func FuzzController(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 200, 5, 9, 0, 255, 7})
+	f.Add([]byte{0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := DefaultSettings(1, 1000, 1<<40)
+		s.Window, s.BloatSamples = 1+int(len(data)%64), 1
+		c := New(s, 3, 0)
+		now := int64(0)
+		for i := 0; i+2 < len(data); i += 3 {
+			now += int64(data[i]) * int64(time.Millisecond) * 10
+			switch data[i+1] % 4 {
+			case 0:
+				c.Adjust(now, Load{Achieved: uint64(data[i+2]) << uint(data[i+1]%40), Held: data[i]%2 == 0})
+			default:
+				c.Observe(now, int(data[i+1]%4)-1, time.Duration(data[i+2])<<uint(data[i]%30))
+			}
+			if r := c.Rate(); r < s.Min || r > s.Max {
+				t.Fatalf("rate %d outside [%d, %d]", r, s.Min, s.Max)
+			}
+			for _, r := range c.Reflectors(now) {
+				if r.Baseline < 0 || r.Delta < 0 {
+					t.Fatalf("reflector %+v", r)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,62 @@
+//go:build linux
+
+package autorate
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// TestProberReflectors probes, from the client namespace of a veth
+// router topology, the server (kernel ICMP timestamp and echo replies)
+// and an address nobody answers, and checks the samples: one-way delays
+// from timestamps, round-trip times from echo, nothing from the dead one.
+func TestProberReflectors(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	r := tuntest.NewRouter(t, false)
+	dead := netip.MustParseAddr("198.18.2.99")
+	for _, kind := range []Kind{Timestamp, Echo} {
+		t.Run(kind.String(), func(t *testing.T) {
+			p, err := StartProber(ProbeConfig{Netns: r.Client, Reflectors: []netip.Addr{r.ServerAddr, dead, r.RouterLAN}, Kind: kind, Interval: 10 * time.Millisecond}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			got := map[int]int{}
+			deadline := time.After(3 * time.Second)
+			for got[0] < 20 || got[2] < 20 {
+				select {
+				case s := <-p.C():
+					got[s.Reflector]++
+					if s.RTT <= 0 || s.RTT > 500*time.Millisecond {
+						t.Errorf("reflector %d: RTT %v", s.Reflector, s.RTT)
+					}
+					if s.OneWay != (kind == Timestamp) {
+						t.Errorf("reflector %d: one-way %v for %v probes", s.Reflector, s.OneWay, kind)
+					}
+					// One clock on both ends: the one-way delays add up to
+					// the round trip (each stamp is truncated to a
+					// millisecond) and neither is negative.
+					if s.OneWay && ((s.Up+s.Down-s.RTT).Abs() > 2*time.Millisecond || s.Up < -time.Millisecond || s.Down < -time.Millisecond) {
+						t.Errorf("one-way delays %v + %v against RTT %v on one host's clock: want their sum within 2 ms of it, neither below -1 ms", s.Up, s.Down, s.RTT)
+					}
+				case <-deadline:
+					t.Fatalf("replies after 3 s: %v", got)
+				}
+			}
+			if got[1] != 0 {
+				t.Errorf("%d replies from a dead reflector", got[1])
+			}
+			c := p.Counts()
+			if c.Lost < 15 || c.Received < 40 {
+				t.Errorf("counts %+v", c)
+			}
+			if k := p.Kinds(); k[0] != kind || k[2] != kind {
+				t.Errorf("kinds %v", k)
+			}
+		})
+	}
+}
