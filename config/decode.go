@@ -229,41 +229,42 @@ func (d *decoder) rate(dst *uint64, omit string) func(*yaml.Node, string) {
 
 func (d *decoder) size(dst *uint64) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a size such as 64kb")
-		if !ok {
-			return
+		if v, ok := d.parseSize(n, path, "a size such as 64kb"); ok {
+			if v == 0 {
+				d.failf(n, path, "must be above 0 (omit it for the default)")
+				return
+			}
+			*dst = v
 		}
-		v, err := ParseSize(s)
-		if err != nil {
-			d.failf(n, path, "%v", err)
-			return
-		}
-		if v == 0 {
-			d.failf(n, path, "must be above 0 (omit it for the default)")
-			return
-		}
-		*dst = v
 	}
 }
 
 // sizeOrZero decodes a size from 0 to limit bytes (0 turns a feature off).
 func (d *decoder) sizeOrZero(dst *uint64, limit uint64) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a size such as 256kb, or 0")
-		if !ok {
-			return
+		if v, ok := d.parseSize(n, path, "a size such as 256kb, or 0"); ok {
+			if v > limit {
+				d.failf(n, path, "%d bytes is out of range [0, %d]", v, limit)
+				return
+			}
+			*dst = v
 		}
-		v, err := ParseSize(s)
-		if err != nil {
-			d.failf(n, path, "%v", err)
-			return
-		}
-		if v > limit {
-			d.failf(n, path, "%d bytes is out of range [0, %d]", v, limit)
-			return
-		}
-		*dst = v
 	}
+}
+
+// parseSize reads n as a size (want describes one in the error when it is
+// not a scalar); ok is false once it reported an error.
+func (d *decoder) parseSize(n *yaml.Node, path, want string) (uint64, bool) {
+	s, ok := d.scalar(n, path, want)
+	if !ok {
+		return 0, false
+	}
+	v, err := ParseSize(s)
+	if err != nil {
+		d.failf(n, path, "%v", err)
+		return 0, false
+	}
+	return v, true
 }
 
 func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
