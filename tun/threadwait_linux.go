@@ -184,3 +184,32 @@ func waitWritable(fd int) {
 	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 	unix.Poll(pfd[:], 10)
 }
+
+// threadQueue makes queue i of the descriptor fd in thread mode
+// (Options.ThreadWait): fd is still blocking when os.NewFile sees it, so
+// that the file stays off the netpoller, and non-blocking from then on.
+// It sets *owned once the queue's file owns fd.
+func (d *LinuxDevice) threadQueue(i, fd int, owned *bool) (*linuxQueue, error) {
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+	*owned = true
+	fail := func(err error) (*linuxQueue, error) {
+		f.Close()
+		return nil, fmt.Errorf("tun %s: queue %d: %w", d.name, i, err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return fail(fmt.Errorf("set non-blocking: %w", err))
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fail(err)
+	}
+	tw, err := newThreadWait()
+	if err != nil {
+		return fail(err)
+	}
+	q := &linuxQueue{index: i, dev: d, file: f, rc: rc, thread: tw}
+	q.threadEvFn = q.threadEv
+	q.threadReadFn = q.threadRead
+	q.setup()
+	return q, nil
+}
