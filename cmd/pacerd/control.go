@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
@@ -160,6 +161,7 @@ func (d *daemon) status() (*control.Status, error) {
 	for _, ci := range l.Classes() {
 		st.Classes = append(st.Classes, d.classOf(ci))
 	}
+	st.At = time.Now()
 	return st, nil
 }
 

@@ -325,14 +325,14 @@ func (h *shellHost) runShell(t *testing.T, timeout time.Duration, env []string, 
 // offloads on.) The shell's log is returned for further checks.
 func (h *shellHost) shellRate(t *testing.T, shellArgs []string, dir string, window time.Duration, iperf3Extra ...string) (float64, string) {
 	t.Helper()
-	return h.shellMeasured(t, shellArgs, dir, func(sent func() uint64) float64 {
-		return tuntest.RateUnstolen(t, fmt.Sprintf("shell %v, %s", shellArgs, dir), window, tuntest.BinLimit(window), sent)
+	return h.shellMeasured(t, shellArgs, dir, func(sent func() (uint64, time.Time)) float64 {
+		return tuntest.RateUnstolenAt(t, fmt.Sprintf("shell %v, %s", shellArgs, dir), window, tuntest.BinLimit(window), sent)
 	}, iperf3Extra...)
 }
 
 // shellMeasured is shellRate with the rate measured by measure from the
 // counter of the bytes the direction's classes sent.
-func (h *shellHost) shellMeasured(t *testing.T, shellArgs []string, dir string, measure func(sent func() uint64) float64, iperf3Extra ...string) (float64, string) {
+func (h *shellHost) shellMeasured(t *testing.T, shellArgs []string, dir string, measure func(sent func() (uint64, time.Time)) float64, iperf3Extra ...string) (float64, string) {
 	t.Helper()
 	// The shell's namespace has the host's default congestion control:
 	// name the tests' own (tuntest.TCPCongestion).
@@ -346,7 +346,7 @@ func (h *shellHost) shellMeasured(t *testing.T, shellArgs []string, dir string, 
 	c := control.NewClient(m[1], 5*time.Second)
 	defer c.Close()
 	time.Sleep(2 * time.Second)
-	rate := measure(func() uint64 {
+	rate := measure(func() (uint64, time.Time) {
 		st, err := c.Status(context.Background())
 		if err != nil {
 			t.Fatalf("shell status: %v", err)
@@ -357,7 +357,7 @@ func (h *shellHost) shellMeasured(t *testing.T, shellArgs []string, dir string, 
 				sent += cl.SentBytes
 			}
 		}
-		return sent
+		return sent, st.At
 	})
 	select {
 	case <-p.done:
@@ -715,8 +715,8 @@ func TestShellEmulation(t *testing.T) {
 	// by one, 1.3% of 5 s (bins once measured +1.13% in CI). Measured as
 	// a slope through 50 samples (tuntest.RateSlope): 5 runs here within
 	// -0.08% and +0.40%.
-	rate, _ := h.shellMeasured(t, []string{"-downlink-trace", trace}, "ingress", func(sent func() uint64) float64 {
-		return tuntest.RateSlope(t, 5*time.Second, sent)
+	rate, _ := h.shellMeasured(t, []string{"-downlink-trace", trace}, "ingress", func(sent func() (uint64, time.Time)) float64 {
+		return tuntest.RateSlopeAt(t, 5*time.Second, sent)
 	}, "-R")
 	tuntest.WithinRate(t, "downlink trace of 1 opportunity/ms (the shell's bytes, as on the wire)", rate, 1.5e6, 0.01)
 	h.checkClean(t)

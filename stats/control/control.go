@@ -39,6 +39,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/pacer-dev/pacer/stats"
 )
@@ -59,6 +60,11 @@ type Status struct {
 	// Classes are in configuration order, egress first; each direction's
 	// "default" class (if any) and "unclassified" come last.
 	Classes []Class `json:"classes"`
+	// At is the daemon's clock when it had read the classes' counters.
+	// A client that computes rates from two statuses takes their times
+	// from At rather than from when its requests went out or came back:
+	// a reply that waited for the CPU does not move the sample.
+	At time.Time `json:"at"`
 }
 
 // Direction is one direction's own settings.

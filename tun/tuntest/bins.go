@@ -107,7 +107,7 @@ func tallyBins(s []binSample, maxSteal float64) binTally {
 // RatesUnstolen returns.
 func RatesUnstolen(t testing.TB, what string, want, limit time.Duration, counters func() []uint64) []float64 {
 	t.Helper()
-	return ratesUnstolen(t, what, want, limit, BinSteal, counters)
+	return ratesUnstolen(t, what, want, limit, BinSteal, untimed(counters))
 }
 
 // RatesUnstolenBusy is RatesUnstolen for a load that keeps both CPUs busy
@@ -115,16 +115,43 @@ func RatesUnstolen(t testing.TB, what string, want, limit time.Duration, counter
 // (BinStealBusy).
 func RatesUnstolenBusy(t testing.TB, what string, want, limit time.Duration, counters func() []uint64) []float64 {
 	t.Helper()
-	return ratesUnstolen(t, what, want, limit, BinStealBusy, counters)
+	return ratesUnstolen(t, what, want, limit, BinStealBusy, untimed(counters))
 }
 
-func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters func() []uint64) []float64 {
+// RatesUnstolenAt is RatesUnstolen of counters that say when they were
+// read: a daemon's status with its own clock at the read
+// (control.Status.At). A sample's time is that time, however long the
+// request took, so a reply that waited for the CPU costs no bin; a zero
+// time falls back to the reader's clock (and to binReadSlack).
+func RatesUnstolenAt(t testing.TB, what string, want, limit time.Duration, counters func() ([]uint64, time.Time)) []float64 {
+	t.Helper()
+	return ratesUnstolen(t, what, want, limit, BinSteal, counters)
+}
+
+// RateUnstolenAt is RatesUnstolenAt of one counter.
+func RateUnstolenAt(t testing.TB, what string, want, limit time.Duration, counter func() (uint64, time.Time)) float64 {
+	t.Helper()
+	return RatesUnstolenAt(t, what, want, limit, func() ([]uint64, time.Time) {
+		c, at := counter()
+		return []uint64{c}, at
+	})[0]
+}
+
+// untimed adapts counters without a time of their own to ratesUnstolen.
+func untimed(counters func() []uint64) func() ([]uint64, time.Time) {
+	return func() ([]uint64, time.Time) { return counters(), time.Time{} }
+}
+
+func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters func() ([]uint64, time.Time)) []float64 {
 	t.Helper()
 	read := func() binSample {
 		t0 := time.Now()
-		c := counters()
+		c, at := counters()
 		cpu, err := ReadCPUTimes()
 		t1 := time.Now()
+		if !at.IsZero() {
+			return binSample{at: at, counts: c, cpu: cpu, slow: err != nil}
+		}
 		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
 	}
 	start := time.Now()

@@ -1,6 +1,9 @@
 package tuntest
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,4 +97,44 @@ func TestSlopeSpreadsAStall(t *testing.T) {
 	if ends > 9901 || s < 9985 || s > 10015 {
 		t.Errorf("ends %.1f/s (want 1%% short), slope %.1f/s (want 10000 within 0.15%%)", ends, s)
 	}
+}
+
+// TestRateUnstolenAtSlowReplies: a counter whose replies come 0-8 ms late,
+// before and after it is read (a daemon's status while the machine is
+// busy), measures its rate exactly when it says when it was read: the
+// reader's clock would place each sample up to 4 ms off (0.4% of a 2 s
+// window at its ends) and leave out the bins of the replies over 5 ms.
+func TestRateUnstolenAtSlowReplies(t *testing.T) {
+	const rate = 1e6 // per second
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	counter := func() (uint64, time.Time) {
+		time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond)
+		at := time.Now()
+		time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond)
+		return uint64(rate * at.Sub(start).Seconds()), at
+	}
+	lt := &logTB{TB: t}
+	got := RateUnstolenAt(lt, "slow replies", 2*time.Second, 8*time.Second, counter)
+	if d := got/rate - 1; d > 0.001 || d < -0.001 {
+		t.Errorf("rate %.0f/s, want %.0f/s within 0.1%% (%+.3f%%)", got, rate, 100*d)
+	}
+	for _, l := range lt.logs {
+		// Without the reply's time every bin has a slow edge: none kept.
+		if strings.Contains(l, "judging all") {
+			t.Errorf("slow replies cost the bins: %s", l)
+		}
+	}
+}
+
+// logTB keeps what a test helper logs.
+type logTB struct {
+	testing.TB
+	logs []string
+}
+
+func (l *logTB) Logf(format string, args ...any) {
+	l.TB.Helper()
+	l.logs = append(l.logs, fmt.Sprintf(format, args...))
+	l.TB.Logf(format, args...)
 }

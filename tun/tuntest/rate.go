@@ -33,15 +33,26 @@ const slopeEvery = 100 * time.Millisecond
 // whose read took longer than 5 ms (its time unknown) is left out.
 func RateSlope(t testing.TB, window time.Duration, counter func() uint64) float64 {
 	t.Helper()
+	return RateSlopeAt(t, window, func() (uint64, time.Time) { return counter(), time.Time{} })
+}
+
+// RateSlopeAt is RateSlope of a counter that says when it was read (see
+// RatesUnstolenAt): every sample counts at that time; a zero time falls
+// back to the reader's clock and its 5 ms limit.
+func RateSlopeAt(t testing.TB, window time.Duration, counter func() (uint64, time.Time)) float64 {
+	t.Helper()
 	var xs, ys []float64
 	start := time.Now()
 	next := start
 	for {
 		t0 := time.Now()
-		c := counter()
+		c, at := counter()
 		t1 := time.Now()
-		if t1.Sub(t0) <= binReadSlack {
-			xs = append(xs, t0.Add(t1.Sub(t0)/2).Sub(start).Seconds())
+		if at.IsZero() && t1.Sub(t0) <= binReadSlack {
+			at = t0.Add(t1.Sub(t0) / 2)
+		}
+		if !at.IsZero() {
+			xs = append(xs, at.Sub(start).Seconds())
 			ys = append(ys, float64(c))
 		}
 		if t1.Sub(start) >= window {
