@@ -71,7 +71,8 @@ func (s *Sched) ackOf(ni int32) *tcpack.Header {
 	}
 	a := &s.acks[ni]
 	if !a.read {
-		a.h, a.read = tcpack.Parse(s.nodes[ni].pkt.ip()), true
+		a.h.Read(s.nodes[ni].pkt.ip())
+		a.read = true
 	}
 	return &a.h
 }

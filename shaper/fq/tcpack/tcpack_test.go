@@ -209,6 +209,13 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		h := Parse(pkt)
+		// Read into a header that held another packet (a queue's slot
+		// reused) gives what Parse does.
+		dirty := Header{Kind: PureACK, V6: true, Src: [16]byte{1}, Dst: [16]byte{2}, Sport: 3, Dport: 4, Flags: 5, Ack: 6,
+			HasTS: true, TSval: 7, TSecr: 8, NSACK: MaxSACK, SACK: [MaxSACK]Block{{1, 2}, {3, 4}, {5, 6}, {7, 8}}}
+		if dirty.Read(pkt); dirty != h {
+			t.Fatalf("Read into a used header: %+v, Parse: %+v", dirty, h)
+		}
 		if h.Kind == PureACK && !MayBePureACK(pkt) {
 			t.Fatalf("MayBePureACK passes over a pure ACK: %+v", h)
 		}
