@@ -327,9 +327,11 @@ func (s *sampler) minOf(from, to time.Time) uint64 {
 // the change the ISP (20 Mbit/s, a 500 ms FIFO) still carries at least
 // 80% of its capacity and the auto rate never falls below half of it,
 // while the ping's median RTT stays under baseline + 30 ms (the live
-// reflector still detects bloat).
+// reflector still detects bloat). It judges rates and a median delay
+// tens of milliseconds wide over seconds, so it runs beside other rate
+// tests (rateTest).
 func TestAutorateReflectors(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	const isp = `
 egress:
   delay: 10ms
@@ -396,9 +398,10 @@ ingress:
 // TestAutorateIdle: after load, the rate decays to its base once idle
 // (decay_every shortened to 50 ms: 1% of the rate each), the state is
 // idle, and the probes stay within their budget: the ISP's ingress counts
-// the replies, one per probe_interval (20 a second) at most.
+// the replies, one per probe_interval (20 a second) at most. Rates and
+// counts over seconds: it runs beside other rate tests.
 func TestAutorateIdle(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	const isp = `
 egress:
   delay: 10ms
