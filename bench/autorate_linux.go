@@ -4,10 +4,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -364,7 +368,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mid, _, midErr = tuntest.PingTimed(ctx, c.mid, addr2, 10*time.Millisecond, int(time.Until(end)/(10*time.Millisecond)))
+			mid, midErr = pingUntil(ctx, c.mid, addr2, 10*time.Millisecond, end)
 		}()
 	}
 	var stopLoad func()
@@ -378,7 +382,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		stopLoad = stop
 		loadErr <- err
 	}()
-	replies, _, err := tuntest.PingTimed(ctx, r.e.ns1, addr2, 10*time.Millisecond, int(time.Until(end)/(10*time.Millisecond)))
+	replies, err := pingUntil(ctx, r.e.ns1, addr2, 10*time.Millisecond, end)
 	lerr := <-loadErr
 	if stopLoad != nil {
 		stopLoad()
@@ -448,6 +452,24 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		res.Bins = append(res.Bins, b)
 	}
 	return res, nil
+}
+
+// pingUntil pings addr from ns every interval until end (ping -w: on a
+// busy machine ping sends more slowly than -i asks, so a count would run
+// past end) and returns the replies with their arrival times.
+func pingUntil(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, end time.Time) ([]tuntest.PingReply, error) {
+	secs := int(math.Ceil(time.Until(end).Seconds()))
+	if secs < 1 {
+		return nil, fmt.Errorf("ping until %v: already past", end)
+	}
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ping", "-D", "-n", "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64),
+		"-w", strconv.Itoa(secs), "-W", "2", addr.String())
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		return nil, fmt.Errorf("ping %s in %s: %w", addr, ns, err)
+	}
+	return tuntest.ParsePingTimed(out), nil
 }
 
 // inWindow returns the replies that came in [from, to).
