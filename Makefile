@@ -94,8 +94,9 @@ test-short:
 # bench measures pacer against its references in one run (x/time/rate, the
 # bare TUN copy loop, a veth pair, tc tbf, and fq_codel, cake and netem where
 # the kernel has them) and writes BENCHMARKS.md and the plots in bench/. It
-# needs root and takes about 10 minutes: sudo make bench.
-# bench-quick is the same in short runs (under 2 minutes), written to
+# needs root and takes about 25 minutes (15 of them scenario 14, autorate
+# against fixed rates on an emulated ISP): sudo make bench.
+# bench-quick is the same in short runs (about 6 minutes), written to
 # bench/out/ for development.
 bench: bench-deps
 	$(GO) build -o $(BIN)/pacer-bench ./bench

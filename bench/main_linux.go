@@ -2,8 +2,8 @@
 
 // Command bench measures pacer against its references in one run and
 // writes BENCHMARKS.md with PNG plots (issue 6). Run it as root from the
-// module root, through `sudo make bench` (about 10 minutes) or `make
-// bench-quick` (about 2 minutes):
+// module root, through `sudo make bench` (about 25 minutes, 15 of them
+// scenario 14) or `make bench-quick` (about 6 minutes):
 //
 //	go run ./bench [-quick] [-out BENCHMARKS.md] [-plots bench/] [-only 3,7]
 //
@@ -23,7 +23,10 @@
 // kernel has them) where a shaper or emulator is compared, and `tc htb`
 // where a class tree is (scenario 12). Traffic is
 // iperf3, ping and the harness's UDP probe between 198.18.0.1 and
-// 198.18.0.2 only.
+// 198.18.0.2 only, except in scenario 14 (autorate, issue 29), which adds
+// a third namespace between them with two pacer links (the variant and
+// an emulated ISP) and pings and probes from there to 198.18.0.2-4
+// (autorate_linux.go).
 package main
 
 import (
@@ -79,6 +82,8 @@ type params struct {
 	shareTime      time.Duration // scenario 12: iperf3 -t per run (whole seconds)
 	shareWarm      time.Duration // scenario 12: from the traffic's start to the window
 	shareIdle      time.Duration // scenario 12: probes before the traffic starts
+	arStep         time.Duration // scenario 14: each of the three steps
+	arTrace        time.Duration // scenario 14: the LTE trace's run
 }
 
 var fullParams = params{
@@ -92,6 +97,7 @@ var fullParams = params{
 	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second, emuSteadyAt: 10 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
 	shareReps: 3, shareTime: 10 * time.Second, shareWarm: 3 * time.Second, shareIdle: time.Second,
+	arStep: 20 * time.Second, arTrace: 120 * time.Second,
 }
 
 var quickParams = params{
@@ -105,6 +111,7 @@ var quickParams = params{
 	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second, emuSteadyAt: 3 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 	shareReps: 1, shareTime: 6 * time.Second, shareWarm: 2 * time.Second, shareIdle: time.Second,
+	arStep: 5 * time.Second, arTrace: 20 * time.Second,
 }
 
 // results is everything a run measured, for the report.
@@ -122,16 +129,18 @@ type results struct {
 	Emu         *emuResults       // scenario 11
 	Share       *shareResults     // scenario 12
 	Wakeups     []*wakeResult     // scenario 13, by row then variant
+	Autorate    []*arResult       // scenario 14, by link then variant
 	Plots       map[string]string // plot name → path relative to the report
 	Errors      []string
 }
 
 // runner runs the scenarios.
 type runner struct {
-	p     params
-	e     *env
-	res   results
-	start time.Time
+	p      params
+	e      *env
+	modDir string
+	res    results
+	start  time.Time
 	// variants, if set, are the only variants scenarios 3 and 7 run (by
 	// key: bare, pacer-on, pacer-on-uring, ...), for development.
 	variants []string
@@ -147,11 +156,11 @@ func (r *runner) progress(format string, args ...any) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenarios 10, 11 and 12's sharing cases; whole run about 3 minutes)")
+	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenarios 10, 11 and 12's sharing cases; scenario 14's steps 5 s and trace 20 s; whole run about 6 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13), for development; default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13,14), for development; default all")
 	soak := flag.Bool("soak", false, "soak mode instead of the benchmarks: pacerd under changing rates and reloads for -duration; writes -out (default SOAK.md) and soak.csv and soak.png into -plots (default docs/)")
 	duration := flag.Duration("duration", 20*time.Minute, "soak: how long the changes run (whole multiples of 10s)")
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
@@ -193,6 +202,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
+	r.modDir = modDir
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *soak {
@@ -266,6 +276,7 @@ func run() int {
 		{[]string{"11"}, "scenario 11", r.runEmulation},
 		{[]string{"12"}, "scenario 12", r.runShare},
 		{[]string{"13"}, "scenario 13", r.runWakeups},
+		{[]string{"14"}, "scenario 14", r.runAutorate},
 	} {
 		if ctx.Err() != nil {
 			break
@@ -311,7 +322,7 @@ func run() int {
 	return 0
 }
 
-// writePlots saves the plots of scenarios 9, 10 and 11 into dir and records their
+// writePlots saves the plots of scenarios 9, 10, 11 and 14 into dir and records their
 // paths relative to the report.
 func (r *runner) writePlots(report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -360,6 +371,23 @@ func (r *runner) writePlots(report, dir string) error {
 			errs = append(errs, err)
 		} else {
 			r.res.Plots["emulation-delay"] = rel(f)
+		}
+	}
+	for _, key := range []string{"steps", "lte"} {
+		var runs []*arResult
+		for _, a := range r.res.Autorate {
+			if a.Link == key {
+				runs = append(runs, a)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		f := filepath.Join(dir, "autorate-"+key+".png")
+		if err := plotAutorate(f, runs[0].LinkName, runs); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.res.Plots["autorate-"+key] = rel(f)
 		}
 	}
 	return errors.Join(errs...)

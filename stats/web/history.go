@@ -25,7 +25,9 @@ const maxReasons = 16
 // per class the configured rate, the achieved (sent) and offered
 // (received) rates, queue delay p50 and p99, drops per second by reason,
 // backlog, active flows, ECN marks per second, the number of keys and, in
-// a class tree (link sharing), the borrowed rate.
+// a class tree (link sharing), the borrowed rate; per direction with rate:
+// auto, the rate its controller set, the achieved rate it saw and the
+// delay deltas, link-wide and per reflector.
 // Rates and per-second figures are the change of a counter between two
 // samples divided by the time between them, so a sample's figures cover
 // exactly the interval since the one before it.
@@ -52,6 +54,8 @@ type History struct {
 	classes map[stats.Key]*classHistory
 	order   []stats.Key // the newest sample's classes, in the Source's order
 	dirs    []stats.DirectionStats
+	// autorate is the auto directions' controllers, by direction.
+	autorate map[string]*autorateHistory
 }
 
 // classHistory is one class's rings and its newest counters.
@@ -138,6 +142,7 @@ func (h *History) Sample(now time.Time) {
 	slot := int(h.seq % uint64(h.size))
 	h.times[slot] = at
 	h.dirs = ds
+	h.recordAutorate(slot, ds)
 	h.order = h.order[:0]
 	trees := treeDirections(cs)
 	for i := range cs {

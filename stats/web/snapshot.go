@@ -53,6 +53,9 @@ type Direction struct {
 	// RateBytesPerSecond is the direction's total rate; 0: unlimited.
 	RateBytesPerSecond uint64  `json:"rate_bytes_per_second"`
 	Classes            []Class `json:"classes"`
+	// Autorate is the direction's autorate controller over the samples;
+	// nil unless its rate is auto at the newest sample.
+	Autorate *Autorate `json:"autorate,omitempty"`
 }
 
 // Class is one class: its configuration at the newest sample and its
@@ -187,6 +190,11 @@ func (h *History) Snapshot(after uint64, now time.Time) *Response {
 		ch := h.classes[k]
 		i := addDir(k.Direction, 0)
 		resp.Directions[i].Classes = append(resp.Directions[i].Classes, h.classJSON(ch, first, last))
+	}
+	for dir, ah := range h.autorate {
+		if i, ok := dirIndex[dir]; ok && ah.seq == last {
+			resp.Directions[i].Autorate = h.autorateJSON(ah, first, last)
+		}
 	}
 	return resp
 }

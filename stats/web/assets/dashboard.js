@@ -2,7 +2,9 @@
 // pacerd's one-second samples (asking only for the samples it has not
 // seen), keeps the history's window of samples, and draws for each
 // direction: charts of rate, borrowed rate (link sharing), queue delay,
-// drops, backlog, active flows and ECN marks, a table of every class's
+// drops, backlog, active flows and ECN marks (and, for a direction with
+// rate: auto, its controller's rate and the delay deltas per reflector),
+// a table of every class's
 // figures at the newest sample (a class tree as a tree: each class's
 // children under it, collapsible), and the busiest keys of classes with a
 // per-key limit. A class keeps one colour in every chart and table while
@@ -26,6 +28,7 @@
     windowSeconds: 300,
     dirs: [], // [{direction, rate, keys: [class key]}], the newest sample's order
     classes: new Map(), // class key -> {direction, meta, since, series: {name: [v]}, dropped: {reason: [v]}}
+    autorate: new Map(), // direction -> {meta, since, series: {name: [v]}, reflectors: {address: [v]}}
     colours: new Map(), // class key -> colour
     views: new Map(), // direction -> view
     charted: new Map(), // direction -> {sig, keys, at}
@@ -146,6 +149,7 @@
     if (!append) {
       state.times = [];
       state.classes.clear();
+      state.autorate.clear();
     }
     const old = state.times.length;
     state.times.push(...resp.times);
@@ -178,6 +182,10 @@
         }
       }
       state.dirs.push({direction: d.direction, rate: d.rate_bytes_per_second, keys});
+      mergeAutorate(d, old, n);
+    }
+    for (const dir of [...state.autorate.keys()]) {
+      if (!resp.directions.some((d) => d.direction === dir && d.autorate)) state.autorate.delete(dir);
     }
     for (const k of [...state.classes.keys()]) {
       if (!seen.has(k)) state.classes.delete(k);
@@ -194,9 +202,38 @@
       for (const e of state.classes.values()) {
         for (const obj of [e.series, e.dropped]) for (const a of Object.values(obj)) a.splice(0, cut);
       }
+      for (const e of state.autorate.values()) {
+        for (const obj of [e.series, e.reflectors]) for (const a of Object.values(obj)) a.splice(0, cut);
+      }
     }
     // Colours in the order classes appear, egress first.
     for (const d of state.dirs) for (const k of d.keys) colourOf(k);
+  }
+
+  // mergeAutorate adds a direction's autorate series (rate: auto) to the
+  // samples held, as merge does a class's; a reflector no longer listed
+  // is dropped.
+  function mergeAutorate(d, old, n) {
+    const a = d.autorate;
+    if (!a) return;
+    let e = state.autorate.get(d.direction);
+    if (!e || e.since !== a.since) {
+      e = {since: a.since, series: {}, reflectors: {}};
+      state.autorate.set(d.direction, e);
+    }
+    e.meta = a;
+    extend(e.series, 'rate', a.rate_bytes_per_second, old);
+    extend(e.series, 'achieved', a.achieved_bytes_per_second, old);
+    extend(e.series, 'delta', a.delta_seconds, old);
+    const listed = new Set();
+    for (const r of a.reflectors) {
+      listed.add(r.address);
+      extend(e.reflectors, r.address, r.delta_seconds, old);
+    }
+    for (const addr of Object.keys(e.reflectors)) if (!listed.has(addr)) delete e.reflectors[addr];
+    for (const obj of [e.series, e.reflectors]) {
+      for (const s of Object.values(obj)) while (s.length < n) s.push(null);
+    }
   }
 
   // extend appends vals to obj[name], first padding it with nulls to old
@@ -341,6 +378,8 @@
     v.sub = el('span', {class: 'sub'});
     v.legend = el('div', {class: 'legend'});
     v.grid = el('div', {class: 'charts'});
+    v.auto = newAutorateChart();
+    v.grid.append(v.auto.fig);
     for (const spec of CHARTS) {
       const c = {spec, u: null, sig: '', series: []};
       c.readout = el('div', {class: 'readout'});
@@ -373,6 +412,7 @@
 
   function resize(v) {
     for (const c of v.charts.values()) if (c.u) c.u.setSize(plotSize(c));
+    if (v.auto.u) v.auto.u.setSize(plotSize(v.auto));
   }
 
   function updateView(v, d) {
@@ -391,6 +431,7 @@
       v.legend.append(el('span', {class: 'note', text: `charts show the ${charted.length} busiest of ${classes.length} classes; the table lists them all`}));
     }
 
+    updateAutorate(v, state.autorate.get(d.direction));
     for (const c of v.charts.values()) updateChart(v, c, charted);
     updateTable(v, d, rows);
     updateKeys(v, d, classes);
@@ -508,6 +549,86 @@
       c.u = new uPlot(chartOptions(v, c, series), data, c.plot);
     }
     updateReadout(v, c);
+  }
+
+  // ---- The autorate chart: a direction with rate: auto gets one, first
+  // in its grid: the rate its controller set and the achieved rate it saw
+  // (left axis), the link-wide delay delta and each reflector's (right
+  // axis, ms). Absent for a fixed rate.
+
+  const REFLECTOR_COLOURS = ['#2a9d48', '#e08a00', '#8451c7', '#0f9fb0', '#b5447c', '#7a5c3e'];
+
+  function newAutorateChart() {
+    const c = {u: null, sig: '', series: []};
+    c.readout = el('div', {class: 'readout'});
+    c.plot = el('div', {class: 'plot'});
+    c.caption = el('span', {class: 'hint'});
+    c.fig = el('figure', {class: 'chart', 'data-chart': 'autorate', hidden: true},
+      el('figcaption', {}, el('span', {text: 'Autorate'}), c.caption), c.readout, c.plot);
+    return c;
+  }
+
+  function updateAutorate(v, e) {
+    const c = v.auto;
+    if (!e) {
+      if (c.u) c.u.destroy();
+      c.u = null;
+      c.sig = '';
+      c.series = [];
+      c.fig.hidden = true;
+      return;
+    }
+    c.fig.hidden = false;
+    const m = e.meta;
+    c.caption.textContent = `${m.state} · ${fmtRateExact(m.min_bytes_per_second)}–${fmtRateExact(m.max_bytes_per_second)}, base ${fmtRateExact(m.base_bytes_per_second)}`;
+    const series = [
+      {label: 'rate', scale: 'rate', values: scale(e.series.rate, 8), colour: '#1f6fd1', width: 2, fmt: fmtBits},
+      {label: 'achieved', scale: 'rate', values: scale(e.series.achieved, 8), colour: '#1f6fd1', width: 1, dash: [2, 2], fmt: fmtBits},
+      {label: 'delta', scale: 'ms', values: scale(e.series.delta, 1e3), colour: '#d9412b', width: 1.5, fmt: (x) => fmtDelay(ok(x) ? x / 1e3 : x)},
+    ];
+    Object.keys(e.reflectors).forEach((addr, i) => {
+      series.push({label: addr + ' delta', scale: 'ms', values: scale(e.reflectors[addr], 1e3),
+        colour: REFLECTOR_COLOURS[i % REFLECTOR_COLOURS.length], width: 1, dash: [5, 3], fmt: (x) => fmtDelay(ok(x) ? x / 1e3 : x)});
+    });
+    c.series = series;
+    const data = [state.times, ...series.map((s) => s.values)];
+    const sig = series.map((s) => s.label).join(';');
+    if (c.u && c.sig === sig) {
+      c.u.setData(data);
+    } else {
+      if (c.u) c.u.destroy();
+      c.sig = sig;
+      const axis = {
+        stroke: '#5b6474', font: '11px system-ui, sans-serif',
+        grid: {stroke: '#edf0f3', width: 1}, ticks: {stroke: '#dfe3e8', width: 1, size: 4},
+      };
+      const range = (u, min, max) => [0, max > 0 ? max * 1.12 : 1];
+      c.u = new uPlot({
+        ...plotSize(c),
+        legend: {show: false},
+        cursor: {sync: {key: 'pacer-' + v.direction}, drag: {x: false, y: false}, points: {size: 5}},
+        scales: {x: {time: true}, rate: {range}, ms: {range}},
+        axes: [
+          {...axis, space: 64, size: 30, values: (u, splits) => splits.map(fmtTime)},
+          {...axis, scale: 'rate', size: 58, space: 28, values: (u, splits) => splits.map(fmtBitsAxis)},
+          {...axis, scale: 'ms', side: 1, size: 50, space: 28, grid: {show: false}, values: (u, splits) => splits.map(fmtMsAxis)},
+        ],
+        series: [{}, ...series.map((s) => ({
+          label: s.label, scale: s.scale, stroke: s.colour, width: s.width, dash: s.dash, points: {show: false}, spanGaps: false,
+        }))],
+        hooks: {setCursor: [() => autorateReadout(c)]},
+      }, data, c.plot);
+    }
+    autorateReadout(c);
+  }
+
+  function autorateReadout(c) {
+    const n = state.times.length;
+    if (!n || !c.series.length) return;
+    const hover = c.u && c.u.cursor.idx !== null && c.u.cursor.idx !== undefined;
+    const i = hover ? c.u.cursor.idx : n - 1;
+    c.readout.replaceChildren(el('span', {class: 'when', text: hover ? fmtTime(state.times[i]) : 'now'}),
+      ...c.series.map((s) => el('span', {}, swatch(s.colour), el('span', {text: s.label}), el('b', {text: s.fmt(s.values[i])}))));
   }
 
   function chartOptions(v, c, series) {
@@ -691,6 +812,7 @@
     for (const [dir, v] of state.views) {
       if (!want.has(dir)) {
         for (const c of v.charts.values()) if (c.u) c.u.destroy();
+        if (v.auto.u) v.auto.u.destroy();
         v.ro.disconnect();
         v.section.remove();
         state.views.delete(dir);
@@ -744,6 +866,7 @@
       for (const [dir, v] of state.views) {
         out[dir] = {};
         for (const [id, c] of v.charts) out[dir][id] = c.u ? c.series.map((s) => s.label) : [];
+        if (v.auto.u) out[dir].autorate = v.auto.series.map((s) => s.label);
       }
       return out;
     },
@@ -756,6 +879,10 @@
         for (const [id, c] of v.charts) {
           out[dir][id] = {};
           for (const s of c.series) out[dir][id][s.label] = last(s.values);
+        }
+        if (v.auto.u) {
+          out[dir].autorate = {};
+          for (const s of v.auto.series) out[dir].autorate[s.label] = last(s.values);
         }
       }
       return out;

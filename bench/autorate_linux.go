@@ -1,0 +1,492 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/tun"
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// Scenario 14 (issue 29): autorate against fixed rates and no shaper on
+// an emulated ISP whose download capacity moves. Three namespaces, two
+// pacer links, no veth:
+//
+//	ns1 198.18.0.1 ─ pacer (the variant) ─ mid 198.18.1.2 | 198.18.1.1 ─ pacer (the ISP) ─ ns2 198.18.0.2-4
+//
+// The ISP's ingress (the download) follows a rate schedule (steps) or a
+// Mahimahi cellular trace through a 500 ms droptail FIFO, 10 ms each
+// way; mid forwards and is the WAN side, where autorate's probes leave
+// from (to ns2's three addresses, its reflectors). Four cubic flows
+// download (iperf3 -R) beside a 10 ms ping from ns1; each variant runs
+// the same link in turn: the download's rate auto (2-50 Mbit/s from
+// 10), fixed at the link's mean, at min (2), at max (50), none.
+//
+// On the steps link the scenario also measures the passive signal
+// (issue 29 part 2, a prototype the controller does not use): the
+// carried flows' RTT from their TCP timestamps, seen on both sides of
+// the variant's pacer, against a 10 ms ping from mid (the probes' path).
+
+// arReflectors are ns2's addresses: the iperf3 server's and two more.
+var arReflectors = []netip.Addr{addr2, netip.MustParseAddr("198.18.0.3"), netip.MustParseAddr("198.18.0.4")}
+
+// arMidWAN and arMidLAN are mid's addresses towards the ISP and towards
+// ns1.
+var (
+	arMidWAN = netip.MustParseAddr("198.18.1.1")
+	arMidLAN = netip.MustParseAddr("198.18.1.2")
+)
+
+// arTrace is the cellular trace of the second link, from the module's
+// root.
+const arTrace = "configs/traces/tmobile-lte-short.down"
+
+// arVariant is one setting of the download of scenario 14.
+type arVariant struct {
+	key, name string
+	policy    func(mean uint64) string // the ingress section
+}
+
+var arVariants = []arVariant{
+	{"auto", "auto (2-50 Mbit/s from 10)", func(uint64) string {
+		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]}\n  default: {rate: 1gbit}\n",
+			arReflectors[0], arReflectors[1], arReflectors[2])
+	}},
+	{"mean", "fixed at the mean", func(mean uint64) string {
+		return fmt.Sprintf("ingress:\n  rate: %dbps\n  default: {rate: 1gbit}\n", mean)
+	}},
+	{"min", "fixed at min (2 Mbit/s)", func(uint64) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }},
+	{"max", "fixed at max (50 Mbit/s)", func(uint64) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }},
+	{"none", "no shaper", func(uint64) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
+}
+
+// arLink is the ISP of one half of scenario 14.
+type arLink struct {
+	key, name string
+	dur       time.Duration
+	sched     *bucket.Schedule
+	isp       string // the ISP's ingress default class
+	passive   bool
+}
+
+// arBin is 500 ms of a run.
+type arBin struct {
+	T                         float64 // s from the ISP's start
+	Capacity, Delivered, Rate float64 // Mbit/s; Rate 0 without auto
+	PingMS                    float64 // the ping's median, ms (0: no reply)
+	PassiveMS, ProbeMS        float64 // steps link: the passive RTT at the WAN side and mid's ping, medians, ms
+}
+
+// arResult is one variant on one link.
+type arResult struct {
+	Link, LinkName, Variant, Name string
+	IdleMS                        float64 // the ping's median before the load
+	P50, P99                      float64 // the ping's RTT over IdleMS, ms, from 2 s on
+	Util                          float64 // delivered over what the schedule allowed, from 2 s on
+	MeanRate                      float64 // Mbit/s, auto only
+	CapacityMean                  float64 // Mbit/s over the window
+	Bins                          []arBin
+	// Passive (steps link) compares the flows' RTT seen at the WAN side
+	// (mid's side of the variant's pacer) and at the client's side with
+	// mid's ping, over the loaded window.
+	PassiveWAN, PassiveLAN *passiveCompare
+	PassiveIdle            int // passive samples during the idle second before the load
+}
+
+// runAutorate is scenario 14.
+func (r *runner) runAutorate(ctx context.Context) error {
+	r.progress("scenario 14: autorate vs fixed rates and no shaper on an emulated ISP")
+	step := r.p.arStep
+	steps := []bucket.Step{{At: 0, Rate: 50e6 / 8}, {At: step, Rate: 10e6 / 8}, {At: 2 * step, Rate: 30e6 / 8}}
+	ss, err := bucket.NewRateSchedule(steps, 3*step)
+	if err != nil {
+		return err
+	}
+	trace := filepath.Join(r.modDir, arTrace)
+	ts, err := shaper.LoadTrace(trace)
+	if err != nil {
+		return err
+	}
+	links := []arLink{
+		{key: "steps", name: "steps 50 → 10 → 30 Mbit/s", dur: 3 * step, sched: ss, passive: true,
+			isp: fmt.Sprintf("{rate: 30mbit, rates: [{at: 0s, rate: 50mbit}, {at: %v, rate: 10mbit}, {at: %v, rate: 30mbit}, {at: %v}], queue: fifo, backlog: 500ms}", step, 2*step, 3*step)},
+		{key: "lte", name: "T-Mobile LTE trace", dur: r.p.arTrace, sched: ts,
+			isp: fmt.Sprintf("{rate: %dbps, trace: %s, queue: fifo, backlog: 500ms}", ts.Mean(), trace)},
+	}
+	for _, l := range links {
+		for _, v := range arVariants {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res, err := r.autorateOnce(ctx, l, v)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", l.key, v.key, err)
+			}
+			r.res.Autorate = append(r.res.Autorate, res)
+			r.progress("  %-6s %-32s p50 +%.1f ms, p99 +%.1f ms, utilisation %.1f%%, mean auto rate %.1f Mbit/s",
+				l.key, res.Name, res.P50, res.P99, 100*res.Util, res.MeanRate)
+		}
+	}
+	return nil
+}
+
+// arChain is scenario 14's topology for one run.
+type arChain struct {
+	mid             string
+	auto, isp       *shaper.Link
+	autoIn, autoOut string // the variant's devices (in ns1, in mid)
+	ispStart        time.Time
+}
+
+func (c *arChain) close() error {
+	var err error
+	for _, l := range []*shaper.Link{c.auto, c.isp} {
+		if l != nil {
+			if cerr := l.Close(time.Second); err == nil {
+				err = cerr
+			}
+		}
+	}
+	if c.mid != "" {
+		if derr := tuntest.DeleteNetns(c.mid); err == nil {
+			err = derr
+		}
+	}
+	return err
+}
+
+// newARChain builds the topology with the variant's and the ISP's
+// policies and starts both links (the ISP's schedule starts then).
+func (r *runner) newARChain(policy, ispPolicy string) (c *arChain, err error) {
+	c = &arChain{}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	name := tuntest.RandomName("pbmid")
+	created, err := tun.CreateNetns(name)
+	if err != nil || !created {
+		return nil, fmt.Errorf("create netns %s: created=%v: %v", name, created, err)
+	}
+	c.mid = name
+	if err := quietNetns(name); err != nil {
+		return c, err
+	}
+	if err := tuntest.RunIn(c.mid, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+	}); err != nil {
+		return c, fmt.Errorf("mid: ip_forward: %w", err)
+	}
+	open := func(yml string) (*shaper.Link, error) {
+		cfg, err := config.Parse("bench.yaml", []byte(yml))
+		if err != nil {
+			return nil, fmt.Errorf("config: %w\n%s", err, yml)
+		}
+		return shaper.Open(cfg, r.e.log)
+	}
+	servers := "198.18.0.2/31, 198.18.0.4/32"
+	c.isp, err = open(fmt.Sprintf(`
+link:
+  queues: 1
+  inner: {name: %s, netns: %s, addresses: [%s/32], peer: %s, routes: [%s]}
+  outer: {name: %s, netns: %s, addresses: [%s/32, %s/32, %s/32], peer: %s, routes: [%s/32, 198.18.1.0/24]}
+egress:
+  delay: 10ms
+ingress:
+  delay: 10ms
+  default: %s
+`, tuntest.RandomName("pbii"), c.mid, arMidWAN, addr2, servers,
+		tuntest.RandomName("pbio"), r.e.ns2, arReflectors[0], arReflectors[1], arReflectors[2], arMidWAN, addr1, ispPolicy))
+	if err != nil {
+		return c, err
+	}
+	c.autoIn, c.autoOut = tuntest.RandomName("pbai"), tuntest.RandomName("pbao")
+	c.auto, err = open(fmt.Sprintf(`
+link:
+  queues: 1
+  inner: {name: %s, netns: %s, addresses: [%s/32], peer: %s, routes: [%s, 198.18.1.1/32]}
+  outer: {name: %s, netns: %s, addresses: [%s/32], peer: %s}
+%s`, c.autoIn, r.e.ns1, addr1, arMidLAN, servers, c.autoOut, c.mid, arMidLAN, addr1, policy))
+	if err != nil {
+		return c, err
+	}
+	c.ispStart = time.Now()
+	c.isp.Start()
+	c.auto.Start()
+	return c, nil
+}
+
+// arSampler records a counter every 100 ms until stopped.
+type arSampler struct {
+	mu   sync.Mutex
+	at   []time.Time
+	vals []uint64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startARSampler(f func() uint64) *arSampler {
+	s := &arSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			v := f()
+			s.mu.Lock()
+			s.at, s.vals = append(s.at, time.Now()), append(s.vals, v)
+			s.mu.Unlock()
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *arSampler) close() { close(s.stop); <-s.done }
+
+// rate returns the counter's rate (per second) between the first sample
+// at or after from and the last at or before to.
+func (s *arSampler) rate(from, to time.Time) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, j := -1, -1
+	for k, at := range s.at {
+		if i < 0 && !at.Before(from) {
+			i = k
+		}
+		if !at.After(to) {
+			j = k
+		}
+	}
+	if i < 0 || j <= i {
+		return 0
+	}
+	return float64(s.vals[j]-s.vals[i]) / s.at[j].Sub(s.at[i]).Seconds()
+}
+
+// mean returns the mean of the values sampled in [from, to].
+func (s *arSampler) mean(from, to time.Time) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum float64
+	n := 0
+	for i, at := range s.at {
+		if !at.Before(from) && !at.After(to) {
+			sum += float64(s.vals[i])
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// pingRTTs turns ping replies into rttAt.
+func pingRTTs(rs []tuntest.PingReply) []rttAt {
+	out := make([]rttAt, len(rs))
+	for i, r := range rs {
+		out[i] = rttAt{r.At, r.RTT}
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// autorateOnce runs one variant on one link.
+func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arResult, error) {
+	c, err := r.newARChain(v.policy(l.sched.Mean()), l.isp)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	res := &arResult{Link: l.key, LinkName: l.name, Variant: v.key, Name: v.name}
+	if v.key == "mean" {
+		res.Name = fmt.Sprintf("fixed at the mean (%.1f Mbit/s)", float64(l.sched.Mean())*8/1e6)
+	}
+	idle, _, err := tuntest.PingTimed(ctx, r.e.ns1, addr2, 10*time.Millisecond, 50)
+	if err != nil || len(idle) < 40 {
+		return nil, fmt.Errorf("idle ping: %d replies, %v", len(idle), err)
+	}
+	baseline := tuntest.Percentile(rttsOf(idle), 0.5)
+	res.IdleMS = ms(baseline)
+	var wan, lan *passiveCapture
+	if l.passive {
+		if wan, err = startPassive(c.mid, c.autoOut, false); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if wan != nil {
+				wan.close()
+			}
+		}()
+		if lan, err = startPassive(r.e.ns1, c.autoIn, true); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if lan != nil {
+				lan.close()
+			}
+		}()
+	}
+	srv, err := r.e.startIperfServer(ctx, iperfPort)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	delivered := startARSampler(func() uint64 { return c.isp.Class(shaper.Ingress, shaper.DefaultClass).Counters().SentBytes })
+	defer delivered.close()
+	autoRate := startARSampler(func() uint64 { return c.auto.DirectionRate(shaper.Ingress) })
+	defer autoRate.close()
+	end := c.ispStart.Add(l.dur)
+	// A second with no load for the passive signal's idle count, then
+	// the load until the end.
+	loadAt := time.Now().Add(time.Second)
+	var mid []tuntest.PingReply
+	var midErr error
+	var wg sync.WaitGroup
+	if l.passive {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mid, midErr = pingUntil(ctx, c.mid, addr2, 10*time.Millisecond, end)
+		}()
+	}
+	var stopLoad func()
+	loadErr := make(chan error, 1)
+	go func() {
+		if err := sleep(ctx, time.Until(loadAt)); err != nil {
+			loadErr <- err
+			return
+		}
+		stop, _, err := r.e.startIperfClient(iperfPort, int(time.Until(end).Seconds())+3, "-C", tcpCongestion, "-P", "4", "-R")
+		stopLoad = stop
+		loadErr <- err
+	}()
+	replies, err := pingUntil(ctx, r.e.ns1, addr2, 10*time.Millisecond, end)
+	lerr := <-loadErr
+	if stopLoad != nil {
+		stopLoad()
+	}
+	wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("ping: %w", err)
+	}
+	if lerr != nil {
+		return nil, fmt.Errorf("iperf3: %w", lerr)
+	}
+	if midErr != nil {
+		return nil, fmt.Errorf("ping from mid: %w", midErr)
+	}
+	from := c.ispStart.Add(2 * time.Second)
+	if loadAt.Add(time.Second).After(from) {
+		from = loadAt.Add(time.Second)
+	}
+	e := func(at time.Time) int64 { return int64(at.Sub(c.ispStart)) }
+	capacity := float64(l.sched.Tokens(e(end))-l.sched.Tokens(e(from))) / end.Sub(from).Seconds()
+	res.CapacityMean = capacity * 8 / 1e6
+	res.Util = delivered.rate(from, end) / capacity
+	rest := rttsOf(inWindow(replies, from, end))
+	res.P50, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
+	if v.key == "auto" {
+		res.MeanRate = autoRate.mean(from, end) * 8 / 1e6
+	}
+	var wanS, lanS []passiveSample
+	if l.passive {
+		var err1, err2 error
+		wanS, err1 = wan.close()
+		lanS, err2 = lan.close()
+		wan, lan = nil, nil
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("passive capture: %v, %v", err1, err2)
+		}
+		probe := pingRTTs(mid)
+		w, la := comparePassive(wanS, probe, from, end), comparePassive(lanS, probe, from, end)
+		res.PassiveWAN, res.PassiveLAN = &w, &la
+		for _, s := range wanS {
+			if s.At.Before(loadAt) {
+				res.PassiveIdle++
+			}
+		}
+	}
+	const bin = 500 * time.Millisecond
+	for at := c.ispStart; at.Before(end); at = at.Add(bin) {
+		to := at.Add(bin)
+		b := arBin{T: at.Sub(c.ispStart).Seconds(),
+			Capacity:  float64(l.sched.Tokens(e(to))-l.sched.Tokens(e(at))) * 8 / bin.Seconds() / 1e6,
+			Delivered: delivered.rate(at, to) * 8 / 1e6,
+			PingMS:    ms(tuntest.Percentile(rttsOf(inWindow(replies, at, to)), 0.5)),
+		}
+		if v.key == "auto" {
+			b.Rate = autoRate.mean(at, to) * 8 / 1e6
+		}
+		if l.passive {
+			b.ProbeMS = ms(tuntest.Percentile(rttsOf(inWindow(mid, at, to)), 0.5))
+			var ds []time.Duration
+			for _, s := range wanS {
+				if !s.At.Before(at) && s.At.Before(to) {
+					ds = append(ds, s.RTT)
+				}
+			}
+			b.PassiveMS = ms(tuntest.Percentile(ds, 0.5))
+		}
+		res.Bins = append(res.Bins, b)
+	}
+	return res, nil
+}
+
+// pingUntil pings addr from ns every interval until end (ping -w: on a
+// busy machine ping sends more slowly than -i asks, so a count would run
+// past end) and returns the replies with their arrival times.
+func pingUntil(ctx context.Context, ns string, addr netip.Addr, interval time.Duration, end time.Time) ([]tuntest.PingReply, error) {
+	secs := int(math.Ceil(time.Until(end).Seconds()))
+	if secs < 1 {
+		return nil, fmt.Errorf("ping until %v: already past", end)
+	}
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ping", "-D", "-n", "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64),
+		"-w", strconv.Itoa(secs), "-W", "2", addr.String())
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		return nil, fmt.Errorf("ping %s in %s: %w", addr, ns, err)
+	}
+	return tuntest.ParsePingTimed(out), nil
+}
+
+// inWindow returns the replies that came in [from, to).
+func inWindow(rs []tuntest.PingReply, from, to time.Time) []tuntest.PingReply {
+	var out []tuntest.PingReply
+	for _, r := range rs {
+		if !r.At.Before(from) && r.At.Before(to) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func rttsOf(rs []tuntest.PingReply) []time.Duration {
+	out := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		out[i] = r.RTT
+	}
+	return out
+}

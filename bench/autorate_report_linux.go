@@ -1,0 +1,200 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"os"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// arColors are scenario 14's variants in its plots.
+var arColors = map[string]color.RGBA{
+	"auto": colorPacer,
+	"mean": {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"min":  {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"max":  {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"none": colorRef,
+}
+
+// autorate writes scenario 14's section.
+func (r *rep) autorate(res *results, p params) {
+	if len(res.Autorate) == 0 {
+		return
+	}
+	r.p("## 14. Autorate: a rate that follows the link")
+	r.p("")
+	r.p("Issue 29 ([docs/autorate.md](docs/autorate.md)). pacer in front of an emulated ISP, a second pacer between three namespaces (ns1 → pacer, the variant → mid → the ISP → ns2): the ISP's download follows the steps 50 → 10 → 30 Mbit/s (%v each) or Mahimahi's T-Mobile LTE downlink trace (`%s`, %v), through a 500 ms droptail FIFO, 10 ms each way. Four cubic flows download (iperf3 -R) beside a 10 ms ping from ns1; the download's rate is auto (2-50 Mbit/s from 10; its probes leave from mid to ns2's three addresses), fixed at the link's mean, at min, at max, or not shaped. *p50* and *p99* are the ping's RTT over its idle median (measured before the load), *utilisation* the bytes the ISP delivered over those its schedule allowed, both from 2 s on; *rate* the auto rate's mean. One run each.",
+		p.arStep, arTrace, p.arTrace)
+	r.p("")
+	t := newTable("link", "variant", "idle RTT", "p50 over idle", "p99 over idle", "utilisation", "mean rate")
+	for _, a := range res.Autorate {
+		rate := ""
+		if a.Variant == "auto" {
+			rate = fmt.Sprintf("%.1f Mbit/s", a.MeanRate)
+		}
+		t.add(a.LinkName, a.Name, fmt.Sprintf("%.1f ms", a.IdleMS), fmt.Sprintf("%.1f ms", a.P50), fmt.Sprintf("%.1f ms", a.P99),
+			fmt.Sprintf("%.1f%%", 100*a.Util), rate)
+		if a.Variant == "auto" {
+			r.headline("Autorate (%s): ping p50 +%.1f ms, p99 +%.1f ms over idle at %.1f%% utilisation; no shaper %s (scenario 14)",
+				a.LinkName, a.P50, a.P99, 100*a.Util, arOther(res, a.Link, "none"))
+		}
+	}
+	r.p("%s", t)
+	for _, key := range []string{"steps", "lte"} {
+		if f := res.Plots["autorate-"+key]; f != "" {
+			r.p("![%s: capacity and rate above, ping RTT below](%s)", key, f)
+			r.p("")
+		}
+	}
+	var pt *table
+	idle := 0
+	for _, a := range res.Autorate {
+		idle += a.PassiveIdle
+	}
+	for _, a := range res.Autorate {
+		if a.PassiveWAN == nil {
+			continue
+		}
+		if pt == nil {
+			r.p("**Passive signal** (issue 29 part 2, a prototype the controller does not use). On the steps link the carried flows' RTT is read from their TCP timestamps (a TSval leaving, the first TSecr that echoes it coming back; SYN to SYN-ACK) at the variant's WAN side (mid, what pacer sees where it reads the download) and at its client side (ns1, behind pacer's own queue), and compared with a 10 ms ping from mid to the server (the probes' path), over the loaded window: *bias* is the median over 250 ms bins of the passive median minus the ping's (10th-90th percentile), *lag* the shift of the passive signal (in 50 ms steps) that matches the ping best and *MAD* the mean absolute deviation of the bins' differences there; *bins* the share of 250 ms bins with a passive sample. No flow, no sample: in the second before the load started the WAN side closed %d round trips in all variants together.", idle)
+			r.p("")
+			pt = newTable("variant", "seen at", "samples/s", "bins", "passive p50 / p99", "mid ping p50 / p99", "bias (p10, p90)", "lag", "MAD")
+		}
+		for _, pc := range []struct {
+			where string
+			c     *passiveCompare
+		}{{"WAN side", a.PassiveWAN}, {"client side", a.PassiveLAN}} {
+			c := pc.c
+			pt.add(a.Name, pc.where, fmt.Sprintf("%.0f", c.PerSecond), fmt.Sprintf("%.0f%%", 100*c.Coverage),
+				fmt.Sprintf("%.1f / %.1f ms", ms(c.PassiveP50), ms(c.PassiveP99)), fmt.Sprintf("%.1f / %.1f ms", ms(c.ProbeP50), ms(c.ProbeP99)),
+				fmt.Sprintf("%+.1f ms (%+.1f, %+.1f)", ms(c.Bias), ms(c.BiasP10), ms(c.BiasP90)), fmt.Sprintf("%+d ms", c.Lag/time.Millisecond),
+				fmt.Sprintf("%.1f ms", ms(c.MAD)))
+		}
+	}
+	if pt != nil {
+		r.p("%s", pt)
+	}
+}
+
+// arOther formats another variant's figures on the same link.
+func arOther(res *results, link, variant string) string {
+	for _, a := range res.Autorate {
+		if a.Link == link && a.Variant == variant {
+			return fmt.Sprintf("p50 +%.1f ms, p99 +%.1f ms at %.1f%%", a.P50, a.P99, 100*a.Util)
+		}
+	}
+	return "not run"
+}
+
+// plotAutorate draws one link of scenario 14: the capacity, the auto
+// rate and what the ISP delivered under auto (above), each variant's ping
+// RTT (below), and on the steps link the passive RTT at the WAN side
+// against mid's ping under auto (a third panel).
+func plotAutorate(file, title string, runs []*arResult) error {
+	if len(runs) == 0 || len(runs[0].Bins) == 0 {
+		return errors.New("autorate plot: no runs")
+	}
+	end := runs[0].Bins[len(runs[0].Bins)-1].T + 0.5
+	panel := func(title, ylabel string) *plot.Plot {
+		p := plot.New()
+		p.Title.Text = title
+		p.Title.Padding = vg.Points(6)
+		p.X.Label.Text = "s since the ISP started"
+		p.Y.Label.Text = ylabel
+		p.X.Min, p.X.Max = 0, end
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		return p
+	}
+	var errs []error
+	line := func(p *plot.Plot, name string, c color.RGBA, dashed bool, xy plotter.XYs) {
+		if len(xy) < 2 {
+			return
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		l.Color, l.Width = c, vg.Points(1.2)
+		if dashed {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(name, l)
+	}
+	rates := panel(title+": rates in 500 ms bins", "Mbit/s")
+	pings := panel("ping RTT from the client, median per 500 ms", "ms")
+	var passive *plot.Plot
+	ymax := 0.0
+	for _, a := range runs {
+		var pingXY plotter.XYs
+		for _, b := range a.Bins {
+			if b.PingMS > 0 {
+				pingXY = append(pingXY, plotter.XY{X: b.T + 0.25, Y: b.PingMS})
+			}
+		}
+		line(pings, a.Name, arColors[a.Variant], false, pingXY)
+		if a.Variant != "auto" {
+			continue
+		}
+		var capXY, rateXY, delXY, paXY, prXY plotter.XYs
+		for _, b := range a.Bins {
+			x := b.T + 0.25
+			capXY = append(capXY, plotter.XY{X: x, Y: b.Capacity})
+			rateXY = append(rateXY, plotter.XY{X: x, Y: b.Rate})
+			delXY = append(delXY, plotter.XY{X: x, Y: b.Delivered})
+			ymax = max(ymax, b.Capacity, b.Rate)
+			if b.PassiveMS > 0 {
+				paXY = append(paXY, plotter.XY{X: x, Y: b.PassiveMS})
+			}
+			if b.ProbeMS > 0 {
+				prXY = append(prXY, plotter.XY{X: x, Y: b.ProbeMS})
+			}
+		}
+		line(rates, "ISP capacity", colorGrey, true, capXY)
+		line(rates, "auto rate", colorPacer, false, rateXY)
+		line(rates, "delivered under auto", colorRef, false, delXY)
+		if a.PassiveWAN != nil {
+			passive = panel("under auto: the flows' RTT from TCP timestamps at the WAN side vs a ping from there, medians per 500 ms", "ms")
+			line(passive, "passive (TSval → TSecr)", colorPacer, false, paXY)
+			line(passive, "ping from mid", colorRef, false, prXY)
+		}
+	}
+	rates.Y.Max = ymax * 1.5
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	plots := [][]*plot.Plot{{rates}, {pings}}
+	h := 8 * vg.Inch
+	if passive != nil {
+		plots = append(plots, []*plot.Plot{passive})
+		h = 11 * vg.Inch
+	}
+	img := vgimg.New(9*vg.Inch, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
