@@ -80,6 +80,23 @@ var _ tun.Queue = (*Queue)(nil)
 // VHOST_SET_VRING_NUM, _BASE, _ADDR, _KICK, _CALL, and
 // VHOST_NET_SET_BACKEND with the queue's descriptor for both rings.
 func Open(dev *tun.LinuxDevice, q tun.Queue, ringSize, maxPacket int) (*Queue, error) {
+	return open(dev, q, ringSize, maxPacket, false)
+}
+
+// tunSndbuf is the TUN socket's send buffer Open sets: anything below
+// INT_MAX. vhost-net batches tx packets of up to a page through the
+// TUN's XDP entry (vhost_net_build_xdp, then tun_sendmsg's TUN_MSG_PTR
+// array, tun_xdp_one) only while the socket's sk_sndbuf is INT_MAX, the
+// TUN default; tun_xdp_one takes every frame for Ethernet
+// (eth_type_trans), so on a TUN (IFF_TUN) device the kernel counts the
+// packet received and then drops it for an unknown protocol (the link's
+// rx_dropped). Below INT_MAX, vhost hands each packet to tun_sendmsg
+// alone, which goes through tun_get_user and handles IFF_TUN.
+const tunSndbuf = 1<<31 - 2
+
+// open is Open; xdpBatch leaves the TUN's send buffer alone (the kernel's
+// batched path, for the test that shows it dropping TUN packets).
+func open(dev *tun.LinuxDevice, q tun.Queue, ringSize, maxPacket int, xdpBatch bool) (*Queue, error) {
 	if !dev.Offload() {
 		return nil, fmt.Errorf("vhost %s: queue %d: the device has no virtio-net headers (offload off); vhost-net needs them", dev.Name(), q.Index())
 	}
@@ -180,6 +197,11 @@ func Open(dev *tun.LinuxDevice, q tun.Queue, ringSize, maxPacket int) (*Queue, e
 		return nil, fmt.Errorf("vhost %s: queue %d: %w", v.name, v.index, err)
 	}
 	defer unix.Close(tfd) // vhost holds its own reference to the file
+	if !xdpBatch {
+		if err := unix.IoctlSetPointerInt(tfd, unix.TUNSETSNDBUF, tunSndbuf); err != nil {
+			return nil, v.stepErr("TUNSETSNDBUF", err)
+		}
+	}
 	for i := range uint32(2) {
 		f := vringFile{index: i, fd: int32(tfd)}
 		if err := ioctlPtr(fd, ioctlNetSetBackend, unsafe.Pointer(&f)); err != nil {

@@ -261,7 +261,10 @@ func tcpDial(t *testing.T, ns string, addr netip.AddrPort) *net.TCPConn {
 	t.Helper()
 	var c *net.TCPConn
 	if err := tuntest.RunIn(ns, func() (err error) {
-		c, err = net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(addr))
+		nc, err := (&net.Dialer{Timeout: 10 * time.Second}).Dial("tcp", addr.String())
+		if err == nil {
+			c = nc.(*net.TCPConn)
+		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
