@@ -20,21 +20,24 @@ const (
 	iocRead  = 2
 )
 
-func ioc(dir, nr, size uintptr) uintptr {
-	return dir<<30 | size<<16 | vhostVirtio<<8 | nr
-}
+// ioc is _IOC(dir, VHOST_VIRTIO, nr, size) for the constants below.
+const (
+	iocDirShift  = 30
+	iocSizeShift = 16
+	iocTypeShift = 8
+)
 
-var (
-	ioctlGetFeatures   = ioc(iocRead, 0x00, 8)
-	ioctlSetFeatures   = ioc(iocWrite, 0x00, 8)
-	ioctlSetOwner      = ioc(iocNone, 0x01, 0)
-	ioctlSetMemTable   = ioc(iocWrite, 0x03, unsafe.Sizeof(memoryHeader{}))
-	ioctlSetVringNum   = ioc(iocWrite, 0x10, unsafe.Sizeof(vringState{}))
-	ioctlSetVringAddr  = ioc(iocWrite, 0x11, unsafe.Sizeof(vringAddr{}))
-	ioctlSetVringBase  = ioc(iocWrite, 0x12, unsafe.Sizeof(vringState{}))
-	ioctlSetVringKick  = ioc(iocWrite, 0x20, unsafe.Sizeof(vringFile{}))
-	ioctlSetVringCall  = ioc(iocWrite, 0x21, unsafe.Sizeof(vringFile{}))
-	ioctlNetSetBackend = ioc(iocWrite, 0x30, unsafe.Sizeof(vringFile{}))
+const (
+	ioctlGetFeatures   = iocRead<<iocDirShift | 8<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x00
+	ioctlSetFeatures   = iocWrite<<iocDirShift | 8<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x00
+	ioctlSetOwner      = iocNone<<iocDirShift | vhostVirtio<<iocTypeShift | 0x01
+	ioctlSetMemTable   = iocWrite<<iocDirShift | unsafe.Sizeof(memoryHeader{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x03
+	ioctlSetVringNum   = iocWrite<<iocDirShift | unsafe.Sizeof(vringState{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x10
+	ioctlSetVringAddr  = iocWrite<<iocDirShift | unsafe.Sizeof(vringAddr{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x11
+	ioctlSetVringBase  = iocWrite<<iocDirShift | unsafe.Sizeof(vringState{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x12
+	ioctlSetVringKick  = iocWrite<<iocDirShift | unsafe.Sizeof(vringFile{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x20
+	ioctlSetVringCall  = iocWrite<<iocDirShift | unsafe.Sizeof(vringFile{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x21
+	ioctlNetSetBackend = iocWrite<<iocDirShift | unsafe.Sizeof(vringFile{})<<iocSizeShift | vhostVirtio<<iocTypeShift | 0x30
 )
 
 // struct vhost_memory (its header) and struct vhost_memory_region.

@@ -81,8 +81,8 @@ func copyQueues(wg *sync.WaitGroup, src, dst *vhost.Queue, moved *atomic.Uint64,
 
 // TestVhostTraffic moves real packets between two namespaces through two
 // TUN devices whose queues the kernel reads and writes for us through
-// vhost-net rings: 2000 UDP datagrams each way (every one must arrive, in
-// order, intact) and 8 MiB of TCP (GSO super-packets through the virtio
+// vhost-net rings: 2000 UDP datagrams each way, sent in windows of 32 the
+// receiver must have taken (every one must arrive, in order, intact) and 8 MiB of TCP (GSO super-packets through the virtio
 // header) that must arrive byte for byte.
 func TestVhostTraffic(t *testing.T) {
 	tuntest.RequirePrivileges(t)
@@ -123,32 +123,42 @@ func TestVhostTraffic(t *testing.T) {
 	} {
 		rx := listenUDP(t, dir.toNS, netip.AddrPortFrom(dir.to, 7001))
 		tx := dialUDP(t, dir.fromNS, netip.AddrPortFrom(dir.to, 7001))
-		got := make(chan int, 1)
+		// In windows of 32: the next window goes once the receiver has
+		// every datagram so far, so no queue on the way overflows and a
+		// missing datagram is the path's fault.
+		var got atomic.Int64
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			buf := make([]byte, 2048)
-			n := 0
-			rx.SetReadDeadline(time.Now().Add(10 * time.Second))
-			for n < count {
+			rx.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for n := 0; n < count; n++ {
 				m, err := rx.Read(buf)
 				if err != nil || m != 64 || int(buf[0])|int(buf[1])<<8 != n || !bytes.Equal(buf[2:m], bytes.Repeat([]byte{byte(n)}, m-2)) {
-					break
+					return
 				}
-				n++
+				got.Store(int64(n + 1))
 			}
-			got <- n
 		}()
 		msg := make([]byte, 64)
-		for i := range count {
-			msg[0], msg[1] = byte(i), byte(i>>8)
-			copy(msg[2:], bytes.Repeat([]byte{byte(i)}, 62))
-			if _, err := tx.Write(msg); err != nil {
-				t.Fatal(err)
+		for i := 0; i < count; {
+			for end := min(i+32, count); i < end; i++ {
+				msg[0], msg[1] = byte(i), byte(i>>8)
+				copy(msg[2:], bytes.Repeat([]byte{byte(i)}, 62))
+				if _, err := tx.Write(msg); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if i%32 == 31 {
-				time.Sleep(200 * time.Microsecond) // within the receiver's socket buffer
+			for deadline := time.Now().Add(5 * time.Second); got.Load() < int64(i) && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Microsecond)
+			}
+			if got.Load() < int64(i) {
+				break
 			}
 		}
-		if n := <-got; n != count {
+		rx.Close()
+		<-done
+		if n := got.Load(); n != count {
 			t.Errorf("%v -> %v: %d of %d datagrams arrived in order and intact", dir.from, dir.to, n, count)
 		}
 	}
