@@ -35,9 +35,6 @@ func openAll(t *testing.T, d *tun.LinuxDevice) []*vhost.Queue {
 	var qs []*vhost.Queue
 	for _, q := range d.Queues() {
 		v, err := vhost.Open(d, q, 0, tun.MaxPacketSize)
-		if errors.Is(err, vhost.ErrUnsupported) {
-			t.Skipf("kernel without vhost-net: %v", err)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,12 +79,18 @@ func copyQueues(wg *sync.WaitGroup, src, dst *vhost.Queue, moved *atomic.Uint64,
 // TestVhostTraffic moves real packets between two namespaces through two
 // TUN devices whose queues the kernel reads and writes for us through
 // vhost-net rings: 2000 UDP datagrams each way, sent in windows of 32 the
-// receiver must have taken (every one must arrive, in order, intact) and 8 MiB of TCP (GSO super-packets through the virtio
-// header) that must arrive byte for byte.
+// receiver must have taken (every one must arrive, in order, intact) and
+// 8 MiB of TCP (GSO super-packets through the virtio header) that must
+// arrive byte for byte. On a kernel without /dev/vhost-net (this project's
+// CI machines: CONFIG_VHOST_NET not set) it checks instead that Open says
+// so and leaves the queue usable; tools/vhostvm/run.sh runs it on a
+// kernel that has it.
 func TestVhostTraffic(t *testing.T) {
 	tuntest.RequirePrivileges(t)
 	if !haveVhost() {
-		t.Skip("kernel without /dev/vhost-net (CONFIG_VHOST_NET): TestOpenUnsupported covers it")
+		openUnsupported(t)
+		t.Log("kernel without /dev/vhost-net: checked Open's error; no traffic moved (tools/vhostvm/run.sh runs this test on a kernel with vhost-net)")
+		return
 	}
 	opts := tun.Options{Queues: 2, Offload: true}
 	p := tuntest.NewPair(t, opts, opts, 0)
@@ -195,13 +198,10 @@ func TestVhostTraffic(t *testing.T) {
 	t.Logf("packets moved A->B %d, B->A %d", ab.Load(), ba.Load())
 }
 
-// TestOpenUnsupported: on a kernel without vhost-net, Open says so
+// openUnsupported checks that on a kernel without vhost-net Open says so
 // (ErrUnsupported, naming CONFIG_VHOST_NET) and leaves the queue usable.
-func TestOpenUnsupported(t *testing.T) {
-	tuntest.RequirePrivileges(t)
-	if haveVhost() {
-		t.Skip("this kernel has /dev/vhost-net: TestVhostTraffic runs instead")
-	}
+func openUnsupported(t *testing.T) {
+	t.Helper()
 	d, err := tun.Open(tuntest.RandomName("pv"), tun.Options{Queues: 1, Offload: true})
 	if err != nil {
 		t.Fatal(err)
@@ -210,6 +210,16 @@ func TestOpenUnsupported(t *testing.T) {
 	_, err = vhost.Open(d, d.Queues()[0], 0, tun.MaxPacketSize)
 	if !errors.Is(err, vhost.ErrUnsupported) || !strings.Contains(err.Error(), "CONFIG_VHOST_NET") {
 		t.Fatalf("Open without /dev/vhost-net: %v, want ErrUnsupported naming CONFIG_VHOST_NET", err)
+	}
+	// Still the device's: a Read with a passed deadline ends as one does.
+	q, ok := d.Queues()[0].(interface{ SetReadDeadline(time.Time) error })
+	if !ok {
+		t.Fatal("Linux queues have no SetReadDeadline")
+	}
+	q.SetReadDeadline(time.Unix(1, 0))
+	bufs, pkts := [][]byte{make([]byte, tun.Headroom+tun.MaxPacketSize)}, make([]tun.Packet, 1)
+	if _, err := d.Queues()[0].Read(bufs, pkts, tun.Headroom); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read on the queue after a refused Open: %v, want the deadline's error", err)
 	}
 }
 
