@@ -231,76 +231,6 @@ link:
 	return c, nil
 }
 
-// arSampler records a counter every 100 ms until stopped.
-type arSampler struct {
-	mu   sync.Mutex
-	at   []time.Time
-	vals []uint64
-	stop chan struct{}
-	done chan struct{}
-}
-
-func startARSampler(f func() uint64) *arSampler {
-	s := &arSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			v := f()
-			s.mu.Lock()
-			s.at, s.vals = append(s.at, time.Now()), append(s.vals, v)
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *arSampler) close() { close(s.stop); <-s.done }
-
-// rate returns the counter's rate (per second) between the first sample
-// at or after from and the last at or before to.
-func (s *arSampler) rate(from, to time.Time) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i, j := -1, -1
-	for k, at := range s.at {
-		if i < 0 && !at.Before(from) {
-			i = k
-		}
-		if !at.After(to) {
-			j = k
-		}
-	}
-	if i < 0 || j <= i {
-		return 0
-	}
-	return float64(s.vals[j]-s.vals[i]) / s.at[j].Sub(s.at[i]).Seconds()
-}
-
-// mean returns the mean of the values sampled in [from, to].
-func (s *arSampler) mean(from, to time.Time) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var sum float64
-	n := 0
-	for i, at := range s.at {
-		if !at.Before(from) && !at.After(to) {
-			sum += float64(s.vals[i])
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
-}
-
 // pingRTTs turns ping replies into rttAt.
 func pingRTTs(rs []tuntest.PingReply) []rttAt {
 	out := make([]rttAt, len(rs))
@@ -353,10 +283,10 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		return nil, err
 	}
 	defer srv.stop()
-	delivered := startARSampler(func() uint64 { return c.isp.Class(shaper.Ingress, shaper.DefaultClass).Counters().SentBytes })
-	defer delivered.close()
-	autoRate := startARSampler(func() uint64 { return c.auto.DirectionRate(shaper.Ingress) })
-	defer autoRate.close()
+	delivered := tuntest.StartSampler(func() uint64 { return c.isp.Class(shaper.Ingress, shaper.DefaultClass).Counters().SentBytes })
+	defer delivered.Stop()
+	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Ingress) })
+	defer autoRate.Stop()
 	end := c.ispStart.Add(l.dur)
 	// A second with no load for the passive signal's idle count, then
 	// the load until the end.
@@ -404,11 +334,11 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	e := func(at time.Time) int64 { return int64(at.Sub(c.ispStart)) }
 	capacity := float64(l.sched.Tokens(e(end))-l.sched.Tokens(e(from))) / end.Sub(from).Seconds()
 	res.CapacityMean = capacity * 8 / 1e6
-	res.Util = delivered.rate(from, end) / capacity
+	res.Util = delivered.Rate(from, end) / capacity
 	rest := rttsOf(inWindow(replies, from, end))
 	res.P50, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
 	if v.key == "auto" {
-		res.MeanRate = autoRate.mean(from, end) * 8 / 1e6
+		res.MeanRate = autoRate.Mean(from, end) * 8 / 1e6
 	}
 	var wanS, lanS []passiveSample
 	if l.passive {
@@ -433,11 +363,11 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		to := at.Add(bin)
 		b := arBin{T: at.Sub(c.ispStart).Seconds(),
 			Capacity:  float64(l.sched.Tokens(e(to))-l.sched.Tokens(e(at))) * 8 / bin.Seconds() / 1e6,
-			Delivered: delivered.rate(at, to) * 8 / 1e6,
+			Delivered: delivered.Rate(at, to) * 8 / 1e6,
 			PingMS:    ms(tuntest.Percentile(rttsOf(inWindow(replies, at, to)), 0.5)),
 		}
 		if v.key == "auto" {
-			b.Rate = autoRate.mean(at, to) * 8 / 1e6
+			b.Rate = autoRate.Mean(at, to) * 8 / 1e6
 		}
 		if l.passive {
 			b.ProbeMS = ms(tuntest.Percentile(rttsOf(inWindow(mid, at, to)), 0.5))

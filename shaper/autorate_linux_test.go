@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -91,71 +89,6 @@ link:
 // bytes, what its rate counts).
 func (c *chain) ispSent() uint64 { return c.isp.Class(Egress, DefaultClass).Counters().SentBytes }
 
-// sampler records a counter every 100 ms until stopped.
-type sampler struct {
-	mu   sync.Mutex
-	at   []time.Time
-	vals []uint64
-	stop chan struct{}
-	done chan struct{}
-}
-
-func startSampler(f func() uint64) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			v := f()
-			s.mu.Lock()
-			s.at, s.vals = append(s.at, time.Now()), append(s.vals, v)
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *sampler) Stop() { close(s.stop); <-s.done }
-
-// rate returns the counter's rate (per second) between from and to.
-func (s *sampler) rate(from, to time.Time) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.at, func(t time.Time) bool { return !t.Before(from) })
-	j := slices.IndexFunc(s.at, func(t time.Time) bool { return t.After(to) }) - 1
-	if j < 0 {
-		j = len(s.at) - 1
-	}
-	if i < 0 || j <= i {
-		return 0
-	}
-	return float64(s.vals[j]-s.vals[i]) / s.at[j].Sub(s.at[i]).Seconds()
-}
-
-// mean returns the mean of the values sampled between from and to.
-func (s *sampler) mean(from, to time.Time) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var sum float64
-	n := 0
-	for i, at := range s.at {
-		if !at.Before(from) && !at.After(to) {
-			sum += float64(s.vals[i])
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
-}
-
 // median returns the median RTT of the replies that came in [from, to),
 // and how many.
 func medianRTT(rs []tuntest.PingReply, from, to time.Time) (time.Duration, int) {
@@ -234,9 +167,9 @@ func TestAutorateSteps(t *testing.T) {
 	baseline := tuntest.Percentile(rtts(idle), 0.5)
 	end := c.ispStart.Add(time.Duration(len(mbits)) * step)
 	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
-	sent := startSampler(c.ispSent)
+	sent := tuntest.StartSampler(c.ispSent)
 	defer sent.Stop()
-	autoRate := startSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
+	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
 	defer autoRate.Stop()
 	load := background(func(ctx context.Context) {
 		if _, err := s.Client(ctx, c.client, time.Until(end)+2*time.Second, "-P", "4"); err != nil && ctx.Err() == nil {
@@ -254,7 +187,7 @@ func TestAutorateSteps(t *testing.T) {
 	for k, m := range mbits {
 		from := c.ispStart.Add(time.Duration(k) * step)
 		to := from.Add(step)
-		util := sent.rate(to.Add(-judged), to) / (float64(m) * 1e6 / 8)
+		util := sent.Rate(to.Add(-judged), to) / (float64(m) * 1e6 / 8)
 		// Recovery: the time from the step to the first 250 ms bin whose
 		// median is under the limit.
 		rec := time.Duration(-1)
@@ -269,7 +202,7 @@ func TestAutorateSteps(t *testing.T) {
 		p50, p99 := tuntest.Percentile(rest, 0.5), tuntest.Percentile(rest, 0.99)
 		t.Logf("step %d (%d Mbit/s): utilisation %.1f%% over the last %v; RTT under %v after %v; from 3 s on p50 %v p99 %v (%d replies); auto rate over the last %v %.1f Mbit/s",
 			k, m, 100*util, judged, limit.Round(time.Millisecond), rec, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond), len(rest),
-			judged, autoRate.mean(to.Add(-judged), to)*8/1e6)
+			judged, autoRate.Mean(to.Add(-judged), to)*8/1e6)
 		if util < 0.8 {
 			t.Errorf("step %d (%d Mbit/s): utilisation %.1f%%, want at least 80%%", k, m, 100*util)
 		}
@@ -307,19 +240,6 @@ func (c *chain) applyISP(t *testing.T, policy string) {
 	}
 }
 
-// minOf returns the least value sampled between from and to.
-func (s *sampler) minOf(from, to time.Time) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := uint64(0)
-	for i, at := range s.at {
-		if !at.Before(from) && !at.After(to) && (m == 0 || s.vals[i] < m) {
-			m = s.vals[i]
-		}
-	}
-	return m
-}
-
 // TestAutorateReflectors: mid-run, one of three reflectors jumps by
 // 100 ms (its replies delayed by the ISP) and another stops answering
 // (its replies lost). Probes are echo, so the jump is in the round trip
@@ -346,9 +266,9 @@ ingress:
 	}
 	baseline := tuntest.Percentile(rtts(idle), 0.5)
 	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
-	sent := startSampler(c.ispSent)
+	sent := tuntest.StartSampler(c.ispSent)
 	defer sent.Stop()
-	autoRate := startSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
+	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
 	defer autoRate.Stop()
 	start := time.Now()
 	load := background(func(ctx context.Context) {
@@ -371,15 +291,15 @@ ingress:
 	time.Sleep(11 * time.Second)
 	pinged()
 	from, to := change.Add(time.Second), change.Add(11*time.Second)
-	before := sent.rate(start.Add(3*time.Second), change) / 2.5e6
-	util := sent.rate(from, to) / 2.5e6
-	low := autoRate.minOf(from, to)
-	lowBefore := autoRate.minOf(start.Add(3*time.Second), change)
+	before := sent.Rate(start.Add(3*time.Second), change) / 2.5e6
+	util := sent.Rate(from, to) / 2.5e6
+	low := autoRate.Min(from, to)
+	lowBefore := autoRate.Min(start.Add(3*time.Second), change)
 	rest := rttsIn(replies, from, to)
 	p50, p99 := tuntest.Percentile(rest, 0.5), tuntest.Percentile(rest, 0.99)
 	st := c.auto.AutorateStats(Egress)
 	t.Logf("before the change: utilisation %.1f%%, least auto rate %.1f Mbit/s; after: utilisation %.1f%%, least auto rate %.1f Mbit/s, mean %.1f; ping p50 %v p99 %v (%d replies, baseline %v)",
-		100*before, float64(lowBefore)*8/1e6, 100*util, float64(low)*8/1e6, autoRate.mean(from, to)*8/1e6, p50, p99, len(rest), baseline)
+		100*before, float64(lowBefore)*8/1e6, 100*util, float64(low)*8/1e6, autoRate.Mean(from, to)*8/1e6, p50, p99, len(rest), baseline)
 	t.Logf("autorate: %+v", *st)
 	if util < 0.8 {
 		t.Errorf("after a reflector jumped and one died: utilisation %.1f%%, want at least 80%%", 100*util)
