@@ -3,8 +3,9 @@ package main
 import (
 	"encoding/binary"
 	"net/netip"
-	"slices"
 	"time"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
 // The passive delay signal of issue 29 part 2, as a prototype beside
@@ -244,8 +245,8 @@ func comparePassive(passive []passiveSample, probe []rttAt, from, to time.Time) 
 		}
 	}
 	c.PerSecond = float64(c.Samples) / to.Sub(from).Seconds()
-	c.PassiveP50, c.PassiveP99 = quantile(rtts(pa), 0.5), quantile(rtts(pa), 0.99)
-	c.ProbeP50, c.ProbeP99 = quantile(rtts(pr), 0.5), quantile(rtts(pr), 0.99)
+	c.PassiveP50, c.PassiveP99 = tuntest.Percentile(rtts(pa), 0.5), tuntest.Percentile(rtts(pa), 0.99)
+	c.ProbeP50, c.ProbeP99 = tuntest.Percentile(rtts(pr), 0.5), tuntest.Percentile(rtts(pr), 0.99)
 	paBins, prBins := binMedians(pa, from, n), binMedians(pr, from, n)
 	diffs := func(shift int) []time.Duration {
 		var ds []time.Duration
@@ -270,7 +271,7 @@ func comparePassive(passive []passiveSample, probe []rttAt, from, to time.Time) 
 	if c.Bins == 0 {
 		return c
 	}
-	c.Bias, c.BiasP10, c.BiasP90 = quantile(d0, 0.5), quantile(d0, 0.1), quantile(d0, 0.9)
+	c.Bias, c.BiasP10, c.BiasP90 = tuntest.Percentile(d0, 0.5), tuntest.Percentile(d0, 0.1), tuntest.Percentile(d0, 0.9)
 	c.MAD = -1
 	// Shifts in whole bins of 250 ms are too coarse for a lag; the samples
 	// are moved by 50 ms instead. Each shift's own median difference is
@@ -292,7 +293,7 @@ func comparePassive(passive []passiveSample, probe []rttAt, from, to time.Time) 
 		if len(ds) < c.Bins/2 {
 			continue
 		}
-		off := quantile(ds, 0.5)
+		off := tuntest.Percentile(ds, 0.5)
 		var sum time.Duration
 		for _, d := range ds {
 			sum += max(d-off, off-d)
@@ -319,7 +320,7 @@ func binMedians(s []rttAt, from time.Time, n int) []time.Duration {
 	for i, b := range bins {
 		out[i] = -1
 		if len(b) > 0 {
-			out[i] = quantile(b, 0.5)
+			out[i] = tuntest.Percentile(b, 0.5)
 		}
 	}
 	return out
@@ -331,15 +332,4 @@ func rtts(s []rttAt) []time.Duration {
 		out[i] = x.RTT
 	}
 	return out
-}
-
-// quantile returns the q-quantile of ds (nearest rank), 0 if empty.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -52,18 +51,6 @@ func ParsePing(out []byte) []time.Duration {
 		rtts = append(rtts, time.Duration(ms*float64(time.Millisecond)))
 	}
 	return rtts
-}
-
-// Percentile returns the q-quantile (0..1) of ds by the nearest-rank
-// method (0 for an empty slice). ds is not modified.
-func Percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // Jain returns Jain's fairness index of xs: (Σx)²/(n·Σx²), 1 when all are
