@@ -150,9 +150,11 @@ ingress:
 // the step), and over each step's last part the ISP carries at least 80%
 // of its capacity. CI runs 10 s steps, judged over their last 6 s;
 // PACER_AUTORATE_FULL=1 runs the 20 s steps, judged over their
-// last 15 s.
+// last 15 s. It judges rates and delays tens of milliseconds wide over
+// 250 ms bins and seconds, at 50 Mbit/s at most, so it runs beside other
+// rate tests (rateTest).
 func TestAutorateSteps(t *testing.T) {
-	skipShort(t)
+	rateTest(t)
 	step, judged := 10*time.Second, 6*time.Second
 	if os.Getenv("PACER_AUTORATE_FULL") != "" {
 		step, judged = 20*time.Second, 15*time.Second
