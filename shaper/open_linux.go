@@ -181,8 +181,7 @@ func (l *Link) CreatedNetns() []string {
 
 // useRings gives every worker an io_uring of its own (WithIOUring), if the
 // kernel has what it needs; if not, it logs why and leaves the workers on
-// read(2) and write(2). Workers on threads of their own (WithWait) get
-// single-issuer rings (tun.RingIO.UseSingleIssuer).
+// read(2) and write(2).
 func (l *Link) useRings() error {
 	if err := uring.Probe(); err != nil {
 		l.log.Warn("io_uring unavailable: a read(2) and a write(2) per packet", "err", err)
@@ -198,15 +197,9 @@ func (l *Link) useRings() error {
 			}
 			return fmt.Errorf("link: io_uring: %w", errors.Join(append([]error{err}, errs...)...))
 		}
-		if w.ownThread {
-			// The worker locks its goroutine to its thread before its
-			// first Read, which sets the ring up, and closes the ring on
-			// that thread when it ends (worker.run).
-			r.UseSingleIssuer()
-		}
 		made = append(made, r)
 		w.src, w.dst, w.ring = r, r, r
 	}
-	l.log.Info("io_uring: every worker reads and writes through a ring of its own", "workers", len(l.workers), "single_issuer", l.wait == config.WaitThread)
+	l.log.Info("io_uring: every worker reads and writes through a ring of its own", "workers", len(l.workers))
 	return nil
 }

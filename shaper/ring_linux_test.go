@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/config"
-	"github.com/pacer-dev/pacer/tun"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 	"github.com/pacer-dev/pacer/tun/uring"
 )
@@ -18,8 +16,7 @@ import (
 // or write(2)), a fq class shapes TCP (two flows, so that one backing off
 // after an AQM drop does not leave the class short) to its rate within 1%,
 // a fifo class holds UDP offered at 4x to its rate within 2%, and the link
-// stops cleanly. With PACER_TEST_WAIT=thread (link.wait: thread) the rings
-// are single-issuer, each on its worker's locked thread.
+// stops cleanly.
 func TestIOUring(t *testing.T) {
 	rateTest(t)
 	if err := uring.Probe(); err != nil {
@@ -51,17 +48,6 @@ egress:
 				io.RingEnters-io0.RingEnters, io.Reads-io0.Reads, io.Writes-io0.Writes, c.SentPackets, c.Dropped)
 			if io.RingEnters == io0.RingEnters || io.Reads != io0.Reads {
 				t.Errorf("ring enters %d, reads %d during the run: want the rings' enters and no read(2)", io.RingEnters-io0.RingEnters, io.Reads-io0.Reads)
-			}
-			// With link.wait: thread (PACER_TEST_WAIT=thread) every worker
-			// set up a single-issuer ring on its locked thread.
-			for _, w := range tl.workers {
-				r, ok := w.ring.(*tun.RingIO)
-				if !ok {
-					t.Fatalf("worker ring %T, not a tun.RingIO", w.ring)
-				}
-				if got, want := r.SingleIssuer(), testWait() == config.WaitThread.String(); got != want {
-					t.Errorf("worker %d (%s): single-issuer ring %v with wait %s, want %v", w.idx, w.dir.Load().name, got, testWait(), want)
-				}
 			}
 			if c.Dropped[DropBacklog] == 0 {
 				t.Errorf("UDP at 4x its rate, but no backlog drops: %+v", c.Dropped)

@@ -139,16 +139,6 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		if err := preciseTimers(); err != nil {
 			w.log.Warn("worker thread: timer slack", "queue", w.idx, "err", err)
 		}
-		if w.ring != nil {
-			// A single-issuer ring (useRings) is closed by its own
-			// thread, which ends with the worker; Link.Stop's Close
-			// then does nothing.
-			defer func() {
-				if err := w.ring.Close(); err != nil {
-					w.log.Warn("worker thread: close io_uring", "queue", w.idx, "err", err)
-				}
-			}()
-		}
 	}
 	for {
 		n := 0

@@ -174,7 +174,7 @@ func readerBuffers(batch int) ([][]byte, []tun.Packet) {
 }
 
 // lockedThread runs functions on one goroutine locked to its OS thread,
-// as a shaper worker with link.wait: thread uses its single-issuer ring.
+// as a shaper worker with link.wait: thread uses its ring.
 // The goroutine, and with it the thread, ends in t.Cleanup.
 type lockedThread struct{ calls chan func() }
 

@@ -24,8 +24,7 @@ import (
 // empty) and a write(2) per packet, it saves most of the system calls.
 //
 // Read and Write must be called from one goroutine (not necessarily on one
-// thread, unless UseSingleIssuer). SetReadDeadline and Shutdown may be
-// called from any goroutine.
+// thread). SetReadDeadline and Shutdown may be called from any goroutine.
 //
 // The queues must not be read or written otherwise while a RingIO uses
 // them. A device's Close ends the Reads of the RingIOs on its queues.
@@ -34,12 +33,6 @@ type RingIO struct {
 	srcFd, dstFd int
 	depth        int // read buffers
 	bufSize      int // each read buffer's length, Headroom included
-
-	// singleIssuer: set up the ring for one thread (UseSingleIssuer);
-	// after start, whether it was.
-	singleIssuer bool
-	tid          int         // the thread that set the ring up (single issuer)
-	single       atomic.Bool // the ring is set up, single-issuer (SingleIssuer)
 
 	// Set up by the first Read or Write, in the goroutine that uses it.
 	started  bool
@@ -129,47 +122,22 @@ func NewRingIO(src, dst Queue, depth, bufSize int) (*RingIO, error) {
 	return r, nil
 }
 
-// UseSingleIssuer sets the ring up for one thread: the one that calls the
-// first Read or Write, which must be locked to its goroutine
-// (runtime.LockOSThread) and make every later Read, Write and Close. The
-// kernel then finishes the reads' work (the copy of a packet into a ring
-// buffer) only when that thread waits in io_uring_enter(2), never on
-// another thread (IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN, Linux
-// 6.1). Where the kernel refuses that, the ring is set up as without it,
-// and the device's logger says so. It must be called before the first Read
-// or Write.
-func (r *RingIO) UseSingleIssuer() { r.singleIssuer = true }
-
-// SingleIssuer reports whether the ring is set up for one thread
-// (UseSingleIssuer, and the kernel took it): false until the first Read or
-// Write has set the ring up. It may be called from any goroutine.
-func (r *RingIO) SingleIssuer() bool { return r.single.Load() }
-
 // start sets up the ring in the calling goroutine, once.
 func (r *RingIO) start() error {
 	if r.started {
 		return r.startErr
 	}
 	r.started = true
-	// Single issuer only on request: it needs the goroutine locked to its
-	// thread, and a locked goroutine under the netpoller costs the Go
-	// scheduler more than the ring saves (64-byte UDP: 0.78x the bare
-	// loop's packets locked, 1.65x not, offloads on). Workers that own
-	// their threads anyway (link.wait: thread) ask for it.
-	entries := uint32(r.depth + 64)
-	var ring *uring.Ring
-	var err error
-	if r.singleIssuer {
-		r.tid = unix.Gettid()
-		if ring, err = uring.New(entries, true); errors.Is(err, unix.EINVAL) {
-			r.src.dev.log.Warn("io_uring: the kernel refuses a single-issuer ring with deferred task work; the ring's reads finish on whichever thread enters the kernel",
-				"name", r.src.dev.name, "queue", r.src.index, "err", err)
-			r.singleIssuer = false
-		}
-	}
-	if !r.singleIssuer {
-		ring, err = uring.New(entries, false)
-	}
+	// Not single-issuer: that would need the goroutine locked to its
+	// thread, and a locked goroutine costs the Go scheduler more than the
+	// ring saves (64-byte UDP: 0.78x the bare loop's packets locked,
+	// 1.65x not, offloads on). Where the worker owns its thread anyway
+	// (link.wait: thread), single-issuer rings with deferred task work
+	// measured the same as these (BENCHMARKS.md section 4, note of
+	// 2026-11-27, issue 30: 2 Gbit/s shaped 1.64 against 1.63 s CPU per
+	// GB, pass-through TCP 0.37 against 0.38, 64-byte UDP 1.19 against
+	// 1.24 us per packet, within the spread), so they were not kept.
+	ring, err := uring.New(uint32(r.depth+64), false)
 	if err != nil {
 		r.startErr = fmt.Errorf("tun %s: queue %d: %w", r.src.dev.name, r.src.index, err)
 		return r.startErr
@@ -181,7 +149,6 @@ func (r *RingIO) start() error {
 		return r.startErr
 	}
 	r.ring, r.bufRing = ring, br
-	r.single.Store(r.singleIssuer)
 	r.offset = Headroom
 	r.byID = make([][]byte, r.depth)
 	for i := range r.byID {
@@ -480,24 +447,20 @@ func (r *RingIO) Shutdown() {
 }
 
 // Close frees the ring, which ends its reads. It must be called from the
-// goroutine that uses the RingIO, or after that goroutine is done with it;
-// with UseSingleIssuer, from that goroutine's thread (elsewhere the kernel
-// ends the reads later, in its own time, and until then their queues stay
-// referenced). The queues stay open. Calling it again does nothing.
+// goroutine that uses the RingIO, or after that goroutine is done with it.
+// The queues stay open.
 func (r *RingIO) Close() error {
 	r.shut.Store(true)
 	r.src.removeRing(r)
 	r.dst.removeRing(r)
 	var errs []error
-	if r.ring != nil && (!r.singleIssuer || unix.Gettid() == r.tid) {
+	if r.ring != nil {
 		// The multishot read holds a reference to the source queue until
 		// it completes, and the ring's Close completes it later, in the
 		// kernel's time: cancel it now, so that closing the queues removes
 		// a device at once (pacerd may no longer have the privilege to
-		// delete it). (Only a single-issuer ring's own thread may.)
+		// delete it).
 		errs = append(errs, r.ring.CancelFD(r.srcFd, time.Second), r.ring.CancelFD(r.wakeFd, time.Second))
-	}
-	if r.ring != nil {
 		// Closing the ring unregisters its buffer ring too (which only the
 		// ring's own thread could do, and Close may run elsewhere).
 		errs = append(errs, r.ring.Close())

@@ -360,8 +360,8 @@ func TestCopyLoopCarriesTCPAndUDP(t *testing.T) {
 		{name: "plain to offload", aOffload: false, bOffload: true},
 	}
 	// io: read(2) and write(2), io_uring, or (link.io_uring with
-	// link.wait: thread) thread-mode devices through single-issuer rings
-	// on locked threads.
+	// link.wait: thread) thread-mode devices through rings on locked
+	// threads.
 	for _, mode := range trafficModes {
 		for _, io := range []string{"", "io_uring", "io_uring, thread"} {
 			name := mode.name

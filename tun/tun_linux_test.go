@@ -209,8 +209,7 @@ func TestOpenErrors(t *testing.T) {
 func TestReadDeadline(t *testing.T) {
 	tuntest.RequirePrivileges(t)
 	// "io_uring, thread" is link.io_uring with link.wait: thread: a
-	// thread-mode device read through a single-issuer ring, on one
-	// locked thread.
+	// thread-mode device read through a ring on one locked thread.
 	for _, mode := range []string{"read(2)", "thread", "io_uring", "io_uring, thread"} {
 		t.Run(mode, func(t *testing.T) { readDeadline(t, mode) })
 	}
@@ -241,7 +240,6 @@ func readDeadline(t *testing.T, mode string) {
 			t.Fatal(err)
 		}
 		if threadWait {
-			r.UseSingleIssuer()
 			th := newLockedThread(t)
 			t.Cleanup(func() {
 				th.do(func() {
@@ -321,9 +319,6 @@ func readDeadline(t *testing.T, mode string) {
 	}
 
 	if r != nil {
-		if r.SingleIssuer() != threadWait {
-			t.Errorf("ring single-issuer %v, want %v", r.SingleIssuer(), threadWait)
-		}
 		blocked("Shutdown", func() error { r.Shutdown(); return nil }, os.ErrClosed)
 	}
 	if mode == "thread" {

@@ -69,9 +69,8 @@ func StartRingCopy(a, b tun.Device, batch, depth int) (*Copier, error) {
 }
 
 // StartThreadRingCopy is StartRingCopy as pacer's workers with
-// link.wait: thread run it: each goroutine locked to its OS thread, which
-// sets up a single-issuer ring (tun.RingIO.UseSingleIssuer), and closes it
-// when the goroutine ends (and the thread with it).
+// link.io_uring and link.wait: thread run it: each goroutine locked to its
+// OS thread for its life (the thread ends with it).
 func StartThreadRingCopy(a, b tun.Device, batch, depth int) (*Copier, error) {
 	return startRingCopy(a, b, batch, depth, true)
 }
@@ -90,9 +89,6 @@ func startRingCopy(a, b tun.Device, batch, depth int, thread bool) (*Copier, err
 					r.Close()
 				}
 				return nil, err
-			}
-			if thread {
-				r.UseSingleIssuer()
 			}
 			rings = append(rings, r)
 		}

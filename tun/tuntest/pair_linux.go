@@ -92,8 +92,8 @@ func (p *Pair) StartRingCopy(t testing.TB, batch int) *Copier {
 	return p.copying(t, c, err)
 }
 
-// StartThreadRingCopy is StartCopy through single-issuer rings on locked
-// threads (tuntest.StartThreadRingCopy, 128 read buffers a ring).
+// StartThreadRingCopy is StartRingCopy with each ring's goroutine locked
+// to its thread (tuntest.StartThreadRingCopy, 128 read buffers a ring).
 func (p *Pair) StartThreadRingCopy(t testing.TB, batch int) *Copier {
 	t.Helper()
 	c, err := StartThreadRingCopy(p.A, p.B, batch, 128)

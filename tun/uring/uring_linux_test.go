@@ -216,8 +216,8 @@ func TestCancelFD(t *testing.T) {
 
 // A single-issuer ring takes Enter and register calls (CancelFD) from the
 // thread that set it up alone: elsewhere the kernel refuses them with
-// EEXIST, which is why tun.RingIO closes such a ring from its own thread
-// and cancels nothing elsewhere. Closing it works from any thread.
+// EEXIST (so a user that cancels before Close, as tun.RingIO does, must
+// close it from that thread).
 func TestSingleIssuerOtherThread(t *testing.T) {
 	r := newRing(t, true)
 	rd, _ := pipe(t)
