@@ -27,12 +27,15 @@ type wakeVariant struct {
 
 // wakeVariants are the settings scenario 13 compares: the workers waiting
 // on the Go netpoller (the default) or each on an OS thread of its own
-// (link.wait: thread), each with wake_batch off and on.
+// (link.wait: thread), each with wake_batch off and on (the default), and
+// with the default wake batch through io_uring (link.io_uring).
 var wakeVariants = []wakeVariant{
 	{"netpoller", "  wait: netpoller\n  wake_batch: 0\n"},
 	{"thread", "  wait: thread\n  wake_batch: 0\n"},
 	{"netpoller-batch", "  wait: netpoller\n"},
 	{"thread-batch", "  wait: thread\n"},
+	{"netpoller-batch-uring", "  wait: netpoller\n  io_uring: true\n"},
+	{"thread-batch-uring", "  wait: thread\n  io_uring: true\n"},
 }
 
 // wakeRow is a row of scenario 13: a rate (0: pass-through) and a load.
@@ -163,7 +166,7 @@ func (r *rep) wakeups(res *results) {
 	}
 	r.p("## 13. Worker wake-ups: link.wait and link.wake_batch")
 	r.p("")
-	r.p("Pacer with offloads and GRO on, one TCP stream (pass-through, or one default class at 2, 5 and 10 Gbit/s with scenario 4's burst and backlog) or 64-byte UDP as fast as iperf3 sends, under each link setting: `wait: netpoller` (workers park on the Go netpoller) or `wait: thread` (each worker owns an OS thread and waits in ppoll(2)), with `wake_batch: 0` (a wake-up per held packet, plus `wake_slack`) or the default wake batch. *Delivered* is Gbit/s as on the wire (TCP) or packets/s (UDP); *CPU* is this process's per GB of TCP payload or µs per packet; *wake-ups* are the returns of the workers' waits per second (`pacer_worker_wakeups_total`), both directions, with those for a held packet's due time apart.")
+	r.p("Pacer with offloads and GRO on, one TCP stream (pass-through, or one default class at 2, 5 and 10 Gbit/s with scenario 4's burst and backlog) or 64-byte UDP as fast as iperf3 sends, under each link setting: `wait: netpoller` (workers park on the Go netpoller) or `wait: thread` (each worker owns an OS thread and waits in ppoll(2)), with `wake_batch: 0` (a wake-up per held packet, plus `wake_slack`) or the default wake batch, and with the default wake batch through io_uring (`-uring`: `io_uring: true`; with `wait: thread` the worker's goroutine is locked to its thread before its ring is set up, and waits in `io_uring_enter(2)` instead of `ppoll(2)`). *Delivered* is Gbit/s as on the wire (TCP) or packets/s (UDP); *CPU* is this process's per GB of TCP payload or µs per packet; *wake-ups* are the returns of the workers' waits per second (`pacer_worker_wakeups_total`), both directions, with those for a held packet's due time apart.")
 	r.p("")
 	t := newTable("row", "variant", "delivered", "CPU", "vs first variant", "wake-ups/s", "by deadline/s")
 	first := map[string]summary{}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -171,3 +172,44 @@ func readerBuffers(batch int) ([][]byte, []tun.Packet) {
 	}
 	return bufs, make([]tun.Packet, batch)
 }
+
+// lockedThread runs functions on one goroutine locked to its OS thread,
+// as a shaper worker with link.wait: thread uses its ring.
+// The goroutine, and with it the thread, ends in t.Cleanup.
+type lockedThread struct{ calls chan func() }
+
+func newLockedThread(t *testing.T) *lockedThread {
+	th := &lockedThread{calls: make(chan func())}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		for f := range th.calls {
+			f()
+		}
+	}()
+	t.Cleanup(func() { close(th.calls) })
+	return th
+}
+
+// do runs f on the thread and returns when it has.
+func (th *lockedThread) do(f func()) {
+	done := make(chan struct{})
+	th.calls <- func() {
+		defer close(done)
+		f()
+	}
+	<-done
+}
+
+// onThread reads a RingIO on a locked thread (any goroutine may call its
+// Read); SetReadDeadline runs on the caller's.
+type onThread struct {
+	r  *tun.RingIO
+	th *lockedThread
+}
+
+func (o onThread) Read(bufs [][]byte, pkts []tun.Packet, offset int) (n int, err error) {
+	o.th.do(func() { n, err = o.r.Read(bufs, pkts, offset) })
+	return n, err
+}
+
+func (o onThread) SetReadDeadline(t time.Time) error { return o.r.SetReadDeadline(t) }

@@ -131,7 +131,12 @@ func (r *RingIO) start() error {
 	// Not single-issuer: that would need the goroutine locked to its
 	// thread, and a locked goroutine costs the Go scheduler more than the
 	// ring saves (64-byte UDP: 0.78x the bare loop's packets locked,
-	// 1.65x not, offloads on).
+	// 1.65x not, offloads on). Where the worker owns its thread anyway
+	// (link.wait: thread), single-issuer rings with deferred task work
+	// measured the same as these (BENCHMARKS.md section 4, note of
+	// 2026-11-27, issue 30: 2 Gbit/s shaped 1.64 against 1.63 s CPU per
+	// GB, pass-through TCP 0.37 against 0.38, 64-byte UDP 1.19 against
+	// 1.24 us per packet, within the spread), so they were not kept.
 	ring, err := uring.New(uint32(r.depth+64), false)
 	if err != nil {
 		r.startErr = fmt.Errorf("tun %s: queue %d: %w", r.src.dev.name, r.src.index, err)

@@ -359,29 +359,40 @@ func TestCopyLoopCarriesTCPAndUDP(t *testing.T) {
 		{name: "offload to plain", aOffload: true, bOffload: false},
 		{name: "plain to offload", aOffload: false, bOffload: true},
 	}
+	// io: read(2) and write(2), io_uring, or (link.io_uring with
+	// link.wait: thread) thread-mode devices through rings on locked
+	// threads.
 	for _, mode := range trafficModes {
-		for _, ring := range []bool{false, true} {
+		for _, io := range []string{"", "io_uring", "io_uring, thread"} {
 			name := mode.name
-			if ring {
-				name += ", io_uring"
+			if io != "" {
+				name += ", " + io
 			}
-			t.Run(name, func(t *testing.T) { copyLoop(t, mode.aOffload, mode.bOffload, ring) })
+			t.Run(name, func(t *testing.T) { copyLoop(t, mode.aOffload, mode.bOffload, io) })
 		}
 	}
 }
 
 // copyLoop carries TCP and UDP, IPv4 and IPv6, through a copy loop between
-// a pair of devices (through io_uring if ring).
-func copyLoop(t *testing.T, aOffload, bOffload, ring bool) {
-	p := tuntest.NewPair(t, tun.Options{Queues: 2, Offload: aOffload}, tun.Options{Queues: 2, Offload: bOffload}, 1500)
+// a pair of devices, through io (as TestCopyLoopCarriesTCPAndUDP).
+func copyLoop(t *testing.T, aOffload, bOffload bool, io string) {
+	thread := io == "io_uring, thread"
+	p := tuntest.NewPair(t, tun.Options{Queues: 2, Offload: aOffload, ThreadWait: thread}, tun.Options{Queues: 2, Offload: bOffload, ThreadWait: thread}, 1500)
 	var c *tuntest.Copier
-	if ring {
+	switch io {
+	case "":
+		c = p.StartCopy(t, 16)
+	case "io_uring", "io_uring, thread":
 		if err := uring.Probe(); err != nil {
 			t.Fatalf("io_uring: %v", err)
 		}
-		c = p.StartRingCopy(t, 16)
-	} else {
-		c = p.StartCopy(t, 16)
+		if thread {
+			c = p.StartThreadRingCopy(t, 16)
+		} else {
+			c = p.StartRingCopy(t, 16)
+		}
+	default:
+		t.Fatalf("unknown I/O %q", io)
 	}
 	for _, fam := range []struct {
 		name string

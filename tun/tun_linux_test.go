@@ -208,7 +208,9 @@ func TestOpenErrors(t *testing.T) {
 // ends a blocked Read.
 func TestReadDeadline(t *testing.T) {
 	tuntest.RequirePrivileges(t)
-	for _, mode := range []string{"read(2)", "thread", "io_uring"} {
+	// "io_uring, thread" is link.io_uring with link.wait: thread: a
+	// thread-mode device read through a ring on one locked thread.
+	for _, mode := range []string{"read(2)", "thread", "io_uring", "io_uring, thread"} {
 		t.Run(mode, func(t *testing.T) { readDeadline(t, mode) })
 	}
 }
@@ -220,8 +222,9 @@ type deadlineReader interface {
 }
 
 func readDeadline(t *testing.T, mode string) {
-	ring := mode == "io_uring"
-	d, ns, a4, b4, _, _ := singleDevice(t, tun.Options{Queues: 1, ThreadWait: mode == "thread"})
+	ring := strings.HasPrefix(mode, "io_uring")
+	threadWait := strings.HasSuffix(mode, "thread")
+	d, ns, a4, b4, _, _ := singleDevice(t, tun.Options{Queues: 1, ThreadWait: threadWait})
 	q, ok := d.Queues()[0].(deadlineReader)
 	if !ok {
 		t.Fatal("Linux queues have no SetReadDeadline")
@@ -236,12 +239,24 @@ func readDeadline(t *testing.T, mode string) {
 		if r, err = tun.NewRingIO(d.Queues()[0], d.Queues()[0], 16, tun.Headroom+tun.MaxPacketSize); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			if err := r.Close(); err != nil {
-				t.Errorf("close ring: %v", err)
-			}
-		})
-		q = r
+		if threadWait {
+			th := newLockedThread(t)
+			t.Cleanup(func() {
+				th.do(func() {
+					if err := r.Close(); err != nil {
+						t.Errorf("close ring: %v", err)
+					}
+				})
+			})
+			q = onThread{r, th}
+		} else {
+			t.Cleanup(func() {
+				if err := r.Close(); err != nil {
+					t.Errorf("close ring: %v", err)
+				}
+			})
+			q = r
+		}
 	}
 	bufs, pkts := readerBuffers(4)
 	blocked := func(what string, end func() error, want error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -64,6 +65,17 @@ func StartCopy(a, b tun.Device, batch int) (*Copier, error) {
 // (depth read buffers each). The rings are closed when their goroutines
 // end.
 func StartRingCopy(a, b tun.Device, batch, depth int) (*Copier, error) {
+	return startRingCopy(a, b, batch, depth, false)
+}
+
+// StartThreadRingCopy is StartRingCopy as pacer's workers with
+// link.io_uring and link.wait: thread run it: each goroutine locked to its
+// OS thread for its life (the thread ends with it).
+func StartThreadRingCopy(a, b tun.Device, batch, depth int) (*Copier, error) {
+	return startRingCopy(a, b, batch, depth, true)
+}
+
+func startRingCopy(a, b tun.Device, batch, depth int, thread bool) (*Copier, error) {
 	qa, qb := a.Queues(), b.Queues()
 	if len(qa) != len(qb) {
 		return nil, fmt.Errorf("copy %s<->%s: %d and %d queues", a.Name(), b.Name(), len(qa), len(qb))
@@ -85,6 +97,9 @@ func StartRingCopy(a, b tun.Device, batch, depth int) (*Copier, error) {
 	for i, r := range rings {
 		c.wg.Add(1)
 		go func() {
+			if thread {
+				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			}
 			defer r.Close()
 			c.run(i%2, r, r, max(batch, 1))
 		}()

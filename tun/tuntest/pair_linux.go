@@ -92,6 +92,14 @@ func (p *Pair) StartRingCopy(t testing.TB, batch int) *Copier {
 	return p.copying(t, c, err)
 }
 
+// StartThreadRingCopy is StartRingCopy with each ring's goroutine locked
+// to its thread (tuntest.StartThreadRingCopy, 128 read buffers a ring).
+func (p *Pair) StartThreadRingCopy(t testing.TB, batch int) *Copier {
+	t.Helper()
+	c, err := StartThreadRingCopy(p.A, p.B, batch, 128)
+	return p.copying(t, c, err)
+}
+
 func (p *Pair) copying(t testing.TB, c *Copier, err error) *Copier {
 	t.Helper()
 	if err != nil {

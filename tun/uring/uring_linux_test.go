@@ -213,3 +213,35 @@ func TestCancelFD(t *testing.T) {
 		t.Errorf("write to the pipe after its reader was closed: %v, want EPIPE (the ring still holds the reader)", err)
 	}
 }
+
+// A single-issuer ring takes Enter and register calls (CancelFD) from the
+// thread that set it up alone: elsewhere the kernel refuses them with
+// EEXIST (so a user that cancels before Close, as tun.RingIO does, must
+// close it from that thread).
+func TestSingleIssuerOtherThread(t *testing.T) {
+	r := newRing(t, true)
+	rd, _ := pipe(t)
+	buf := make([]byte, 8)
+	r.PrepRead(rd, buf, 1)
+	if err := r.Enter(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan [2]error, 1)
+	go func() {
+		runtime.LockOSThread() // another thread (ended with the goroutine)
+		errs <- [2]error{r.Enter(1, time.Millisecond), r.CancelFD(rd, time.Second)}
+	}()
+	got := <-errs
+	if !errors.Is(got[0], unix.EEXIST) || !errors.Is(got[1], unix.EEXIST) {
+		t.Errorf("Enter and CancelFD from another thread: %v, %v; want EEXIST", got[0], got[1])
+	}
+	if err := r.CancelFD(rd, time.Second); err != nil {
+		t.Errorf("CancelFD from the ring's thread: %v", err)
+	}
+	if err := r.Enter(1, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := reap(r); len(c) != 1 || c[0].Res != -int32(unix.ECANCELED) {
+		t.Errorf("completions after the cancel: %+v, want the read's ECANCELED", c)
+	}
+}
