@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
-	"os"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // arColors are scenario 14's variants in its plots.
@@ -181,20 +178,5 @@ func plotAutorate(file, title string, runs []*arResult) error {
 		plots = append(plots, []*plot.Plot{passive})
 		h = 11 * vg.Inch
 	}
-	img := vgimg.New(9*vg.Inch, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return saveColumn(file, 9*vg.Inch, h, plots)
 }

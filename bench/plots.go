@@ -307,10 +307,15 @@ func plotSoak(file string, run *soakRun, lim soakLimits) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	img := vgimg.New(8*vg.Inch, 10*vg.Inch)
+	return saveColumn(file, 8*vg.Inch, 10*vg.Inch, [][]*plot.Plot{{rss}, {counts}, {rate}})
+}
+
+// saveColumn draws plots one above the other, their axes aligned, into a
+// w by h PNG file.
+func saveColumn(file string, w, h vg.Length, plots [][]*plot.Plot) error {
+	img := vgimg.New(w, h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
-	plots := [][]*plot.Plot{{rss}, {counts}, {rate}}
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
