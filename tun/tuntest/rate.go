@@ -17,10 +17,10 @@ func WithinRate(t testing.TB, what string, got, want, tol float64) {
 	}
 }
 
-// slopeEvery is how often RateSlope reads its counter.
+// slopeEvery is how often RateSlopeAt reads its counter.
 const slopeEvery = 100 * time.Millisecond
 
-// RateSlope returns the rate (per second) at which counter grows over
+// RateSlopeAt returns the rate (per second) at which counter grows over
 // window: the least-squares slope of its samples, read every 100 ms. It
 // is for a rate that a schedule sets exactly over the long run, as link
 // emulation's traces and rate schedules do: a worker kept off its CPU
@@ -30,15 +30,9 @@ const slopeEvery = 100 * time.Millisecond
 // ends of a window (or of each run of bins, RatesUnstolen) takes all of
 // such a shift at an end as error (50 ms of the rate at the end of a 5 s
 // window is 1%); a slope through 50 samples spreads it thin. A sample
-// whose read took longer than 5 ms (its time unknown) is left out.
-func RateSlope(t testing.TB, window time.Duration, counter func() uint64) float64 {
-	t.Helper()
-	return RateSlopeAt(t, window, func() (uint64, time.Time) { return counter(), time.Time{} })
-}
-
-// RateSlopeAt is RateSlope of a counter that says when it was read (see
-// RatesUnstolenAt): every sample counts at that time; a zero time falls
-// back to the reader's clock and its 5 ms limit.
+// counts at the time counter says it was read (a daemon's clock at the
+// read, control.Status.At); one that says none takes the reader's clock,
+// and is left out if its read took longer than 5 ms (its time unknown).
 func RateSlopeAt(t testing.TB, window time.Duration, counter func() (uint64, time.Time)) float64 {
 	t.Helper()
 	var xs, ys []float64
@@ -62,7 +56,7 @@ func RateSlopeAt(t testing.TB, window time.Duration, counter func() (uint64, tim
 		time.Sleep(time.Until(next))
 	}
 	if len(xs) < 3 {
-		t.Fatalf("RateSlope: %d samples with a known time in %v, want 3 or more", len(xs), window)
+		t.Fatalf("RateSlopeAt: %d samples with a known time in %v, want 3 or more", len(xs), window)
 	}
 	return slope(xs, ys)
 }
