@@ -713,7 +713,7 @@ func TestShellEmulation(t *testing.T) {
 	// GSO super-packet (64 KiB, 43 ms of this trace): each end of a
 	// window, and with bins each end of each run of kept bins, may be off
 	// by one, 1.3% of 5 s (bins once measured +1.13% in CI). Measured as
-	// a slope through 50 samples (tuntest.RateSlope): 5 runs here within
+	// a slope through 50 samples (tuntest.RateSlopeAt, at the daemon's read times): 5 runs here within
 	// -0.08% and +0.40%.
 	rate, _ := h.shellMeasured(t, []string{"-downlink-trace", trace}, "ingress", func(sent func() (uint64, time.Time)) float64 {
 		return tuntest.RateSlopeAt(t, 5*time.Second, sent)
