@@ -126,9 +126,6 @@ func startDaemon(t *testing.T, bin, config string) *daemonProc {
 
 var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 
-// TestDaemonReloadAndStop runs pacerd between two namespaces with iperf3
-// traffic: SIGHUP to a new rate holds within 1s, an invalid file keeps the
-// running rate, and SIGTERM exits 0 leaving no device behind.
 // rateTest skips a traffic test in -short mode and lets it run beside other
 // such tests (go test -parallel: as many as GOMAXPROCS). Only tests that
 // judge rates and counts over seconds, at 100 Mbit/s or less, use it (the
@@ -141,6 +138,9 @@ func rateTest(t *testing.T) {
 	t.Parallel()
 }
 
+// TestDaemonReloadAndStop runs pacerd between two namespaces with iperf3
+// traffic: SIGHUP to a new rate holds within 1s, an invalid file keeps the
+// running rate, and SIGTERM exits 0 leaving no device behind.
 func TestDaemonReloadAndStop(t *testing.T) {
 	rateTest(t)
 	tuntest.RequireIperf3(t)
