@@ -15,11 +15,12 @@ import (
 
 // arColors are scenario 14's variants in its plots.
 var arColors = map[string]color.RGBA{
-	"auto": colorPacer,
-	"mean": {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	"min":  {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	"max":  {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	"none": colorRef,
+	"auto":     colorPacer,
+	"mean":     {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"min":      {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"max":      {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"none":     colorRef,
+	"unloaded": {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 }
 
 // autorate writes scenario 14's section.
@@ -38,8 +39,12 @@ func (r *rep) autorate(res *results, p params) {
 		if a.Variant == "auto" {
 			rate = fmt.Sprintf("%.1f Mbit/s", a.MeanRate)
 		}
+		util := fmt.Sprintf("%.1f%%", 100*a.Util)
+		if a.Variant == "unloaded" {
+			util = "(no load)"
+		}
 		t.add(a.LinkName, a.Name, fmt.Sprintf("%.1f ms", a.IdleMS), fmt.Sprintf("%.1f ms", a.P50), fmt.Sprintf("%.1f ms", a.P99),
-			fmt.Sprintf("%.1f%%", 100*a.Util), rate)
+			util, rate)
 		if a.Variant == "auto" {
 			r.headline("Autorate (%s): ping p50 +%.1f ms, p99 +%.1f ms over idle at %.1f%% utilisation; no shaper %s (scenario 14)",
 				a.LinkName, a.P50, a.P99, 100*a.Util, arOther(res, a.Link, "none"))

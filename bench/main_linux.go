@@ -141,12 +141,17 @@ type runner struct {
 	modDir string
 	res    results
 	start  time.Time
-	// variants, if set, are the only variants scenarios 3 and 7 run (by
-	// key: bare, pacer-on, pacer-on-uring, ...), for development.
+	// variants, if set, are the only variants scenarios 3, 7, 13 and 14
+	// run (by key: bare, pacer-on, pacer-on-uring, ..., auto, mean), for
+	// development.
 	variants []string
 	// rows, if set, are the only rows scenario 13 runs (by a part of
-	// their name: "2 Gbit/s", "UDP"), for development and profiling.
+	// their name: "2 Gbit/s", "UDP") and the only links scenario 14 runs
+	// (steps, lte), for development and profiling.
 	rows []string
+	// autorate, if set, are more settings for scenario 14's auto variant
+	// (YAML flow-map entries: "bloat_samples: 4, window: 4").
+	autorate string
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -166,8 +171,9 @@ func run() int {
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
-	variants := flag.String("variants", "", "comma-separated variants scenarios 3 and 7 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on), for development and profiling; default all")
-	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), for development and profiling; default all")
+	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13 and 14 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, mean, min, max, none, and unloaded, the ping alone, only when named), for development and profiling; default all")
+	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP) or the links scenario 14 runs (steps, lte), for development and profiling; default all")
+	autorate := flag.String("autorate", "", "more autorate settings for scenario 14's auto variant, as YAML flow-map entries (\"bloat_samples: 4, window: 4\"), for development")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -179,6 +185,7 @@ func run() int {
 	if *rows != "" {
 		r.rows = strings.Split(*rows, ",")
 	}
+	r.autorate = *autorate
 	if *quick {
 		r.p = quickParams
 	}
