@@ -48,6 +48,9 @@ type AutorateConfig struct {
 	// BloatDeltaMax (0.99, 0.75); AchievedCut the factor on the achieved
 	// rate that a cut goes to if lower (0.9).
 	CutLow, CutHigh, AchievedCut float64
+	// CutDeepest is the least factor of one cut to the achieved rate
+	// (0.5): one cut takes at most half the rate.
+	CutDeepest float64
 	// Drain, if set (100 ms to 1 min), makes a cut to the achieved rate go
 	// at most to achieved × (1 − delta/Drain), at least half of it, so that
 	// the queue the delta shows drains within about Drain; 0 (the
@@ -126,6 +129,7 @@ const (
 	DefaultAutorateCutLow     = 0.99
 	DefaultAutorateCutHigh    = 0.75
 	DefaultAutorateAchieved   = 0.9
+	DefaultAutorateDeepest    = 0.5
 	DefaultAutorateGrow       = 1.04
 	DefaultAutorateGrowDelta  = 10 * time.Millisecond
 	DefaultAutorateRefractory = 300 * time.Millisecond
@@ -189,6 +193,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"cut_low", d.number(&a.CutLow)},
 			{"cut_high", d.number(&a.CutHigh)},
 			{"achieved_cut", d.number(&a.AchievedCut)},
+			{"cut_deepest", d.number(&a.CutDeepest)},
 			{"drain", d.span(&a.Drain)},
 			{"grow", d.number(&a.Grow)},
 			{"grow_delta", d.span(&a.GrowDelta)},
@@ -258,6 +263,7 @@ func (a *AutorateConfig) setDefaults() {
 	deff(&a.CutLow, DefaultAutorateCutLow)
 	deff(&a.CutHigh, DefaultAutorateCutHigh)
 	deff(&a.AchievedCut, DefaultAutorateAchieved)
+	deff(&a.CutDeepest, min(DefaultAutorateDeepest, a.CutHigh))
 	deff(&a.Grow, DefaultAutorateGrow)
 	if a.GrowDelta == 0 && a.BloatDelta > DefaultAutorateGrowDelta {
 		a.GrowDelta = DefaultAutorateGrowDelta
@@ -335,6 +341,10 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	unit("decay", a.Decay, 0, 1)
 	unit("baseline_up", a.BaselineUp, 0, 1)
 	unit("baseline_down", a.BaselineDown, 0, 1)
+	unit("cut_deepest", a.CutDeepest, 0, 1)
+	if a.CutDeepest > a.CutHigh {
+		v.errorf(p+".cut_deepest", "%v is above cut_high %v: a cut to the achieved rate may go deeper than one by the delay", a.CutDeepest, a.CutHigh)
+	}
 	if a.CutHigh > a.CutLow {
 		v.errorf(p+".cut_low", "%v is below cut_high %v: the deeper rise must cut more", a.CutLow, a.CutHigh)
 	}

@@ -15,7 +15,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		"egress:\n  rate: auto\n  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.2.2, '2001:2::1']}\n" +
 		"ingress:\n  rate: 30mbit\n  autorate:\n    min: 1mbit\n    base: 2mbit\n    max: 3mbit\n    reflectors: [198.18.2.2]\n" +
 		"    probe: echo\n    probe_interval: 10ms\n    netns: other\n    load_high: 0.5\n    bloat_delta: 15ms\n    bloat_samples: 2\n" +
-		"    window: 4\n    drain: 1s\n    cut_low: 0.95\n    cut_high: 0.5\n    achieved_cut: 0.8\n    grow: 1.1\n    grow_delta: 5ms\n    refractory: 100ms\n" +
+		"    window: 4\n    drain: 1s\n    cut_low: 0.95\n    cut_high: 0.5\n    achieved_cut: 0.8\n    cut_deepest: 0.4\n    grow: 1.1\n    grow_delta: 5ms\n    refractory: 100ms\n" +
 		"    decay: 0.05\n    decay_every: 200ms\n    baseline_up: 0.01\n    baseline_down: 0.5\n    dead_after: 1s\n    stall_after: 5s\n    rebase_after: 3s\n"
 	c, err := config.Parse("auto.yaml", []byte(y))
 	if err != nil {
@@ -25,7 +25,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		Reflectors:    []netip.Addr{netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2::1")},
 		ProbeInterval: 50 * time.Millisecond, Netns: "wan", LoadHigh: 0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
-		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, CutDeepest: 0.5, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
 		Refractory: 300 * time.Millisecond, Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
 		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second}
 	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
@@ -35,7 +35,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		Reflectors: []netip.Addr{netip.MustParseAddr("198.18.2.2")}, Probe: config.ProbeEcho,
 		ProbeInterval: 10 * time.Millisecond, Netns: "other", LoadHigh: 0.5,
 		BloatDelta: 15 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 2, Window: 4,
-		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, Drain: time.Second, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
+		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, CutDeepest: 0.4, Drain: time.Second, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
 		Refractory: 100 * time.Millisecond, Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
 		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second}
 	if in := c.Ingress; in.Auto || !reflect.DeepEqual(in.Autorate, want) || in.Rate != 3_750_000 {
@@ -67,6 +67,7 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		{name: "probe", yaml: ar("    probe: udp\n"), line: 11, want: `egress.autorate.probe: unknown probe "udp" (use timestamp or echo)`},
 		{name: "load_high", yaml: ar("    load_high: 1.5\n"), line: 11, want: "egress.autorate.load_high: 1.5 is out of range (0, 1]"},
 		{name: "cut order", yaml: ar("    cut_low: 0.7\n"), line: 11, want: "egress.autorate.cut_low: 0.7 is below cut_high 0.75"},
+		{name: "deepest", yaml: ar("    cut_deepest: 0.8\n"), line: 11, want: "egress.autorate.cut_deepest: 0.8 is above cut_high 0.75"},
 		{name: "grow", yaml: ar("    grow: 0.9\n"), line: 11, want: "egress.autorate.grow: 0.9 is out of range [1, 2]"},
 		{name: "samples", yaml: ar("    bloat_samples: 5\n    window: 4\n"), line: 11, want: "egress.autorate.bloat_samples: 5 is more than window 4"},
 		{name: "interval", yaml: ar("    probe_interval: 1ms\n"), line: 11, want: "egress.autorate.probe_interval: 1ms is below 5ms"},

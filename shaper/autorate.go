@@ -48,7 +48,7 @@ func autoSettings(a *config.AutorateConfig) autorate.Settings {
 		Min: a.Min, Base: a.Base, Max: a.Max,
 		LoadHigh: a.LoadHigh, BloatDelta: a.BloatDelta, BloatDeltaMax: a.BloatDeltaMax,
 		BloatSamples: a.BloatSamples, Window: a.Window,
-		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut, Drain: a.Drain,
+		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut, CutDeepest: a.CutDeepest, Drain: a.Drain,
 		GrowHigh: a.Grow, GrowDelta: a.GrowDelta, GrowWhenHeld: !a.GrowUnheld, BloatRefractory: a.Refractory,
 		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,

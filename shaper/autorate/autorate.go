@@ -21,7 +21,8 @@
 //     (at BloatDeltaMax) and the achieved rate × AchievedCut (with Drain
 //     set: × the lower of AchievedCut and 1 − delta/Drain, at least a
 //     half, a rate that drains the queue the delta shows within about
-//     Drain, where a fixed 0.9 takes ten times the queue's delay);
+//     Drain, where a fixed 0.9 takes ten times the queue's delay), but
+//     not below the rate × CutDeepest;
 //   - loaded (achieved ≥ LoadHigh × rate) and not bloated: every new
 //     link-wide sample raises it by a factor from GrowHigh (delta up to
 //     GrowDelta) to 1 (at BloatDelta), not within a BloatRefractory of
@@ -65,12 +66,21 @@ type Settings struct {
 	// deepest (cake-autorate 60 ms).
 	BloatDelta, BloatDeltaMax time.Duration
 	// The link is bloated when BloatSamples of the last Window link-wide
-	// samples show bloat (cake-autorate 3 of 6).
+	// samples show bloat (cake-autorate 3 of 6; 4 of 4 on a link with
+	// gaps, such as a cellular one: a queue holds the delay up from one
+	// sample to the next, a gap does not).
 	BloatSamples, Window int
 	// CutLow and CutHigh are the factors of a cut at BloatDelta and at
 	// BloatDeltaMax (cake-autorate 0.99 and 0.75); AchievedCut is the
 	// factor on the achieved rate (cake-autorate 0.9).
 	CutLow, CutHigh, AchievedCut float64
+	// CutDeepest is the least factor of one cut: a cut to the achieved
+	// rate goes no lower than the rate × CutDeepest (cake-autorate has
+	// no such bound: 0). The achieved rate over a few hundred
+	// milliseconds is a poor estimate of a capacity that moves in bursts
+	// (a cellular link's dip or gap); a dip that lasts shows new bloat
+	// and gets a second cut a refractory later.
+	CutDeepest float64
 	// Drain is the time a cut to the achieved rate aims to drain the
 	// bottleneck's queue in (0: AchievedCut alone, as cake-autorate).
 	Drain time.Duration
@@ -104,14 +114,14 @@ type Settings struct {
 // DefaultSettings returns the defaults for rates min, base and max:
 // cake-autorate's, except GrowWhenHeld (pacer sees its own queue),
 // DeadAfter and RebaseAfter (cake-autorate replaces a bad reflector from
-// a pool; pacer leaves it out, see the package comment).
+// a pool; pacer leaves it out, see the package comment) and CutDeepest.
 func DefaultSettings(min, base, max uint64) Settings {
 	return Settings{
 		Min: min, Base: base, Max: max,
 		LoadHigh:   0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond,
 		BloatSamples: 3, Window: 6,
-		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, CutDeepest: 0.5,
 		GrowHigh: 1.04, GrowDelta: 10 * time.Millisecond, GrowWhenHeld: true,
 		BloatRefractory: 300 * time.Millisecond,
 		DecayStep:       0.01, DecayEvery: time.Second,
@@ -135,6 +145,8 @@ func (s *Settings) Check() error {
 		return fmt.Errorf("cuts %v and %v: want 0 < cut_high <= cut_low <= 1", s.CutLow, s.CutHigh)
 	case !(s.AchievedCut > 0 && s.AchievedCut <= 1):
 		return fmt.Errorf("achieved_cut %v: want above 0, at most 1", s.AchievedCut)
+	case !(s.CutDeepest >= 0 && s.CutDeepest <= s.CutHigh):
+		return fmt.Errorf("cut_deepest %v: want 0 to cut_high %v", s.CutDeepest, s.CutHigh)
 	case !(s.GrowHigh >= 1 && s.GrowHigh <= 2):
 		return fmt.Errorf("grow %v: want 1 to 2", s.GrowHigh)
 	case s.GrowDelta < 0 || s.GrowDelta >= s.BloatDelta:
@@ -393,7 +405,7 @@ func (c *Controller) Adjust(now int64, load Load) uint64 {
 			f = min(f, max(1-c.delta/float64(c.s.Drain), 0.5))
 		}
 		if a := float64(achieved) * f; a > float64(c.s.Min) && a < r {
-			r = a
+			r = max(a, float64(c.rate)*c.s.CutDeepest)
 		}
 		c.lastCut = now
 		c.set(r, &c.counts.Decreases)

@@ -64,6 +64,32 @@ func cat(parts ...[]step) []step {
 
 func settings() Settings { return DefaultSettings(5*mbit, 20*mbit, 80*mbit) }
 
+// TestFourOfFour: with bloat on 4 of the last 4 samples (the setting for
+// a link with gaps) a spell of 3 late samples (a cellular link's pause,
+// with no queue) cuts nothing, and 4 in a row cut.
+func TestFourOfFour(t *testing.T) {
+	s := settings()
+	s.BloatSamples, s.Window = 4, 4
+	gap := cat(repeat(4, step{delays: []float64{10}, achieved: 0}),
+		repeat(3, step{delays: []float64{120}, achieved: 0}),
+		repeat(1, step{delays: []float64{10}, achieved: 0}),
+		repeat(3, step{delays: []float64{90}, achieved: 0}),
+		repeat(4, step{delays: []float64{10}, achieved: 0}))
+	if c, _ := run(t, s, gap); c.Counts().Decreases != 0 {
+		t.Errorf("%d cuts on spells of 3 late samples, want none", c.Counts().Decreases)
+	}
+	queue := cat(repeat(4, step{delays: []float64{10}, achieved: 0}),
+		repeat(4, step{delays: []float64{120}, achieved: 0}))
+	c, rates := run(t, s, queue)
+	if c.Counts().Decreases != 1 || rates[6] != s.Base || rates[7] >= s.Base {
+		t.Errorf("4 bloated samples in a row: rates %v, %d cuts; want one cut on the fourth", rates, c.Counts().Decreases)
+	}
+	// cake-autorate's 3 of 6 cuts on the first spell.
+	if c, _ := run(t, settings(), gap); c.Counts().Decreases == 0 {
+		t.Errorf("3 of 6: no cut on a spell of 3 late samples")
+	}
+}
+
 func TestGrowsWhenLoaded(t *testing.T) {
 	_, rates := run(t, settings(), repeat(100, step{delays: []float64{20, 30}, achieved: -0.95}))
 	if got := rates[len(rates)-1]; got != 80*mbit {
@@ -278,6 +304,26 @@ func TestNoRaiseWithinRefractory(t *testing.T) {
 	}
 }
 
+// TestCutDeepest: a cut to an achieved rate far below the rate (a dip
+// of the link's capacity over the last 200 ms) takes at most
+// 1 - CutDeepest of the rate; with CutDeepest 0 it goes to the achieved
+// rate × AchievedCut, as cake-autorate's.
+func TestCutDeepest(t *testing.T) {
+	for _, tc := range []struct {
+		deepest float64
+		want    float64 // Mbit/s after the cut, from 20
+	}{{0.5, 10}, {0.25, 6.3}, {0, 6.3}} {
+		s := settings()
+		s.CutDeepest = tc.deepest
+		steps := cat(repeat(2, step{delays: []float64{10}, achieved: 0}),
+			repeat(3, step{delays: []float64{100}, achieved: 7}))
+		_, rates := run(t, s, steps)
+		if got := float64(rates[4]) / mbit; math.Abs(got-tc.want) > 0.01 {
+			t.Errorf("cut_deepest %v: rate 20 -> %.2f Mbit/s at 7 achieved, want %.2f", tc.deepest, got, tc.want)
+		}
+	}
+}
+
 func TestBaselineTracksDownFast(t *testing.T) {
 	steps := cat(repeat(5, step{delays: []float64{80}, achieved: 0}),
 		repeat(5, step{delays: []float64{20}, achieved: 0}))
@@ -296,6 +342,7 @@ func TestCheck(t *testing.T) {
 		{name: "zero min", mod: func(s *Settings) { s.Min = 0 }},
 		{name: "samples above window", mod: func(s *Settings) { s.BloatSamples = 7 }},
 		{name: "cut order", mod: func(s *Settings) { s.CutHigh = 1 }},
+		{name: "deepest above cut_high", mod: func(s *Settings) { s.CutDeepest = 0.8 }},
 		{name: "grow below 1", mod: func(s *Settings) { s.GrowHigh = 0.9 }},
 		{name: "delta order", mod: func(s *Settings) { s.BloatDeltaMax = s.BloatDelta }},
 		{name: "stall before dead", mod: func(s *Settings) { s.StallAfter = s.DeadAfter / 2 }},
