@@ -59,7 +59,7 @@ const arTrace = "configs/traces/tmobile-lte-short.down"
 // arVariant is one setting of the download of scenario 14.
 type arVariant struct {
 	key, name string
-	named     bool                                   // runs only when -variants names it
+	pingOnly  bool                                   // no load, only the ping; runs only when -variants names it
 	policy    func(mean uint64, extra string) string // the ingress section; extra: more autorate settings
 }
 
@@ -144,7 +144,7 @@ func (r *runner) runAutorate(ctx context.Context) error {
 			continue
 		}
 		for _, v := range arVariants {
-			if r.variants != nil && !slices.Contains(r.variants, v.key) || r.variants == nil && v.named {
+			if r.variants != nil && !slices.Contains(r.variants, v.key) || r.variants == nil && v.pingOnly {
 				continue
 			}
 			if ctx.Err() != nil {
@@ -296,8 +296,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			}
 		}()
 	}
-	loaded := v.key != "unloaded"
-	if loaded {
+	if !v.pingOnly {
 		srv, err := r.e.startIperfServer(ctx, iperfPort)
 		if err != nil {
 			return nil, err
@@ -325,7 +324,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	var stopLoad func()
 	loadErr := make(chan error, 1)
 	go func() {
-		if err := sleep(ctx, time.Until(loadAt)); err != nil || !loaded {
+		if err := sleep(ctx, time.Until(loadAt)); err != nil || v.pingOnly {
 			loadErr <- err
 			return
 		}
