@@ -60,29 +60,42 @@ const arTrace = "configs/traces/tmobile-lte-short.down"
 type arVariant struct {
 	key, name string
 	pingOnly  bool                                   // no load, only the ping; runs only when -variants names it
+	auto      bool                                   // its rate is auto: the rate is sampled
 	policy    func(mean uint64, extra string) string // the ingress section; extra: more autorate settings
 }
 
+// commaBefore returns extra autorate settings to append to a flow map.
+func commaBefore(extra string) string {
+	if extra == "" {
+		return ""
+	}
+	return ", " + extra
+}
+
 var arVariants = []arVariant{
-	{"auto", "auto (2-50 Mbit/s from 10)", false, func(_ uint64, extra string) string {
-		if extra != "" {
-			extra = ", " + extra
-		}
+	{"auto", "auto (2-50 Mbit/s from 10)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n  default: {rate: 1gbit}\n",
-			arReflectors[0], arReflectors[1], arReflectors[2], extra)
+			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
 	}},
-	{"mean", "fixed at the mean", false, func(mean uint64, _ string) string {
+	{"auto+passive", "auto with the passive voter", false, true, func(_ uint64, extra string) string {
+		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s], passive: true%s}\n  default: {rate: 1gbit}\n",
+			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
+	}},
+	{"passive", "auto, passive voter alone (no probes)", false, true, func(_ uint64, extra string) string {
+		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, passive: true%s}\n  default: {rate: 1gbit}\n", commaBefore(extra))
+	}},
+	{"mean", "fixed at the mean", false, false, func(mean uint64, _ string) string {
 		return fmt.Sprintf("ingress:\n  rate: %dbps\n  default: {rate: 1gbit}\n", mean)
 	}},
-	{"min", "fixed at min (2 Mbit/s)", false, func(uint64, string) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }},
-	{"max", "fixed at max (50 Mbit/s)", false, func(uint64, string) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }},
-	{"none", "no shaper", false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
+	{"min", "fixed at min (2 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }},
+	{"max", "fixed at max (50 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }},
+	{"none", "no shaper", false, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
 	// unloaded is the ping alone, no shaper: the delay the emulated link
 	// adds with an empty queue. On the LTE trace that is nothing (p99
 	// +0.7 ms): the ISP's class keeps up to its burst of unused delivery
 	// opportunities (Mahimahi's mm-link keeps none), so a ping finds
 	// tokens in a gap unless a load has used them.
-	{"unloaded", "no load (the link's own delay)", true, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
+	{"unloaded", "no load (the link's own delay)", true, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
 }
 
 // arLink is the ISP of one half of scenario 14.
@@ -110,8 +123,11 @@ type arResult struct {
 	Util                          float64 // delivered over what the schedule allowed, from 2 s on
 	MeanRate                      float64 // Mbit/s, auto only
 	Cuts                          uint64  // auto only: the controller's decreases over the whole run
-	CapacityMean                  float64 // Mbit/s over the window
-	Bins                          []arBin
+	// With the passive voter: its rises and the round trips it closed
+	// over the whole run.
+	PassiveRises, PassiveRoundTrips uint64
+	CapacityMean                    float64 // Mbit/s over the window
+	Bins                            []arBin
 	// Passive (steps link) compares the flows' RTT seen at the WAN side
 	// (mid's side of the variant's pacer) and at the client's side with
 	// mid's ping, over the loaded window.
@@ -155,8 +171,8 @@ func (r *runner) runAutorate(ctx context.Context) error {
 				return fmt.Errorf("%s, %s: %w", l.key, v.key, err)
 			}
 			r.res.Autorate = append(r.res.Autorate, res)
-			r.progress("  %-6s %-32s p50 +%.1f ms, p99 +%.1f ms, utilisation %.1f%%, mean auto rate %.1f Mbit/s, cuts %d",
-				l.key, res.Name, res.P50, res.P99, 100*res.Util, res.MeanRate, res.Cuts)
+			r.progress("  %-6s %-32s p50 +%.1f ms, p99 +%.1f ms, utilisation %.1f%%, mean auto rate %.1f Mbit/s, cuts %d, passive rises %d, round trips %d",
+				l.key, res.Name, res.P50, res.P99, 100*res.Util, res.MeanRate, res.Cuts, res.PassiveRises, res.PassiveRoundTrips)
 		}
 	}
 	return nil
@@ -357,10 +373,13 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	res.Util = delivered.Rate(from, end) / capacity
 	rest := rttsOf(inWindow(replies, from, end))
 	res.P50, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
-	if v.key == "auto" {
+	if v.auto {
 		res.MeanRate = autoRate.Mean(from, end) * 8 / 1e6
 		if st := c.auto.AutorateStats(shaper.Ingress); st != nil {
 			res.Cuts = st.Decreases
+			if p := st.Passive; p != nil {
+				res.PassiveRises, res.PassiveRoundTrips = p.Samples, p.RoundTrips
+			}
 		}
 	}
 	var wanS, lanS []passiveSample
@@ -389,7 +408,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			Delivered: delivered.Rate(at, to) * 8 / 1e6,
 			PingMS:    ms(tuntest.Percentile(rttsOf(inWindow(replies, at, to)), 0.5)),
 		}
-		if v.key == "auto" {
+		if v.auto {
 			b.Rate = autoRate.Mean(at, to) * 8 / 1e6
 		}
 		if l.passive {

@@ -15,12 +15,14 @@ import (
 
 // arColors are scenario 14's variants in its plots.
 var arColors = map[string]color.RGBA{
-	"auto":     colorPacer,
-	"mean":     {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	"min":      {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	"max":      {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	"none":     colorRef,
-	"unloaded": {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	"auto":         colorPacer,
+	"auto+passive": {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	"passive":      {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+	"mean":         {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"min":          {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"max":          {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"none":         colorRef,
+	"unloaded":     {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 }
 
 // autorate writes scenario 14's section.
@@ -36,7 +38,7 @@ func (r *rep) autorate(res *results, p params) {
 	t := newTable("link", "variant", "idle RTT", "p50 over idle", "p99 over idle", "utilisation", "mean rate")
 	for _, a := range res.Autorate {
 		rate := ""
-		if a.Variant == "auto" {
+		if a.MeanRate > 0 {
 			rate = fmt.Sprintf("%.1f Mbit/s", a.MeanRate)
 		}
 		util := fmt.Sprintf("%.1f%%", 100*a.Util)
@@ -147,6 +149,14 @@ func plotAutorate(file, title string, runs []*arResult) error {
 			}
 		}
 		line(pings, a.Name, arColors[a.Variant], false, pingXY)
+		if a.MeanRate > 0 && a.Variant != "auto" {
+			// Another auto variant: its rate beside auto's.
+			var rateXY plotter.XYs
+			for _, b := range a.Bins {
+				rateXY = append(rateXY, plotter.XY{X: b.T + 0.25, Y: b.Rate})
+			}
+			line(rates, a.Name+": rate", arColors[a.Variant], false, rateXY)
+		}
 		if a.Variant != "auto" {
 			continue
 		}

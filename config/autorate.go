@@ -82,6 +82,11 @@ type AutorateConfig struct {
 	// RebaseAfter takes a lone reflector's baseline anew when its delay
 	// stood high alone for so long (10 s).
 	DeadAfter, StallAfter, RebaseAfter time.Duration
+	// Passive adds the round trips of the TCP flows the link carries
+	// (their timestamps, read where the link meets the WAN) as one more
+	// voter beside the reflectors; with no reflectors it is the only
+	// signal (no probes: the rate does not stall while idle).
+	Passive bool
 }
 
 // Probe is how reflectors are probed.
@@ -206,6 +211,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"dead_after", d.duration(&a.DeadAfter)},
 			{"stall_after", d.duration(&a.StallAfter)},
 			{"rebase_after", d.duration(&a.RebaseAfter)},
+			{"passive", d.boolean(&a.Passive)},
 		})
 	}}
 }
@@ -310,8 +316,8 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 		v.errorf(p+".base", "%s is above max %s", FormatRate(a.Base), FormatRate(a.Max))
 	}
 	switch n := len(a.Reflectors); {
-	case n == 0:
-		v.errorf(p+".reflectors", "needs at least one address to probe (hosts past the link's bottleneck that answer ICMP)")
+	case n == 0 && !a.Passive:
+		v.errorf(p+".reflectors", "needs at least one address to probe (hosts past the link's bottleneck that answer ICMP), or passive: true to follow the carried TCP flows alone")
 	case n > MaxReflectors:
 		v.errorf(p+".reflectors", "%d addresses: at most %d", n, MaxReflectors)
 	}

@@ -16,7 +16,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		"ingress:\n  rate: 30mbit\n  autorate:\n    min: 1mbit\n    base: 2mbit\n    max: 3mbit\n    reflectors: [198.18.2.2]\n" +
 		"    probe: echo\n    probe_interval: 10ms\n    netns: other\n    load_high: 0.5\n    bloat_delta: 15ms\n    bloat_samples: 2\n" +
 		"    window: 4\n    drain: 1s\n    cut_low: 0.95\n    cut_high: 0.5\n    achieved_cut: 0.8\n    cut_deepest: 0.4\n    grow: 1.1\n    grow_delta: 5ms\n    refractory: 100ms\n" +
-		"    decay: 0.05\n    decay_every: 200ms\n    baseline_up: 0.01\n    baseline_down: 0.5\n    dead_after: 1s\n    stall_after: 5s\n    rebase_after: 3s\n"
+		"    decay: 0.05\n    decay_every: 200ms\n    baseline_up: 0.01\n    baseline_down: 0.5\n    dead_after: 1s\n    stall_after: 5s\n    rebase_after: 3s\n    passive: true\n"
 	c, err := config.Parse("auto.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		BloatDelta: 15 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 2, Window: 4,
 		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, CutDeepest: 0.4, Drain: time.Second, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
 		Refractory: 100 * time.Millisecond, Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
-		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second}
+		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second, Passive: true}
 	if in := c.Ingress; in.Auto || !reflect.DeepEqual(in.Autorate, want) || in.Rate != 3_750_000 {
 		t.Errorf("ingress: auto %v rate %d autorate %+v, want fixed 30mbit and %+v", in.Auto, in.Rate, in.Autorate, want)
 	}
@@ -56,6 +56,8 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		{name: "no section", yaml: base + "egress:\n  rate: auto\n", line: 5, want: "egress.rate: rate auto needs an autorate section (min, base, max, reflectors)"},
 		{name: "no reflectors", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit}\n", line: 6,
 			want: "egress.autorate.reflectors: needs at least one address to probe"},
+		{name: "passive not a bool", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, passive: maybe}\n", line: 6,
+			want: "egress.autorate.passive"},
 		{name: "min above base", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 3mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2.2]}\n", line: 6,
 			want: "egress.autorate.min: 3mbit is above base 2mbit"},
 		{name: "no max", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, reflectors: [198.18.2.2]}\n", line: 6,
@@ -83,6 +85,18 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			wantConfigErrors(t, tt.yaml, tt.line, tt.want, 1)
 		})
+	}
+}
+
+// TestParseAutoratePassiveOnly: with passive on, no reflectors is a
+// controller that follows the carried TCP flows alone.
+func TestParseAutoratePassiveOnly(t *testing.T) {
+	c, err := config.Parse("auto.yaml", []byte(base+"egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, passive: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Egress.Autorate; a == nil || !a.Passive || len(a.Reflectors) != 0 || a.DeadAfter <= 0 {
+		t.Errorf("autorate %+v", a)
 	}
 }
 

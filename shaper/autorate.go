@@ -31,10 +31,12 @@ type autoRun struct {
 	l      *Link
 	i      int
 	cfg    config.AutorateConfig
-	prober *autorate.Prober // nil: probes could not start (state off)
-	target *dirTarget
-	stop   chan struct{}
-	done   chan struct{}
+	prober *autorate.Prober // nil: no reflectors, or probes could not start
+	// running says the goroutine runs (off: the probes could not start).
+	running bool
+	target  *dirTarget
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu       sync.Mutex // guards the fields below (read by stats)
 	ctl      *autorate.Controller
@@ -53,6 +55,7 @@ func autoSettings(a *config.AutorateConfig) autorate.Settings {
 		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,
 		DeadAfter: a.DeadAfter, StallAfter: a.StallAfter, RebaseAfter: a.RebaseAfter,
+		PassiveDeadAfter: autorate.DefaultSettings(1, 1, 1).PassiveDeadAfter,
 	}
 }
 
@@ -87,8 +90,16 @@ func (l *Link) syncAutorate() {
 		if want == nil {
 			continue
 		}
+		if want.Passive {
+			l.syncPassive(true) // before the controller that reads it
+		}
 		a.runs[i] = l.startAuto(i, *want, from)
 	}
+	passive := false
+	for _, r := range a.runs {
+		passive = passive || (r != nil && r.cfg.Passive)
+	}
+	l.syncPassive(passive)
 }
 
 // stopAutorate stops every controller.
@@ -102,6 +113,7 @@ func (l *Link) stopAutorate() {
 			a.runs[i] = nil
 		}
 	}
+	l.syncPassive(false)
 }
 
 // startAuto starts direction i's controller at rate from (0: its base).
@@ -120,26 +132,31 @@ func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun
 	if cfg.Probe == config.ProbeEcho {
 		kind = autorate.Echo
 	}
-	p, err := autorate.StartProber(autorate.ProbeConfig{Netns: cfg.Netns, Reflectors: cfg.Reflectors, Kind: kind, Interval: cfg.ProbeInterval}, log)
-	if err != nil {
-		log.Error("autorate: probes cannot start; the rate stays where it is", "rate", config.FormatRate(r.ctl.Rate()), "err", err)
-		close(r.done)
-		return r
+	if len(cfg.Reflectors) > 0 {
+		p, err := autorate.StartProber(autorate.ProbeConfig{Netns: cfg.Netns, Reflectors: cfg.Reflectors, Kind: kind, Interval: cfg.ProbeInterval}, log)
+		if err != nil {
+			log.Error("autorate: probes cannot start; the rate stays where it is", "rate", config.FormatRate(r.ctl.Rate()), "err", err)
+			close(r.done)
+			return r
+		}
+		r.prober = p
 	}
-	r.prober = p
+	r.running = true
 	l.setDirRate(i, r.ctl.Rate())
 	log.Info("autorate started", "rate", config.FormatRate(r.ctl.Rate()), "min", config.FormatRate(cfg.Min),
 		"base", config.FormatRate(cfg.Base), "max", config.FormatRate(cfg.Max), "reflectors", cfg.Reflectors,
-		"probe", cfg.Probe, "netns", cfg.Netns)
+		"probe", cfg.Probe, "netns", cfg.Netns, "passive", cfg.Passive)
 	go r.run(log)
 	return r
 }
 
 // stopRun stops the goroutine and the prober and returns the last rate.
 func (r *autoRun) stopRun() uint64 {
-	if r.prober != nil {
+	if r.running {
 		close(r.stop)
 		<-r.done
+	}
+	if r.prober != nil {
 		r.prober.Stop()
 	}
 	r.mu.Lock()
@@ -165,6 +182,11 @@ func (r *autoRun) run(log *slog.Logger) {
 	rate := r.ctl.Rate()
 	var lastLog int64
 	changes := 0
+	var replies <-chan autorate.Sample // nil: no reflectors (never ready)
+	if r.prober != nil {
+		replies = r.prober.C()
+	}
+	var passiveSeq uint64
 	decide := func(now int64) {
 		nr := r.ctl.Adjust(now, autorate.Load{Achieved: r.achieved, Held: r.held})
 		if nr != rate {
@@ -189,7 +211,7 @@ func (r *autoRun) run(log *slog.Logger) {
 		select {
 		case <-r.stop:
 			return
-		case s := <-r.prober.C():
+		case s := <-replies:
 			d := s.RTT
 			if s.OneWay {
 				d = s.Up
@@ -214,6 +236,14 @@ func (r *autoRun) run(log *slog.Logger) {
 			if old := marks[n-1]; n > 1 && m.at > old.at {
 				r.achieved = uint64(float64(m.sent-old.sent) * 1e9 / float64(m.at-old.at))
 			}
+			if r.cfg.Passive {
+				if tk, seq := r.l.passiveTick(now); seq != passiveSeq {
+					passiveSeq = seq
+					if tk.Flows > 0 {
+						r.ctl.ObservePassive(now, tk.Delta)
+					}
+				}
+			}
 			decide(now)
 			r.mu.Unlock()
 		}
@@ -231,9 +261,10 @@ func (r *autoRun) stats(now int64) *stats.AutorateStats {
 		Increases: c.Increases, Decreases: c.Decreases, Decays: c.Decays,
 	}
 	var kinds []autorate.Kind
-	if r.prober == nil {
+	switch {
+	case !r.running:
 		st.State = "off"
-	} else {
+	case r.prober != nil:
 		pc := r.prober.Counts()
 		st.ProbesSent, st.ProbesReceived = pc.Sent, pc.Received
 		kinds = r.prober.Kinds()
@@ -245,6 +276,11 @@ func (r *autoRun) stats(now int64) *stats.AutorateStats {
 			rs.Probe = kinds[j].String()
 		}
 		st.Reflectors = append(st.Reflectors, rs)
+	}
+	if r.cfg.Passive {
+		p := r.ctl.Passive(now)
+		st.Passive = &stats.PassiveStats{DeltaSeconds: p.Delta.Seconds(), Live: p.Live, Samples: p.Samples}
+		st.Passive.RoundTrips, st.Passive.Flows = r.l.passiveCounts()
 	}
 	return st
 }

@@ -393,3 +393,68 @@ func TestAutorateLiveSwitch(t *testing.T) {
 		t.Errorf("fixed again: rate %d, autorate %+v; want 5000000 and none", r, st)
 	}
 }
+
+// TestAutoratePassive: an auto direction with no reflectors, only the
+// passive voter (the round trips of the flows it carries), starting at
+// 50 Mbit/s behind an ISP of 20 (a 500 ms FIFO): it finds the ISP's rate
+// from the flows alone. With four cubic flows for 16 s (longer than the
+// stall rule's 10 s, which a direction without reflectors never takes),
+// from 4 s on the ping's median RTT is under its idle baseline + 30 ms,
+// the ISP carries at least 80% of its capacity, and no probe is sent. At
+// 20 Mbit/s and judged over seconds, it runs beside other rate tests
+// (rateTest).
+func TestAutoratePassive(t *testing.T) {
+	rateTest(t)
+	const isp = `
+egress:
+  delay: 10ms
+  default: {rate: 20mbit, queue: fifo, backlog: 500ms}
+ingress:
+  delay: 10ms
+`
+	c := newChain(t, `
+egress:
+  rate: auto
+  autorate: {min: 5mbit, base: 50mbit, max: 80mbit, passive: true}
+  default: {rate: 1gbit}
+`, isp)
+	idle, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 50)
+	if err != nil || len(idle) < 40 {
+		t.Fatalf("idle ping: %d replies, %v", len(idle), err)
+	}
+	baseline := tuntest.Percentile(rtts(idle), 0.5)
+	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
+	sent := tuntest.StartSampler(c.ispSent)
+	defer sent.Stop()
+	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
+	defer autoRate.Stop()
+	start := time.Now()
+	load := background(func(ctx context.Context) {
+		if _, err := s.Client(ctx, c.client, 16*time.Second, "-P", "4"); err != nil && ctx.Err() == nil {
+			t.Errorf("iperf3: %v", err)
+		}
+	})
+	defer load()
+	replies, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 1500)
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	from, to := start.Add(4*time.Second), start.Add(15*time.Second)
+	util := sent.Rate(from, to) / 2.5e6
+	rest := rttsIn(replies, from, to)
+	p50, p99 := tuntest.Percentile(rest, 0.5), tuntest.Percentile(rest, 0.99)
+	first, _ := medianRTT(replies, start, start.Add(2*time.Second))
+	st := c.auto.AutorateStats(Egress)
+	t.Logf("utilisation %.1f%% from 4 s on; auto rate mean %.1f Mbit/s, least %.1f; ping median over the first 2 s %v, from 4 s on p50 %v p99 %v (%d replies, baseline %v)",
+		100*util, autoRate.Mean(from, to)*8/1e6, float64(autoRate.Min(from, to))*8/1e6, first, p50, p99, len(rest), baseline)
+	t.Logf("autorate: %+v, passive %+v", *st, st.Passive)
+	if util < 0.8 {
+		t.Errorf("utilisation %.1f%%, want at least 80%%", 100*util)
+	}
+	if len(rest) < 500 || p50 >= baseline+30*time.Millisecond {
+		t.Errorf("ping median %v (%d replies), want under baseline %v + 30 ms", p50, len(rest), baseline)
+	}
+	if p := st.Passive; p == nil || p.RoundTrips < 100 || p.Samples < 100 || st.Decreases == 0 || st.ProbesSent != 0 || st.State == "stalled" {
+		t.Errorf("autorate %+v, passive %+v: want round trips and rises, cuts, no probes, not stalled", *st, st.Passive)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 )
@@ -67,6 +68,10 @@ type Link struct {
 
 	global globalLeases // the global classes' leases
 	auto   autoRuns     // the auto directions' controllers
+	// rtts is the passive signal's round-trip table while an auto
+	// direction uses it (nil: none; the workers then parse nothing more).
+	rtts    atomic.Pointer[flowrtt.Table]
+	passive passiveRTTs
 }
 
 // madeDevice is a device Open made (tun.LinuxDevice), as Link.Made sees it.
@@ -121,6 +126,7 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 			w.slack, w.batch, w.ownThread = lo.wakeSlack, lo.wakeBatch, lo.wait == config.WaitThread
 			w.lose = l.lose
 			w.hasher = hasher
+			w.rtts, w.ingress = &l.rtts, side.name == Ingress
 			w.log = log.With("direction", side.name)
 			if !lo.noGRO && side.dstDev.Offload() {
 				uso, _ := side.dstDev.(interface{ USO() bool })

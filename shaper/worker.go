@@ -13,6 +13,7 @@ import (
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
 	"github.com/pacer-dev/pacer/shaper/emulate"
+	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/tun"
 )
@@ -63,6 +64,13 @@ type worker struct {
 	// config.WaitThread).
 	ownThread bool
 	hasher    fq.Hasher // the link's flow hash (one secret seed per link)
+	// rtts is the link's round-trip table while an auto direction uses
+	// the passive signal (Link.rtts); the egress worker notes what it
+	// writes to the outer device (w.out.rtts), the ingress worker the
+	// echoes it reads from it (echoes), each batch as rtts holds then.
+	rtts    *atomic.Pointer[flowrtt.Table]
+	ingress bool
+	echoes  *flowrtt.Table
 
 	bufs  [][]byte
 	pkts  []tun.Packet
@@ -190,6 +198,13 @@ func (w *worker) run(drainBy *atomic.Int64) {
 		now := w.clock()
 		w.depart.now = now
 		d := w.dir.Load()
+		if w.rtts != nil {
+			if w.ingress {
+				w.echoes = w.rtts.Load()
+			} else {
+				w.out.rtts = w.rtts.Load()
+			}
+		}
 		w.window = -1
 		for i := 0; i < n; i++ {
 			w.handle(d, i, now)
@@ -223,7 +238,8 @@ func (w *worker) run(drainBy *atomic.Int64) {
 }
 
 // handle takes packet i of the read batch along the stages of its path
-// up to its class's queue: parse, classify (its class, then its key),
+// up to its class's queue: parse (and on ingress, with the passive signal
+// on, note a TCP echo: flowrtt), classify (its class, then its key),
 // wash (a class with wash clears the DSCP), impair on arrival. The queue then sends it on through the gate (gate.go)
 // at once, holds it (serviceHeld sends it on once the gate lets it go), or
 // drops it. What leaves departs (delay.go): the delay line, the
@@ -234,6 +250,9 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	*a = arrival{d: d, buf: w.bufs[i], pkt: &w.pkts[i], now: now}
 	if !w.parse(a) {
 		return
+	}
+	if w.echoes != nil && w.headers.Proto == 6 {
+		w.echoes.Echoed(w.idx, a.buf[tun.Headroom:tun.Headroom+a.pkt.Size], now)
 	}
 	w.classify(a)
 	w.noteWindow(a.st)

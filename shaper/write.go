@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/keyed"
 	"github.com/pacer-dev/pacer/shaper/share"
 	"github.com/pacer-dev/pacer/tun"
@@ -57,6 +58,10 @@ type writer struct {
 	outBufs [][]byte
 	outPkts []tun.Packet
 	outMeta []outMeta
+
+	// rtts notes each packet written (the egress worker's, while an auto
+	// direction uses the passive signal; nil: off).
+	rtts *flowrtt.Table
 
 	gro      *gro.Coalescer // userspace GRO on writes (nil: off)
 	groState                // its staging buffers and counters
@@ -112,6 +117,9 @@ func (w *writer) flush(decided, now int64) int64 {
 			written = w.gro.Output(i) < n
 		}
 		if written {
+			if w.rtts != nil {
+				w.rtts.Sent(w.outBufs[i][tun.Headroom:tun.Headroom+w.outPkts[i].Size], now)
+			}
 			sh.txPackets.Add(1)
 			sh.txBytes.Add(ipBytes)
 			sh.txCharged.Add(cost)

@@ -227,6 +227,22 @@ type AutorateStats struct {
 	ProbesSent     uint64           `json:"probes_sent"`
 	ProbesReceived uint64           `json:"probes_received"`
 	Reflectors     []ReflectorStats `json:"reflectors"`
+	// Passive is the passive voter (autorate.passive: the round trips of
+	// the carried TCP flows); nil when off.
+	Passive *PassiveStats `json:"passive,omitempty"`
+}
+
+// PassiveStats is the passive voter of an autorate controller.
+type PassiveStats struct {
+	// DeltaSeconds is its last rise (over each flow's own baseline, the
+	// rise a majority of the flows saw); Live says it counts.
+	DeltaSeconds float64 `json:"delta_seconds"`
+	Live         bool    `json:"live"`
+	// Samples counts its rises (one per tick with flows that count);
+	// RoundTrips the round trips closed; Flows the flows it tracks.
+	Samples    uint64 `json:"samples"`
+	RoundTrips uint64 `json:"round_trips"`
+	Flows      int    `json:"flows"`
 }
 
 // ReflectorStats is one reflector of an autorate controller.

@@ -513,4 +513,21 @@ func TestWriteTableAutorate(t *testing.T) {
 	if first, _, _ := strings.Cut(b.String(), "DIRECTION"); first != want {
 		t.Errorf("got:\n%s\nwant first line:\n%s", b.String(), want)
 	}
+	// With the passive voter: its rise and flows, or that it is quiet.
+	for _, c := range []struct {
+		p    stats.PassiveStats
+		want string
+	}{
+		{stats.PassiveStats{DeltaSeconds: 0.0021, Live: true, Flows: 4}, ", passive 2ms (4 flows)\n"},
+		{stats.PassiveStats{}, ", passive quiet\n"},
+	} {
+		st.Directions[0].Autorate.Passive = &c.p
+		b.Reset()
+		if err := writeTable(&b, st); err != nil {
+			t.Fatal(err)
+		}
+		if first, _, _ := strings.Cut(b.String(), "DIRECTION"); first != strings.TrimSuffix(want, "\n")+c.want {
+			t.Errorf("got:\n%s\nwant first line ending %q", b.String(), c.want)
+		}
+	}
 }

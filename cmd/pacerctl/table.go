@@ -313,8 +313,9 @@ func emulation(e control.Emulation) string {
 	return strings.Join(parts, " ")
 }
 
-// autoState writes an autorate controller's state and reflectors:
-// "loaded, delta 3ms, reflectors 2/3 live".
+// autoState writes an autorate controller's state, reflectors and
+// passive voter: "loaded, delta 3ms, reflectors 2/3 live, passive 2ms
+// (4 flows)".
 func autoState(a *stats.AutorateStats) string {
 	live := 0
 	for _, r := range a.Reflectors {
@@ -322,8 +323,16 @@ func autoState(a *stats.AutorateStats) string {
 			live++
 		}
 	}
-	return fmt.Sprintf("%s, delta %s, reflectors %d/%d live", a.State,
+	s := fmt.Sprintf("%s, delta %s, reflectors %d/%d live", a.State,
 		time.Duration(a.DeltaSeconds*1e9).Round(time.Millisecond), live, len(a.Reflectors))
+	if p := a.Passive; p != nil {
+		if p.Live {
+			s += fmt.Sprintf(", passive %s (%d flows)", time.Duration(p.DeltaSeconds*1e9).Round(time.Millisecond), p.Flows)
+		} else {
+			s += ", passive quiet"
+		}
+	}
+	return s
 }
 
 // formatBitRate writes bytes per second as bits per second in tc's decimal

@@ -67,6 +67,7 @@ type shellSettings struct {
 	// shellAutorate's rates probing reflectors).
 	uplinkAuto, downlinkAuto bool
 	reflectors               []netip.Addr
+	passive                  bool   // -passive: auto rates also follow CMD's TCP flows
 	metrics, control         string // "": not given
 	queues                   *int   // nil: not given
 	offload                  *bool  // nil: not given
@@ -92,6 +93,7 @@ func runShell(args []string, stderr io.Writer) int {
 	uplink := fs.String("uplink", "", "`rate` from CMD to the world (egress), tc units: 10mbit, 1.5mbit, 500kbit; auto: follow the link (docs/autorate.md)")
 	downlink := fs.String("downlink", "", "`rate` from the world to CMD (ingress), or auto")
 	reflectors := fs.String("reflectors", "", "`addresses` (comma-separated) that auto rates probe with ICMP, beyond the link's bottleneck; required for auto unless the config file's autorate section names them")
+	passive := fs.Bool("passive", false, "auto rates also follow the round trips of the shell's TCP flows (autorate passive: true); with it -reflectors may be left out")
 	metrics := fs.String("metrics", "", "metrics `address` (default: the file's metrics.listen, else 127.0.0.1 with a free port)")
 	controlSocket := fs.String("control", "", "control `socket` (default: the file's control.socket, else /run/pacer-shell-ID.sock)")
 	queues := fs.Int("queues", 0, "queues per device (0: one per CPU)")
@@ -141,6 +143,7 @@ func runShell(args []string, stderr io.Writer) int {
 			set.reflectors = append(set.reflectors, a)
 		}
 	}
+	set.passive = *passive
 	set.delay = *delay
 	if *loss != "" {
 		p, err := config.ParsePercent(*loss)
@@ -425,9 +428,9 @@ func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultContr
 		if !d.auto {
 			continue
 		}
-		shellAuto(d.dc, set.reflectors)
-		if len(d.dc.Autorate.Reflectors) == 0 {
-			return nil, fmt.Errorf("%s auto: give -reflectors (addresses beyond the link's bottleneck that answer ICMP) or an autorate section in -config", d.flag)
+		shellAuto(d.dc, set.reflectors, set.passive)
+		if len(d.dc.Autorate.Reflectors) == 0 && !d.dc.Autorate.Passive {
+			return nil, fmt.Errorf("%s auto: give -reflectors (addresses beyond the link's bottleneck that answer ICMP), -passive (follow the shell's TCP flows alone) or an autorate section in -config", d.flag)
 		}
 	}
 	for _, d := range []struct {
@@ -488,16 +491,20 @@ var shellAutorate = config.AutorateConfig{Min: 625_000, Base: 2_500_000, Max: 10
 
 // shellAuto makes a direction's rate auto (-uplink auto): its autorate
 // section from the file, else shellAutorate's rates, with -reflectors
-// (if given) as the reflectors. A direction without classes gets a
+// (if given) as the reflectors and -passive (if given) turning the
+// passive voter on. A direction without classes gets a
 // default class at the most rate, so that its traffic is fair-queued
 // under the auto total.
-func shellAuto(dc *config.DirectionConfig, reflectors []netip.Addr) {
+func shellAuto(dc *config.DirectionConfig, reflectors []netip.Addr, passive bool) {
 	if dc.Autorate == nil {
 		a := shellAutorate
 		dc.Autorate = &a
 	}
 	if len(reflectors) > 0 {
 		dc.Autorate.Reflectors = reflectors
+	}
+	if passive {
+		dc.Autorate.Passive = true
 	}
 	dc.Auto, dc.Rate, dc.Burst = true, 0, 0
 	if len(dc.Classes) == 0 && dc.Default == nil {

@@ -128,7 +128,8 @@ func TestShellUsage(t *testing.T) {
 
 // TestShellConfigAuto: -uplink auto and -downlink auto make the
 // directions' rates auto at shellAutorate's rates with -reflectors,
-// probing from the shell's outer side; without reflectors they fail.
+// probing from the shell's outer side; without reflectors they fail,
+// unless -passive follows the shell's TCP flows alone.
 func TestShellConfigAuto(t *testing.T) {
 	inner := config.LinkConfig{Name: "pacer-i-abc123", Netns: "pacer-shell-abc123", MTU: 1500,
 		Addresses: []netip.Prefix{netip.MustParsePrefix("100.64.0.2/32")}, Peer: netip.MustParseAddr("100.64.0.1")}
@@ -149,5 +150,13 @@ func TestShellConfigAuto(t *testing.T) {
 	_, err = shellConfig(shellSettings{uplinkAuto: true}, inner, outer, "/run/x.sock")
 	if err == nil || !strings.Contains(err.Error(), "-uplink auto: give -reflectors") {
 		t.Errorf("auto without reflectors: %v", err)
+	}
+	// -passive alone: the flows' round trips, no probes.
+	cfg, err = shellConfig(shellSettings{uplinkAuto: true, passive: true}, inner, outer, "/run/x.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Egress.Autorate; !cfg.Egress.Auto || a == nil || !a.Passive || len(a.Reflectors) != 0 || cfg.Ingress.Autorate != nil {
+		t.Errorf("-uplink auto -passive: egress %+v, ingress %+v", a, cfg.Ingress.Autorate)
 	}
 }

@@ -32,7 +32,17 @@
 //     next one (cake-autorate cannot see that, and grows on);
 //   - otherwise (idle or light load) it moves DecayStep toward Base at
 //     most once a DecayEvery;
-//   - no reply from any reflector for StallAfter: Min.
+//   - no reply from any reflector (nor a passive rise) for StallAfter:
+//     Min (never without reflectors).
+//
+// The passive voter (ObservePassive: the rise of the round trips of the
+// TCP flows the link carries, each over its own baseline, package
+// shaper/flowrtt) joins the link-wide sample as one more voter while its
+// last rise is younger than PassiveDeadAfter. Each of its rises makes a
+// link-wide sample as a reply does, but raises the rate only while no
+// reflector is live: the pace of growth stays the probes' (cake-autorate
+// grows per reply), and a link whose reflectors stopped answering keeps
+// its controller while it carries TCP flows (and is not stalled).
 //
 // A reflector without a reply for DeadAfter is left out of the link-wide
 // sample until it answers again (and keeps its baseline). A reflector
@@ -109,6 +119,10 @@ type Settings struct {
 	// Min (cake-autorate 10 s); RebaseAfter how long a lone reflector's
 	// delta may stand high before its baseline is taken anew.
 	DeadAfter, StallAfter, RebaseAfter time.Duration
+	// PassiveDeadAfter is how long the passive voter's last rise counts
+	// (its rises come per tick with round trips; none come while the
+	// flows are idle or the link is in a gap).
+	PassiveDeadAfter time.Duration
 }
 
 // DefaultSettings returns the defaults for rates min, base and max:
@@ -127,6 +141,7 @@ func DefaultSettings(min, base, max uint64) Settings {
 		DecayStep:       0.01, DecayEvery: time.Second,
 		BaselineUp: 0.001, BaselineDown: 0.9,
 		DeadAfter: 2 * time.Second, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second,
+		PassiveDeadAfter: 500 * time.Millisecond,
 	}
 }
 
@@ -157,8 +172,8 @@ func (s *Settings) Check() error {
 		return fmt.Errorf("baseline weights %v and %v: want above 0, at most 1", s.BaselineUp, s.BaselineDown)
 	case s.Drain < 0:
 		return fmt.Errorf("drain %v: want 0 or more", s.Drain)
-	case s.BloatRefractory < 0 || s.DecayEvery <= 0 || s.DeadAfter <= 0 || s.StallAfter < s.DeadAfter || s.RebaseAfter <= 0:
-		return fmt.Errorf("periods: want refractory >= 0, decay_every, dead_after, rebase_after > 0, stall_after >= dead_after")
+	case s.BloatRefractory < 0 || s.DecayEvery <= 0 || s.DeadAfter <= 0 || s.StallAfter < s.DeadAfter || s.RebaseAfter <= 0 || s.PassiveDeadAfter <= 0:
+		return fmt.Errorf("periods: want refractory >= 0, decay_every, dead_after, rebase_after, passive_dead_after > 0, stall_after >= dead_after")
 	}
 	return nil
 }
@@ -216,10 +231,13 @@ type reflector struct {
 
 // Controller decides a direction's rate; see the package comment.
 type Controller struct {
-	s     Settings
-	refl  []reflector
-	rate  uint64
-	state State
+	s    Settings
+	refl []reflector
+	// passive is the passive voter (its baseline unused: its rises come
+	// over the flows' own baselines).
+	passive reflector
+	rate    uint64
+	state   State
 	// window holds the bloat flags of the last Window link-wide samples
 	// (bit i: the sample i places back), n how many it holds.
 	window uint64
@@ -235,15 +253,17 @@ type Controller struct {
 	scratch  []float64
 }
 
-// New returns a controller for reflectors reflectors (at least one) at
-// rate s.Base, starting at now. s must pass Check.
+// New returns a controller for reflectors reflectors at rate s.Base,
+// starting at now. s must pass Check. With no reflectors only the passive
+// voter informs it, and it never stalls (no samples: idle).
 func New(s Settings, reflectors int, now int64) *Controller {
-	c := &Controller{s: s, rate: s.Base, refl: make([]reflector, max(reflectors, 1)),
+	c := &Controller{s: s, rate: s.Base, refl: make([]reflector, max(reflectors, 0)),
 		lastCut: math.MinInt64 / 2, lastDec: now, lastSeen: now}
 	for i := range c.refl {
 		c.refl[i] = reflector{baseline: math.NaN(), last: math.MinInt64 / 2, highSince: -1}
 	}
-	c.scratch = make([]float64, 0, len(c.refl))
+	c.passive = reflector{last: math.MinInt64 / 2, highSince: -1}
+	c.scratch = make([]float64, 0, len(c.refl)+1)
 	return c
 }
 
@@ -276,8 +296,33 @@ func (c *Controller) Reflectors(now int64) []Reflector {
 	return out
 }
 
+// Passive returns the passive voter's view at now (Baseline 0).
+func (c *Controller) Passive(now int64) Reflector {
+	return Reflector{Delta: time.Duration(c.passive.delta), Live: c.live(&c.passive, now), Samples: c.passive.samples}
+}
+
 func (c *Controller) live(r *reflector, now int64) bool {
-	return r.samples > 0 && now-r.last < int64(c.s.DeadAfter)
+	dead := c.s.DeadAfter
+	if r == &c.passive {
+		dead = c.s.PassiveDeadAfter
+	}
+	return r.samples > 0 && now-r.last < int64(dead)
+}
+
+// ObservePassive takes the passive voter's delay rise d at now (see the
+// package comment) and adds a link-wide sample. A negative d is ignored.
+func (c *Controller) ObservePassive(now int64, d time.Duration) {
+	if d < 0 {
+		return
+	}
+	p := &c.passive
+	p.delta, p.last, p.samples = float64(d), now, p.samples+1
+	c.lastSeen = now
+	reflectorLive := false
+	for j := range c.refl {
+		reflectorLive = reflectorLive || c.live(&c.refl[j], now)
+	}
+	c.sample(now, !reflectorLive)
 }
 
 // Observe takes reflector i's delay d, measured by a reply that came at
@@ -301,7 +346,12 @@ func (c *Controller) Observe(now int64, i int, d time.Duration) {
 	r.baseline += w * (v - r.baseline)
 	r.last, r.samples = now, r.samples+1
 	c.lastSeen = now
+	c.rebase(now, r, c.sample(now, true))
+}
 
+// sample adds a link-wide sample at now and reports whether it is
+// bloated; grow says it may raise the rate (Adjust's fresh).
+func (c *Controller) sample(now int64, grow bool) bool {
 	c.delta = c.majorityDelta(now)
 	bloat := c.delta >= float64(c.s.BloatDelta)
 	c.window <<= 1
@@ -309,18 +359,21 @@ func (c *Controller) Observe(now int64, i int, d time.Duration) {
 		c.window |= 1
 	}
 	c.n = min(c.n+1, c.s.Window)
-	c.fresh = true
-	c.rebase(now, r, bloat)
+	c.fresh = c.fresh || grow
+	return bloat
 }
 
 // majorityDelta returns the delta that a strict majority of the live
-// reflectors are at or above.
+// voters (reflectors, and the passive voter) are at or above.
 func (c *Controller) majorityDelta(now int64) float64 {
 	ds := c.scratch[:0]
 	for j := range c.refl {
 		if r := &c.refl[j]; c.live(r, now) {
 			ds = append(ds, r.delta)
 		}
+	}
+	if c.live(&c.passive, now) {
+		ds = append(ds, c.passive.delta)
 	}
 	c.scratch = ds
 	if len(ds) == 0 {
@@ -351,8 +404,17 @@ func (c *Controller) rebase(now int64, r *reflector, linkBloat bool) {
 }
 
 // bloated reports whether BloatSamples of the last Window link-wide
-// samples showed bloat.
-func (c *Controller) bloated() bool {
+// samples showed bloat, while a voter is live (old samples of voters
+// gone quiet are no evidence: the window is cleared).
+func (c *Controller) bloated(now int64) bool {
+	live := c.live(&c.passive, now)
+	for j := range c.refl {
+		live = live || c.live(&c.refl[j], now)
+	}
+	if !live {
+		c.window, c.n = 0, 0
+		return false
+	}
 	mask := uint64(1)<<c.s.Window - 1
 	if c.s.Window == 64 {
 		mask = math.MaxUint64
@@ -386,14 +448,14 @@ func (c *Controller) Adjust(now int64, load Load) uint64 {
 	fresh := c.fresh
 	c.fresh = false
 	switch {
-	case now-c.lastSeen >= int64(c.s.StallAfter):
+	case len(c.refl) > 0 && now-c.lastSeen >= int64(c.s.StallAfter):
 		c.lastDec = now
 		c.state = Stalled
 		if c.rate != c.s.Min {
 			c.rate = c.s.Min
 			c.counts.Decreases++
 		}
-	case c.bloated():
+	case c.bloated(now):
 		c.lastDec = now
 		c.state = Bloated
 		if now-c.lastCut < int64(c.s.BloatRefractory) {

@@ -2,6 +2,7 @@ package autorate
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -14,7 +15,8 @@ const mbit = 1e6 / 8 // bytes per second
 type step struct {
 	delays   []float64
 	achieved float64
-	notHeld  bool // the shaper held nothing back
+	notHeld  bool      // the shaper held nothing back
+	passive  []float64 // the passive voter's rise (ms), if any
 }
 
 // run walks steps from t0 = 0 and returns the rate after each.
@@ -24,6 +26,9 @@ func run(t *testing.T, s Settings, steps []step) (*Controller, []uint64) {
 		t.Fatal(err)
 	}
 	c := New(s, len(steps[0].delays), 0)
+	if c.Passive(0).Live {
+		t.Fatal("a passive voter without a rise is live")
+	}
 	var rates []uint64
 	for k, st := range steps {
 		now := int64(k) * int64(50*time.Millisecond)
@@ -31,6 +36,9 @@ func run(t *testing.T, s Settings, steps []step) (*Controller, []uint64) {
 			if d >= 0 {
 				c.Observe(now, i, time.Duration(d*float64(time.Millisecond)))
 			}
+		}
+		for _, d := range st.passive {
+			c.ObservePassive(now, time.Duration(d*float64(time.Millisecond)))
 		}
 		a := st.achieved * mbit
 		if st.achieved < 0 {
@@ -369,24 +377,98 @@ func FuzzController(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := DefaultSettings(1, 1000, 1<<40)
 		s.Window, s.BloatSamples = 1+int(len(data)%64), 1
-		c := New(s, 3, 0)
+		c := New(s, len(data)%4, 0) // 0 to 3 reflectors
 		now := int64(0)
 		for i := 0; i+2 < len(data); i += 3 {
 			now += int64(data[i]) * int64(time.Millisecond) * 10
-			switch data[i+1] % 4 {
+			switch data[i+1] % 5 {
 			case 0:
 				c.Adjust(now, Load{Achieved: uint64(data[i+2]) << uint(data[i+1]%40), Held: data[i]%2 == 0})
+			case 4:
+				c.ObservePassive(now, time.Duration(int8(data[i+2]))<<uint(data[i]%30))
 			default:
 				c.Observe(now, int(data[i+1]%4)-1, time.Duration(data[i+2])<<uint(data[i]%30))
 			}
 			if r := c.Rate(); r < s.Min || r > s.Max {
 				t.Fatalf("rate %d outside [%d, %d]", r, s.Min, s.Max)
 			}
-			for _, r := range c.Reflectors(now) {
+			for _, r := range append(c.Reflectors(now), c.Passive(now)) {
 				if r.Baseline < 0 || r.Delta < 0 {
 					t.Fatalf("reflector %+v", r)
 				}
 			}
 		}
 	})
+}
+
+// TestPassiveAlone: with no reflectors the passive voter alone grows the
+// rate while loaded, cuts it on bloat, and with no rises (idle flows)
+// the rate decays to base: it never stalls.
+func TestPassiveAlone(t *testing.T) {
+	s := settings()
+	c, rates := run(t, s, repeat(20, step{achieved: -0.9, passive: []float64{2}}))
+	if c.Counts().Increases < 15 || rates[19] <= s.Base {
+		t.Errorf("loaded, no rise: %d raises, rate %d", c.Counts().Increases, rates[19])
+	}
+	c, rates = run(t, s, repeat(20, step{achieved: -0.9, passive: []float64{70}}))
+	if c.Counts().Decreases == 0 || rates[19] >= s.Base || c.State() != Bloated {
+		t.Errorf("loaded, 70 ms rise: %d cuts, rate %d, state %v", c.Counts().Decreases, rates[19], c.State())
+	}
+	// 30 s without rises and no load, from a cut rate: idle, on its way
+	// back to base (1% a second), not stalled.
+	c, rates = run(t, s, cat(repeat(20, step{achieved: -0.9, passive: []float64{70}}), repeat(600, step{achieved: 0})))
+	if cut, last := slices.Min(rates), rates[len(rates)-1]; c.State() != Idle || last < cut*13/10 || last > s.Base || c.Passive(31e9).Live {
+		t.Errorf("idle for 30 s: state %v, rate %d from %d (base %d)", c.State(), last, cut, s.Base)
+	}
+}
+
+// TestPassiveVotes: the passive voter is one voter of the majority. With
+// one reflector, a rise the flows do not see is no bloat, and one both
+// see is; a passive voter without rises for PassiveDeadAfter leaves the
+// vote to the reflector. Its rises add samples but no raises while a
+// reflector is live: the pace of growth stays the probes'.
+func TestPassiveVotes(t *testing.T) {
+	s := settings()
+	warm := repeat(4, step{delays: []float64{20}, achieved: -0.9, passive: []float64{0}})
+	if c, _ := run(t, s, cat(warm, repeat(20, step{delays: []float64{100}, achieved: -0.9, passive: []float64{0}}))); c.Counts().Decreases != 0 {
+		t.Errorf("reflector alone bloated: %d cuts, want none", c.Counts().Decreases)
+	}
+	if c, _ := run(t, s, cat(warm, repeat(20, step{delays: []float64{100}, achieved: -0.9, passive: []float64{60}}))); c.Counts().Decreases == 0 {
+		t.Error("both bloated: no cut")
+	}
+	// The first samples set the reflector's baseline at 20 ms; then the
+	// passive voter goes quiet and the reflector alone sees bloat.
+	quiet := cat(repeat(4, step{delays: []float64{20}, achieved: -0.9, passive: []float64{0}}),
+		repeat(20, step{delays: []float64{100}, achieved: -0.9}))
+	if c, _ := run(t, s, quiet); c.Counts().Decreases == 0 {
+		t.Error("passive voter quiet for 1 s: the reflector's bloat cut nothing")
+	}
+	with, _ := run(t, s, repeat(40, step{delays: []float64{20}, achieved: -0.9, passive: []float64{1}}))
+	without, _ := run(t, s, repeat(40, step{delays: []float64{20}, achieved: -0.9}))
+	if a, b := with.Counts().Increases, without.Counts().Increases; a != b {
+		t.Errorf("raises with the passive voter %d, without %d: want equal", a, b)
+	}
+}
+
+// TestPassiveWhenReflectorsDie: the reflector stops answering under load;
+// the passive voter goes on, so the rate is not stalled at Min: it cuts
+// on the flows' bloat and grows when it is gone.
+func TestPassiveWhenReflectorsDie(t *testing.T) {
+	s := settings()
+	steps := cat(repeat(10, step{delays: []float64{20}, achieved: -0.9, passive: []float64{1}}),
+		repeat(300, step{delays: []float64{-1}, achieved: -0.9, passive: []float64{1}})) // 15 s
+	c, rates := run(t, s, steps)
+	if c.State() == Stalled || rates[len(rates)-1] <= s.Base {
+		t.Errorf("15 s without replies, flows unbloated: state %v, rate %d", c.State(), rates[len(rates)-1])
+	}
+	steps = cat(steps, repeat(20, step{delays: []float64{-1}, achieved: -0.9, passive: []float64{70}}))
+	c, rates = run(t, s, steps)
+	if r := rates[len(rates)-1]; c.State() != Bloated || r >= rates[309] {
+		t.Errorf("then the flows bloated: state %v, rate %d from %d", c.State(), r, rates[309])
+	}
+	// Without the passive voter the same run stalls at Min.
+	steps = cat(repeat(10, step{delays: []float64{20}, achieved: -0.9}), repeat(300, step{delays: []float64{-1}, achieved: -0.9}))
+	if c, rates = run(t, s, steps); c.State() != Stalled || rates[len(rates)-1] != s.Min {
+		t.Errorf("no passive voter: state %v, rate %d, want stalled at min", c.State(), rates[len(rates)-1])
+	}
 }

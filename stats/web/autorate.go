@@ -37,7 +37,22 @@ type Autorate struct {
 	Reflectors []AutorateReflector `json:"reflectors"`
 }
 
-// AutorateReflector is one reflector's series.
+// PassiveVoter is the address under which the passive voter's rises
+// join the reflectors' series (autorate.passive).
+const PassiveVoter = "passive"
+
+// voters returns a controller's reflectors and, when on, its passive
+// voter as one more (its delta; no address, no baseline).
+func voters(a *stats.AutorateStats) []stats.ReflectorStats {
+	if a.Passive == nil {
+		return a.Reflectors
+	}
+	return append(a.Reflectors[:len(a.Reflectors):len(a.Reflectors)],
+		stats.ReflectorStats{Address: PassiveVoter, DeltaSeconds: a.Passive.DeltaSeconds, Live: a.Passive.Live})
+}
+
+// AutorateReflector is one reflector's series (or the passive voter's,
+// under the address PassiveVoter).
 type AutorateReflector struct {
 	Address      string `json:"address"`
 	Live         bool   `json:"live"`
@@ -67,7 +82,7 @@ func (h *History) recordAutorate(slot int, ds []stats.DirectionStats) {
 		ah.achieved[slot] = float32(a.AchievedBytesPerSecond)
 		ah.delta[slot] = float32(a.DeltaSeconds)
 		listed := map[string]bool{}
-		for _, r := range a.Reflectors {
+		for _, r := range voters(a) {
 			listed[r.Address] = true
 			rr := ah.reflectors[r.Address]
 			if rr == nil {
@@ -111,7 +126,7 @@ func (h *History) autorateJSON(ah *autorateHistory, first, last uint64) *Autorat
 	}
 	out.RateBytesPerSecond, out.AchievedBytesPerSecond, out.DeltaSeconds = get(ah.rate), get(ah.achieved), get(ah.delta)
 	out.Reflectors = []AutorateReflector{}
-	for _, r := range a.Reflectors {
+	for _, r := range voters(a) {
 		if rr := ah.reflectors[r.Address]; rr != nil {
 			out.Reflectors = append(out.Reflectors, AutorateReflector{Address: r.Address, Live: r.Live, DeltaSeconds: get(rr)})
 		}

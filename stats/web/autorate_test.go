@@ -91,3 +91,34 @@ func TestHistoryAutorate(t *testing.T) {
 		t.Errorf("egress fixed again still has an autorate series: %+v", ar)
 	}
 }
+
+// TestHistoryPassive: a controller's passive voter is a series beside its
+// reflectors, under the address web.PassiveVoter, from the sample it is
+// on; the controller's own reflector list is not changed by it.
+func TestHistoryPassive(t *testing.T) {
+	src := newSource(bulk(), video())
+	h := web.NewHistory(src, 0, 0)
+	refl := []stats.ReflectorStats{{Address: "198.18.11.2", Live: true, DeltaSeconds: 0.004}}
+	set := func(p *stats.PassiveStats) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.dirs[0].Autorate = &stats.AutorateStats{RateBytesPerSecond: 1_250_000, MinBytesPerSecond: 250_000, BaseBytesPerSecond: 1_250_000,
+			MaxBytesPerSecond: 10_000_000, State: "loaded", Reflectors: refl, Passive: p}
+	}
+	set(nil)
+	h.Sample(at(1))
+	set(&stats.PassiveStats{DeltaSeconds: 0.035, Live: true, Flows: 4})
+	h.Sample(at(2))
+	set(&stats.PassiveStats{DeltaSeconds: 0.001, Live: true, Flows: 4})
+	h.Sample(at(3))
+	ar := direction(t, h.Snapshot(0, at(3)), "egress").Autorate
+	if ar == nil || len(ar.Reflectors) != 2 || ar.Reflectors[1].Address != web.PassiveVoter || !ar.Reflectors[1].Live {
+		t.Fatalf("autorate %+v: want the reflector and the passive voter", ar)
+	}
+	if !same(ar.Reflectors[1].DeltaSeconds, null, 0.035, 0.001) || !same(ar.Reflectors[0].DeltaSeconds, 0.004, 0.004, 0.004) {
+		t.Errorf("deltas %v (passive), %v (reflector)", ar.Reflectors[1].DeltaSeconds, ar.Reflectors[0].DeltaSeconds)
+	}
+	if len(refl) != 1 || cap(refl) != 1 {
+		t.Errorf("the controller's reflectors changed: %+v", refl)
+	}
+}

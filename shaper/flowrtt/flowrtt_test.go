@@ -1,0 +1,393 @@
+package flowrtt
+
+import (
+	"encoding/binary"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+)
+
+// seg describes a TCP segment to build.
+type seg struct {
+	v6            bool
+	back          bool // from the far end: addresses and ports swapped
+	sport         uint16
+	syn, ack      bool
+	ts            *[2]uint32 // TSval, TSecr
+	synLayout     bool       // the options as a SYN carries them (MSS, SACK-permitted, TS, NOP, window scale)
+	payload       int
+	fragmentAfter bool // an IPv4 fragment that is not the first
+}
+
+func ts(val, ecr uint32) *[2]uint32 { return &[2]uint32{val, ecr} }
+
+// build serialises s as an IP packet.
+func build(t testing.TB, s seg) []byte {
+	t.Helper()
+	sport, dport := layers.TCPPort(s.sport), layers.TCPPort(5201)
+	a4, b4 := net.IP{198, 18, 0, 1}, net.IP{198, 19, 0, 2}
+	a6, b6 := net.ParseIP("2001:2::1"), net.ParseIP("2001:2::2")
+	if s.back {
+		sport, dport, a4, b4, a6, b6 = dport, sport, b4, a4, b6, a6
+	}
+	tcp := &layers.TCP{SrcPort: sport, DstPort: dport, Seq: 1000, Ack: 77, ACK: s.ack, SYN: s.syn, Window: 500}
+	if s.ts != nil {
+		d := make([]byte, 8)
+		binary.BigEndian.PutUint32(d, s.ts[0])
+		binary.BigEndian.PutUint32(d[4:], s.ts[1])
+		tsOpt := layers.TCPOption{OptionType: layers.TCPOptionKindTimestamps, OptionLength: 10, OptionData: d}
+		nop := layers.TCPOption{OptionType: layers.TCPOptionKindNop, OptionLength: 1}
+		if s.synLayout {
+			tcp.Options = []layers.TCPOption{
+				{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{5, 0xb4}},
+				{OptionType: layers.TCPOptionKindSACKPermitted, OptionLength: 2},
+				tsOpt, nop,
+				{OptionType: layers.TCPOptionKindWindowScale, OptionLength: 3, OptionData: []byte{7}},
+			}
+		} else {
+			tcp.Options = []layers.TCPOption{nop, nop, tsOpt}
+		}
+	}
+	var ip gopacket.NetworkLayer
+	if s.v6 {
+		ip = &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolTCP, HopLimit: 64, SrcIP: a6, DstIP: b6}
+	} else {
+		v4 := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: a4, DstIP: b4}
+		if s.fragmentAfter {
+			v4.FragOffset = 100
+		}
+		ip = v4
+	}
+	if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		ip.(gopacket.SerializableLayer), tcp, gopacket.Payload(make([]byte, s.payload)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestParseSegment(t *testing.T) {
+	const seed = 42
+	for _, v6 := range []bool{false, true} {
+		for _, synLayout := range []bool{false, true} {
+			out, ok := parseSegment(build(t, seg{v6: v6, sport: 40000, ack: true, ts: ts(7, 9), synLayout: synLayout, payload: 100}), seed, false)
+			if !ok || !out.hasTS || out.tsval != 7 || out.tsecr != 9 || !out.ack || out.syn {
+				t.Errorf("v6=%v syn layout=%v: %+v %v", v6, synLayout, out, ok)
+			}
+			back, ok := parseSegment(build(t, seg{v6: v6, back: true, sport: 40000, ack: true}), seed, true)
+			if !ok || back.key != out.key || back.hasTS {
+				t.Errorf("v6=%v: the reverse flow's key %x, want %x (ok %v)", v6, back.key, out.key, ok)
+			}
+			unrev, _ := parseSegment(build(t, seg{v6: v6, back: true, sport: 40000, ack: true}), seed, false)
+			other, _ := parseSegment(build(t, seg{v6: v6, sport: 40001, ack: true}), seed, false)
+			reseeded, _ := parseSegment(build(t, seg{v6: v6, sport: 40000, ack: true}), seed+1, false)
+			if unrev.key == out.key || other.key == out.key || reseeded.key == out.key {
+				t.Errorf("v6=%v: keys collide: %x %x %x %x", v6, out.key, unrev.key, other.key, reseeded.key)
+			}
+		}
+	}
+	good := build(t, seg{sport: 1, ack: true, ts: ts(1, 2)})
+	for name, pkt := range map[string][]byte{
+		"empty":          nil,
+		"ip header only": good[:20],
+		"tcp cut":        good[:39],
+		"options cut":    good[:45],
+		"fragment":       build(t, seg{sport: 1, ack: true, ts: ts(1, 2), fragmentAfter: true}),
+		"version 5":      append([]byte{0x50}, good[1:]...),
+		"udp":            func() []byte { b := append([]byte(nil), good...); b[9] = 17; return b }(),
+	} {
+		if s, ok := parseSegment(pkt, seed, false); ok {
+			t.Errorf("%s: parsed as %+v", name, s)
+		}
+	}
+}
+
+func TestTableRoundTrip(t *testing.T) {
+	tb := NewTable(2)
+	ms := int64(time.Millisecond)
+	tb.Sent(build(t, seg{sport: 1000, ack: true, ts: ts(100, 5), payload: 1000}), 10*ms)
+	// The same TSval again keeps its first time; another one waits.
+	tb.Sent(build(t, seg{sport: 1000, ack: true, ts: ts(100, 5), payload: 1000}), 11*ms)
+	tb.Sent(build(t, seg{sport: 1000, ack: true, ts: ts(101, 5), payload: 1000}), 12*ms)
+	// Echoes that do not close it: another flow, an older TSecr, no ACK.
+	tb.Echoed(0, build(t, seg{back: true, sport: 1001, ack: true, ts: ts(9, 100)}), 20*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 1000, ack: true, ts: ts(9, 99)}), 20*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 1000, ts: ts(9, 100)}), 20*ms)
+	// The echo, then a second echo of the same TSval.
+	tb.Echoed(1, build(t, seg{back: true, sport: 1000, ack: true, ts: ts(9, 100)}), 30*ms)
+	tb.Echoed(1, build(t, seg{back: true, sport: 1000, ack: true, ts: ts(10, 100)}), 31*ms)
+	// A SYN without timestamps and its SYN-ACK; a SYN with them.
+	tb.Sent(build(t, seg{sport: 2000, syn: true}), 40*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 2000, syn: true, ack: true}), 45*ms)
+	tb.Sent(build(t, seg{v6: true, sport: 3000, syn: true, ts: ts(500, 0), synLayout: true}), 50*ms)
+	tb.Echoed(0, build(t, seg{v6: true, back: true, sport: 3000, syn: true, ack: true, ts: ts(77, 500), synLayout: true}), 53*ms)
+	// An echo a little ahead closes (the receiver echoed the next
+	// segment's TSval); one further ahead frees the slot for the next.
+	tb.Sent(build(t, seg{sport: 4000, ack: true, ts: ts(200, 1)}), 60*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 4000, ack: true, ts: ts(1, 200+EchoSlack)}), 71*ms)
+	tb.Sent(build(t, seg{sport: 5000, ack: true, ts: ts(300, 1)}), 60*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 5000, ack: true, ts: ts(1, 300+EchoSlack+1)}), 65*ms)
+	tb.Sent(build(t, seg{sport: 5000, ack: true, ts: ts(306, 1)}), 66*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 5000, ack: true, ts: ts(1, 306)}), 78*ms)
+	var got []RTT
+	tb.Drain(func(r RTT) { got = append(got, r) })
+	// Reader 0's, then reader 1's.
+	want := []time.Duration{5 * time.Millisecond, 3 * time.Millisecond, 11 * time.Millisecond, 12 * time.Millisecond, 20 * time.Millisecond}
+	if len(got) != len(want) {
+		t.Fatalf("round trips %+v, want RTTs %v", got, want)
+	}
+	for i, r := range got {
+		if r.RTT != want[i] {
+			t.Errorf("round trip %d: %v, want %v", i, r.RTT, want[i])
+		}
+	}
+	if got[4].At != 30*ms {
+		t.Errorf("echo at %d, want %d", got[4].At, 30*ms)
+	}
+	if closed, lost := tb.Counts(); closed != 5 || lost != 0 {
+		t.Errorf("counts %d closed, %d lost; want 5, 0", closed, lost)
+	}
+	got = got[:0]
+	tb.Drain(func(r RTT) { got = append(got, r) })
+	if len(got) != 0 {
+		t.Errorf("second drain: %v", got)
+	}
+}
+
+// TestTableMaxAge: a timestamp whose echo never comes holds its slot for
+// MaxAge, then the flow's next one takes it; the late echo of the old
+// one closes nothing.
+func TestTableMaxAge(t *testing.T) {
+	tb := NewTable(1)
+	ms := int64(time.Millisecond)
+	tb.Sent(build(t, seg{sport: 1, ack: true, ts: ts(100, 1)}), 0)
+	tb.Sent(build(t, seg{sport: 1, ack: true, ts: ts(200, 1)}), int64(MaxAge)-ms)
+	tb.Sent(build(t, seg{sport: 1, ack: true, ts: ts(300, 1)}), int64(MaxAge)+ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 1, ack: true, ts: ts(1, 100)}), int64(MaxAge)+2*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 1, ack: true, ts: ts(1, 200)}), int64(MaxAge)+2*ms)
+	tb.Echoed(0, build(t, seg{back: true, sport: 1, ack: true, ts: ts(1, 300)}), int64(MaxAge)+7*ms)
+	var got []time.Duration
+	tb.Drain(func(r RTT) { got = append(got, r.RTT) })
+	if len(got) != 1 || got[0] != 6*time.Millisecond {
+		t.Errorf("round trips %v, want [6ms]", got)
+	}
+}
+
+// TestTableRingFull: a reader's ring holds RingSize round trips between
+// drains; more are counted lost.
+func TestTableRingFull(t *testing.T) {
+	tb := NewTable(1)
+	out := build(t, seg{sport: 1, ack: true, ts: ts(100, 1)})
+	back := build(t, seg{back: true, sport: 1, ack: true, ts: ts(1, 100)})
+	for i := range RingSize + 10 {
+		tb.Sent(out, int64(i)*1e6)
+		tb.Echoed(0, back, int64(i)*1e6+5e5)
+	}
+	n := 0
+	tb.Drain(func(RTT) { n++ })
+	if closed, lost := tb.Counts(); n != RingSize || closed != RingSize+10 || lost != 10 {
+		t.Errorf("drained %d, closed %d, lost %d; want %d, %d, 10", n, closed, lost, RingSize, RingSize+10)
+	}
+}
+
+// TestTableConcurrent: writers and readers on their own goroutines, a
+// drainer beside them (run it with -race): every round trip drained is
+// one that was sent, none is drained twice.
+func TestTableConcurrent(t *testing.T) {
+	const flows, rounds = 64, 200
+	tb := NewTable(2)
+	outs, backs := make([][]byte, flows), make([][][]byte, flows)
+	for f := range flows {
+		outs[f] = build(t, seg{sport: uint16(10000 + f), ack: true, ts: ts(uint32(f), 0)})
+		backs[f] = [][]byte{build(t, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, uint32(f))})}
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	total := 0
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case <-stop:
+				tb.Drain(func(RTT) { total++ })
+				return
+			default:
+				tb.Drain(func(r RTT) {
+					total++
+					if r.RTT < 0 || r.RTT > time.Second {
+						t.Errorf("round trip %v", r.RTT)
+					}
+				})
+			}
+		}
+	}()
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			// Writes its half of the flows and echoes the other half,
+			// which the other goroutine writes.
+			defer wg.Done()
+			for i := range rounds {
+				for f := w; f < flows; f += 2 {
+					tb.Sent(outs[f], int64(i)*1e6)
+				}
+				for f := 1 - w; f < flows; f += 2 {
+					tb.Echoed(w, backs[f][0], int64(i)*1e6+5e5)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-drained
+	closed, lost := tb.Counts()
+	if uint64(total) != closed-lost || closed == 0 {
+		t.Errorf("drained %d, closed %d, lost %d", total, closed, lost)
+	}
+}
+
+func TestTracker(t *testing.T) {
+	k := NewTracker()
+	ms := int64(time.Millisecond)
+	add := func(flow uint64, at int64, rtt time.Duration) { k.Add(RTT{Flow: flow, At: at, RTT: rtt}) }
+	// Flow 1 (20 ms path) and flow 2 (80 ms path), seen for 2 s.
+	for i := int64(0); i < 20; i++ {
+		add(1, i*100*ms, 20*time.Millisecond)
+		add(2, i*100*ms, 80*time.Millisecond)
+	}
+	if tk := k.Tick(2000 * ms); tk.Flows != 2 || tk.Delta != 0 || tk.Samples != 40 {
+		t.Errorf("steady: %+v", tk)
+	}
+	// A queue of 40 ms delays both; flow 2's far end delays one ACK more.
+	add(1, 2050*ms, 60*time.Millisecond)
+	add(2, 2050*ms, 160*time.Millisecond)
+	add(2, 2060*ms, 120*time.Millisecond)
+	if tk := k.Tick(2100 * ms); tk.Flows != 2 || tk.Delta != 40*time.Millisecond || tk.Samples != 3 {
+		t.Errorf("queue: %+v, want a 40 ms rise of 2 flows", tk)
+	}
+	// One flow alone of three rises: not the majority's rise.
+	for i := int64(0); i < 15; i++ {
+		add(3, 2100*ms+i*100*ms, 10*time.Millisecond)
+	}
+	add(1, 3700*ms, 20*time.Millisecond)
+	add(2, 3700*ms, 200*time.Millisecond)
+	add(3, 3700*ms, 10*time.Millisecond)
+	if tk := k.Tick(3700 * ms); tk.Flows != 3 || tk.Delta != 0 {
+		t.Errorf("one of three: %+v", tk)
+	}
+	// A new flow does not count before MinAge.
+	add(4, 3800*ms, 500*time.Millisecond)
+	add(4, 4000*ms, 900*time.Millisecond)
+	if tk := k.Tick(4000 * ms); tk.Flows != 0 || tk.Samples != 2 {
+		t.Errorf("young flow: %+v", tk)
+	}
+	// The baseline forgets after 2 windows: a path that got longer for
+	// good is learnt.
+	w := int64(k.Window)
+	for i := int64(0); i <= 20; i++ {
+		add(1, 3700*ms+i*w/10*2, 50*time.Millisecond)
+	}
+	if tk := k.Tick(3700*ms + 4*w); tk.Flows != 1 || tk.Delta != 0 {
+		t.Errorf("rebased: %+v, want flow 1 alone at 0", tk)
+	}
+	// Flows not seen for 2 windows are forgotten.
+	if k.Len() != 1 {
+		t.Errorf("%d flows tracked, want 1", k.Len())
+	}
+}
+
+func FuzzParseSegment(f *testing.F) {
+	f.Add(build(f, seg{sport: 1, ack: true, ts: ts(1, 2)}))
+	f.Add(build(f, seg{v6: true, sport: 1, syn: true, ts: ts(1, 0), synLayout: true}))
+	f.Add(build(f, seg{sport: 1, syn: true}))
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		s, ok := parseSegment(pkt, 7, false)
+		if !ok {
+			return
+		}
+		// The same packet with its addresses and ports swapped, read in
+		// reverse, names the same connection.
+		sw := append([]byte(nil), pkt...)
+		var tcp []byte
+		if sw[0]>>4 == 4 {
+			a := append([]byte(nil), sw[12:16]...)
+			copy(sw[12:16], sw[16:20])
+			copy(sw[16:20], a)
+			tcp = sw[int(sw[0]&0x0f)*4:]
+		} else {
+			a := append([]byte(nil), sw[8:24]...)
+			copy(sw[8:24], sw[24:40])
+			copy(sw[24:40], a)
+			tcp = sw[40:]
+		}
+		p := append([]byte(nil), tcp[0:2]...)
+		copy(tcp[0:2], tcp[2:4])
+		copy(tcp[2:4], p)
+		r, ok := parseSegment(sw, 7, true)
+		if !ok || r.key != s.key || r.tsval != s.tsval || r.hasTS != s.hasTS {
+			t.Fatalf("swapped: %+v %v, want the key of %+v", r, ok, s)
+		}
+	})
+}
+
+// BenchmarkTable is the data path's cost, per packet, with 64 flows:
+//
+//   - sent: a segment written out while its flow's slot waits for an
+//     echo (most segments of a bulk flow: parse, one load);
+//   - echoed: a segment read back whose TSecr is not the one awaited
+//     (most ACKs: parse, one load, a compare);
+//   - round-trip: a Sent that takes the slot and an Echoed that closes
+//     it (two swaps and a ring write), per pair.
+func BenchmarkTable(b *testing.B) {
+	const flows = 64
+	outs, backs, others := make([][]byte, flows), make([][]byte, flows), make([][]byte, flows)
+	for f := range flows {
+		outs[f] = build(b, seg{sport: uint16(10000 + f), ack: true, ts: ts(uint32(f), 0), payload: 1400})
+		backs[f] = build(b, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, uint32(f))})
+		others[f] = build(b, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, uint32(f)+1)})
+	}
+	b.Run("sent", func(b *testing.B) {
+		tb := NewTable(1)
+		for f := range flows {
+			tb.Sent(outs[f], 0)
+		}
+		i := 0
+		for b.Loop() {
+			tb.Sent(outs[i%flows], int64(i))
+			i++
+		}
+	})
+	b.Run("echoed", func(b *testing.B) {
+		tb := NewTable(1)
+		for f := range flows {
+			tb.Sent(outs[f], 0)
+		}
+		i := 0
+		for b.Loop() {
+			tb.Echoed(0, others[i%flows], int64(i))
+			i++
+		}
+	})
+	b.Run("round-trip", func(b *testing.B) {
+		tb := NewTable(1)
+		i := 0
+		for b.Loop() {
+			f := i % flows
+			tb.Sent(outs[f], int64(i)*1000)
+			tb.Echoed(0, backs[f], int64(i)*1000+500)
+			if f == flows-1 {
+				tb.Drain(func(RTT) {})
+			}
+			i++
+		}
+	})
+}

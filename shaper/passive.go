@@ -1,0 +1,70 @@
+package shaper
+
+import (
+	"sync"
+
+	"github.com/pacer-dev/pacer/shaper/flowrtt"
+)
+
+// passiveRTTs is a link's passive delay signal for its auto directions:
+// the round trips its workers close (Link.rtts, a flowrtt.Table) and the
+// tracker that turns them into one rise per tick. Both directions'
+// controllers read it (a round trip holds both directions' queues); the
+// first to ask in a tick drains the table.
+type passiveRTTs struct {
+	mu      sync.Mutex
+	tracker *flowrtt.Tracker
+	last    flowrtt.Tick
+	at      int64  // when last was taken (link clock)
+	seq     uint64 // ticks taken so far
+	// Totals, for stats: round trips, and ticks with counted flows.
+	roundTrips uint64
+	flows      int // tracked now
+}
+
+// passiveTick returns the passive signal's latest tick and its number: it
+// takes a new one from the table if the last is half an autoTick old.
+func (l *Link) passiveTick(now int64) (flowrtt.Tick, uint64) {
+	p := &l.passive
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := l.rtts.Load()
+	if t == nil || p.tracker == nil {
+		return flowrtt.Tick{}, p.seq
+	}
+	if now-p.at >= int64(autoTick/2) {
+		t.Drain(p.tracker.Add)
+		p.last, p.at = p.tracker.Tick(now), now
+		p.seq++
+		p.roundTrips += uint64(p.last.Samples)
+		p.flows = p.tracker.Len()
+	}
+	return p.last, p.seq
+}
+
+// syncPassive starts the passive signal if on and stops it if not.
+// Called with l.auto.mu held.
+func (l *Link) syncPassive(on bool) {
+	p := &l.passive
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && l.rtts.Load() == nil:
+		p.tracker = flowrtt.NewTracker()
+		l.rtts.Store(flowrtt.NewTable(l.queues))
+		l.log.Info("autorate: passive signal on (round trips of the carried TCP flows)")
+	case !on && l.rtts.Load() != nil:
+		l.rtts.Store(nil)
+		p.tracker = nil
+		l.log.Info("autorate: passive signal off")
+	}
+}
+
+// passiveCounts returns the round trips taken so far and the flows
+// tracked.
+func (l *Link) passiveCounts() (roundTrips uint64, flows int) {
+	p := &l.passive
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.roundTrips, p.flows
+}
