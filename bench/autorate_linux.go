@@ -73,16 +73,16 @@ func commaBefore(extra string) string {
 }
 
 var arVariants = []arVariant{
-	{"auto", "auto (2-50 Mbit/s from 10)", false, true, func(_ uint64, extra string) string {
+	{"auto", "auto (2-50 Mbit/s from 10; probes and flows)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n  default: {rate: 1gbit}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
 	}},
-	{"auto+passive", "auto with the passive voter", false, true, func(_ uint64, extra string) string {
-		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s], passive: true%s}\n  default: {rate: 1gbit}\n",
+	{"probes", "auto, probes alone (passive: false)", false, true, func(_ uint64, extra string) string {
+		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s], passive: false%s}\n  default: {rate: 1gbit}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
 	}},
-	{"passive", "auto, passive voter alone (no probes)", false, true, func(_ uint64, extra string) string {
-		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, passive: true%s}\n  default: {rate: 1gbit}\n", commaBefore(extra))
+	{"passive", "auto, the flows alone (no reflectors)", false, true, func(_ uint64, extra string) string {
+		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit%s}\n  default: {rate: 1gbit}\n", commaBefore(extra))
 	}},
 	{"mean", "fixed at the mean", false, false, func(mean uint64, _ string) string {
 		return fmt.Sprintf("ingress:\n  rate: %dbps\n  default: {rate: 1gbit}\n", mean)
@@ -344,7 +344,11 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			loadErr <- err
 			return
 		}
-		stop, _, err := r.e.startIperfClient(iperfPort, int(time.Until(end).Seconds())+3, "-C", tcpCongestion, "-P", "4", "-R")
+		cc := tcpCongestion
+		if r.cc != "" {
+			cc = r.cc
+		}
+		stop, _, err := r.e.startIperfClient(iperfPort, int(time.Until(end).Seconds())+3, "-C", cc, "-P", "4", "-R")
 		stopLoad = stop
 		loadErr <- err
 	}()

@@ -152,6 +152,9 @@ type runner struct {
 	// autorate, if set, are more settings for scenario 14's auto variant
 	// (YAML flow-map entries: "bloat_samples: 4, window: 4").
 	autorate string
+	// cc is the TCP congestion control of scenario 14's flows ("":
+	// tcpCongestion, cubic).
+	cc string
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -171,9 +174,10 @@ func run() int {
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
-	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13 and 14 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, mean, min, max, none, and unloaded, the ping alone, only when named), for development and profiling; default all")
+	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13 and 14 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, probes, passive, mean, min, max, none, and unloaded, the ping alone, only when named), for development and profiling; default all")
 	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP) or the links scenario 14 runs (steps, lte), for development and profiling; default all")
 	autorate := flag.String("autorate", "", "more autorate settings for scenario 14's auto variant, as YAML flow-map entries (\"bloat_samples: 4, window: 4\"), for development")
+	cc := flag.String("cc", "", "TCP congestion control of scenario 14's flows (default cubic; bbr, as users run it), for development")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -185,7 +189,7 @@ func run() int {
 	if *rows != "" {
 		r.rows = strings.Split(*rows, ",")
 	}
-	r.autorate = *autorate
+	r.autorate, r.cc = *autorate, *cc
 	if *quick {
 		r.p = quickParams
 	}

@@ -85,7 +85,9 @@ type AutorateConfig struct {
 	// Passive adds the round trips of the TCP flows the link carries
 	// (their timestamps, read where the link meets the WAN) as one more
 	// voter beside the reflectors; with no reflectors it is the only
-	// signal (no probes: the rate does not stall while idle).
+	// signal (no probes: the rate does not stall while idle). A parsed
+	// section has it on unless it says passive: false
+	// (DefaultAutoratePassive).
 	Passive bool
 }
 
@@ -149,6 +151,10 @@ const (
 	MinAutorateDeadAfter  = 500 * time.Millisecond
 	DefaultAutorateStall  = 10 * time.Second
 	DefaultAutorateRebase = 10 * time.Second
+	// DefaultAutoratePassive is passive's value in a section that does
+	// not set it (a section built in code starts from the zero value,
+	// off).
+	DefaultAutoratePassive = true
 )
 
 // Clone returns a copy of a (nil for nil).
@@ -170,7 +176,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 		}
 		a := *dst
 		if a == nil {
-			a = &AutorateConfig{}
+			a = &AutorateConfig{Passive: DefaultAutoratePassive}
 			*dst = a
 		}
 		d.mapping(n, path, []field{
@@ -317,7 +323,7 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	}
 	switch n := len(a.Reflectors); {
 	case n == 0 && !a.Passive:
-		v.errorf(p+".reflectors", "needs at least one address to probe (hosts past the link's bottleneck that answer ICMP), or passive: true to follow the carried TCP flows alone")
+		v.errorf(p+".reflectors", "needs at least one address to probe (hosts past the link's bottleneck that answer ICMP), or passive on (the default) to follow the carried TCP flows alone")
 	case n > MaxReflectors:
 		v.errorf(p+".reflectors", "%d addresses: at most %d", n, MaxReflectors)
 	}

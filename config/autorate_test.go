@@ -27,7 +27,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
 		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, CutDeepest: 0.5, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
 		Refractory: 300 * time.Millisecond, Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
-		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second}
+		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second, Passive: true}
 	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
 		t.Errorf("egress: auto %v rate %d burst %d autorate %+v, want %+v", e.Auto, e.Rate, e.Burst, e.Autorate, want)
 	}
@@ -54,7 +54,7 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		want string
 	}{
 		{name: "no section", yaml: base + "egress:\n  rate: auto\n", line: 5, want: "egress.rate: rate auto needs an autorate section (min, base, max, reflectors)"},
-		{name: "no reflectors", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit}\n", line: 6,
+		{name: "no reflectors", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, passive: false}\n", line: 6,
 			want: "egress.autorate.reflectors: needs at least one address to probe"},
 		{name: "passive not a bool", yaml: base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, passive: maybe}\n", line: 6,
 			want: "egress.autorate.passive"},
@@ -88,10 +88,10 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 	}
 }
 
-// TestParseAutoratePassiveOnly: with passive on, no reflectors is a
-// controller that follows the carried TCP flows alone.
+// TestParseAutoratePassiveOnly: with passive on (the default), no
+// reflectors is a controller that follows the carried TCP flows alone.
 func TestParseAutoratePassiveOnly(t *testing.T) {
-	c, err := config.Parse("auto.yaml", []byte(base+"egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, passive: true}\n"))
+	c, err := config.Parse("auto.yaml", []byte(base+"egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func runShell(args []string, stderr io.Writer) int {
 	uplink := fs.String("uplink", "", "`rate` from CMD to the world (egress), tc units: 10mbit, 1.5mbit, 500kbit; auto: follow the link (docs/autorate.md)")
 	downlink := fs.String("downlink", "", "`rate` from the world to CMD (ingress), or auto")
 	reflectors := fs.String("reflectors", "", "`addresses` (comma-separated) that auto rates probe with ICMP, beyond the link's bottleneck; required for auto unless the config file's autorate section names them")
-	passive := fs.Bool("passive", false, "auto rates also follow the round trips of the shell's TCP flows (autorate passive: true); with it -reflectors may be left out")
+	passive := fs.Bool("passive", false, "auto rates follow the round trips of the shell's TCP flows alone when no -reflectors are given (the passive voter is on by default beside reflectors)")
 	metrics := fs.String("metrics", "", "metrics `address` (default: the file's metrics.listen, else 127.0.0.1 with a free port)")
 	controlSocket := fs.String("control", "", "control `socket` (default: the file's control.socket, else /run/pacer-shell-ID.sock)")
 	queues := fs.Int("queues", 0, "queues per device (0: one per CPU)")
@@ -429,7 +429,7 @@ func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultContr
 			continue
 		}
 		shellAuto(d.dc, set.reflectors, set.passive)
-		if len(d.dc.Autorate.Reflectors) == 0 && !d.dc.Autorate.Passive {
+		if len(d.dc.Autorate.Reflectors) == 0 && !set.passive {
 			return nil, fmt.Errorf("%s auto: give -reflectors (addresses beyond the link's bottleneck that answer ICMP), -passive (follow the shell's TCP flows alone) or an autorate section in -config", d.flag)
 		}
 	}
@@ -487,7 +487,7 @@ func shellRate(dc *config.DirectionConfig, rate uint64) {
 // shellAutorate are the rates of -uplink auto and -downlink auto without
 // a config file's autorate section: cake-autorate's defaults for a
 // download (5, 20 and 80 Mbit/s).
-var shellAutorate = config.AutorateConfig{Min: 625_000, Base: 2_500_000, Max: 10_000_000}
+var shellAutorate = config.AutorateConfig{Min: 625_000, Base: 2_500_000, Max: 10_000_000, Passive: config.DefaultAutoratePassive}
 
 // shellAuto makes a direction's rate auto (-uplink auto): its autorate
 // section from the file, else shellAutorate's rates, with -reflectors
