@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -70,26 +71,7 @@ func parseTCP(pkt []byte) (ti tcpInfo, ok bool) {
 		return ti, false
 	}
 	ti.syn, ti.ack = tcp[13]&0x02 != 0, tcp[13]&0x10 != 0
-	opts := tcp[20:off]
-	for len(opts) > 0 {
-		kind := opts[0]
-		if kind == 0 { // end of options
-			break
-		}
-		if kind == 1 { // no-op
-			opts = opts[1:]
-			continue
-		}
-		if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
-			break
-		}
-		if kind == 8 && opts[1] == 10 {
-			ti.hasTS = true
-			ti.tsval = binary.BigEndian.Uint32(opts[2:6])
-			ti.tsecr = binary.BigEndian.Uint32(opts[6:10])
-		}
-		opts = opts[opts[1]:]
-	}
+	ti.tsval, ti.tsecr, ti.hasTS = flowrtt.Timestamps(tcp[20:off])
 	return ti, true
 }
 

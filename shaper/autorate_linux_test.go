@@ -85,6 +85,37 @@ link:
 	return c
 }
 
+// idleBaseline returns the client's ping to the server before any load:
+// the median of 50, 10 ms apart.
+func (c *chain) idleBaseline(t *testing.T) time.Duration {
+	t.Helper()
+	idle, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 50)
+	if err != nil || len(idle) < 40 {
+		t.Fatalf("idle ping: %d replies, %v", len(idle), err)
+	}
+	return tuntest.Percentile(rtts(idle), 0.5)
+}
+
+// load starts four cubic flows from the client to the server for d, and
+// samplers of the ISP's sent bytes and of the auto egress rate; stop
+// ends the flows (if still running) and the samplers.
+func (c *chain) load(t *testing.T, d time.Duration) (sent, autoRate *tuntest.Sampler, stop func()) {
+	t.Helper()
+	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
+	sent = tuntest.StartSampler(c.ispSent)
+	autoRate = tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
+	flows := background(func(ctx context.Context) {
+		if _, err := s.Client(ctx, c.client, d, "-P", "4"); err != nil && ctx.Err() == nil {
+			t.Errorf("iperf3: %v", err)
+		}
+	})
+	return sent, autoRate, func() {
+		flows()
+		sent.Stop()
+		autoRate.Stop()
+	}
+}
+
 // ispSent returns the bytes the ISP's egress default class sent (IP
 // bytes, what its rate counts).
 func (c *chain) ispSent() uint64 { return c.isp.Class(Egress, DefaultClass).Counters().SentBytes }
@@ -162,11 +193,7 @@ func TestAutorateSteps(t *testing.T) {
 	mbits := []int{50, 10, 30}
 	c := newChain(t, autoPolicy(chainReflectors, ""), ispPolicy(step, mbits...))
 	// The idle baseline: the ping's median before any load.
-	idle, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 50)
-	if err != nil || len(idle) < 40 {
-		t.Fatalf("idle ping: %d replies, %v", len(idle), err)
-	}
-	baseline := tuntest.Percentile(rtts(idle), 0.5)
+	baseline := c.idleBaseline(t)
 	end := c.ispStart.Add(time.Duration(len(mbits)) * step)
 	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
 	sent := tuntest.StartSampler(c.ispSent)
@@ -216,7 +243,7 @@ func TestAutorateSteps(t *testing.T) {
 		}
 	}
 	st := c.auto.AutorateStats(Egress)
-	t.Logf("autorate: %+v", *st)
+	t.Logf("autorate: %+v; passive %+v", *st, st.Passive)
 	if st.Decreases == 0 || st.Increases == 0 {
 		t.Errorf("autorate made no cuts or no raises: %+v", *st)
 	}
@@ -262,22 +289,9 @@ ingress:
   delay: 10ms
 `
 	c := newChain(t, autoPolicy(chainReflectors, ", probe: echo"), isp)
-	idle, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 50)
-	if err != nil || len(idle) < 40 {
-		t.Fatalf("idle ping: %d replies, %v", len(idle), err)
-	}
-	baseline := tuntest.Percentile(rtts(idle), 0.5)
-	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
-	sent := tuntest.StartSampler(c.ispSent)
-	defer sent.Stop()
-	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
-	defer autoRate.Stop()
+	baseline := c.idleBaseline(t)
 	start := time.Now()
-	load := background(func(ctx context.Context) {
-		if _, err := s.Client(ctx, c.client, 20*time.Second, "-P", "4"); err != nil && ctx.Err() == nil {
-			t.Errorf("iperf3: %v", err)
-		}
-	})
+	sent, autoRate, load := c.load(t, 20*time.Second)
 	defer load()
 	var replies []tuntest.PingReply
 	pinged := background(func(ctx context.Context) {
@@ -302,7 +316,7 @@ ingress:
 	st := c.auto.AutorateStats(Egress)
 	t.Logf("before the change: utilisation %.1f%%, least auto rate %.1f Mbit/s; after: utilisation %.1f%%, least auto rate %.1f Mbit/s, mean %.1f; ping p50 %v p99 %v (%d replies, baseline %v)",
 		100*before, float64(lowBefore)*8/1e6, 100*util, float64(low)*8/1e6, autoRate.Mean(from, to)*8/1e6, p50, p99, len(rest), baseline)
-	t.Logf("autorate: %+v", *st)
+	t.Logf("autorate: %+v; passive %+v", *st, st.Passive)
 	if util < 0.8 {
 		t.Errorf("after a reflector jumped and one died: utilisation %.1f%%, want at least 80%%", 100*util)
 	}
@@ -418,22 +432,9 @@ egress:
   autorate: {min: 5mbit, base: 50mbit, max: 80mbit, passive: true}
   default: {rate: 1gbit}
 `, isp)
-	idle, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 50)
-	if err != nil || len(idle) < 40 {
-		t.Fatalf("idle ping: %d replies, %v", len(idle), err)
-	}
-	baseline := tuntest.Percentile(rtts(idle), 0.5)
-	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
-	sent := tuntest.StartSampler(c.ispSent)
-	defer sent.Stop()
-	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(Egress) })
-	defer autoRate.Stop()
+	baseline := c.idleBaseline(t)
 	start := time.Now()
-	load := background(func(ctx context.Context) {
-		if _, err := s.Client(ctx, c.client, 16*time.Second, "-P", "4"); err != nil && ctx.Err() == nil {
-			t.Errorf("iperf3: %v", err)
-		}
-	})
+	sent, autoRate, load := c.load(t, 16*time.Second)
 	defer load()
 	replies, _, err := tuntest.PingTimed(context.Background(), c.client, c.serverIP, 10*time.Millisecond, 1500)
 	if err != nil {

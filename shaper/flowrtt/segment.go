@@ -76,12 +76,19 @@ func parseSegment(pkt []byte, seed uint64, reverse bool) (s segment, ok bool) {
 	}
 	s.key = mix(seed ^ x ^ ports*0x9e3779b97f4a7c15)
 	s.syn, s.ack = tcp[13]&0x02 != 0, tcp[13]&0x10 != 0
-	opts := tcp[20:off]
+	s.tsval, s.tsecr, s.hasTS = Timestamps(tcp[20:off])
+	return s, true
+}
+
+// Timestamps reads the timestamp option (RFC 7323: kind 8, length 10)
+// from a TCP header's options; ok is false if they have none. It never
+// reads past opts and stops at the end-of-options kind or at an option
+// whose length does not fit.
+func Timestamps(opts []byte) (tsval, tsecr uint32, ok bool) {
 	// Linux, BSD and their kin put the timestamps at the start after two
 	// no-ops (NOP NOP TS) on every segment but a SYN: look there first.
 	if len(opts) >= 12 && opts[0] == 1 && opts[1] == 1 && opts[2] == 8 && opts[3] == 10 {
-		s.hasTS, s.tsval, s.tsecr = true, binary.BigEndian.Uint32(opts[4:8]), binary.BigEndian.Uint32(opts[8:12])
-		return s, true
+		return binary.BigEndian.Uint32(opts[4:8]), binary.BigEndian.Uint32(opts[8:12]), true
 	}
 	for len(opts) > 0 {
 		kind := opts[0]
@@ -96,12 +103,11 @@ func parseSegment(pkt []byte, seed uint64, reverse bool) (s segment, ok bool) {
 			break
 		}
 		if kind == 8 && opts[1] == 10 {
-			s.hasTS, s.tsval, s.tsecr = true, binary.BigEndian.Uint32(opts[2:6]), binary.BigEndian.Uint32(opts[6:10])
-			break
+			return binary.BigEndian.Uint32(opts[2:6]), binary.BigEndian.Uint32(opts[6:10]), true
 		}
 		opts = opts[opts[1]:]
 	}
-	return s, true
+	return 0, 0, false
 }
 
 // mix is splitmix64's finaliser: every bit of x moves about half the
