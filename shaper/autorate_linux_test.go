@@ -174,6 +174,16 @@ ingress:
 `, mbits[0], strings.Join(rates, ", "))
 }
 
+// isp20 is an ISP of 20 Mbit/s up, a 500 ms droptail FIFO, 10 ms each
+// way.
+const isp20 = `
+egress:
+  delay: 10ms
+  default: {rate: 20mbit, queue: fifo, backlog: 500ms}
+ingress:
+  delay: 10ms
+`
+
 // TestAutorateSteps: the ISP's uplink capacity steps 50 -> 10 -> 30
 // Mbit/s under four cubic flows and a 10 ms ping (issue 29). After each
 // step the ping's RTT is back under its idle baseline + 30 ms within 3 s
@@ -281,14 +291,7 @@ func (c *chain) applyISP(t *testing.T, policy string) {
 // tests (rateTest).
 func TestAutorateReflectors(t *testing.T) {
 	rateTest(t)
-	const isp = `
-egress:
-  delay: 10ms
-  default: {rate: 20mbit, queue: fifo, backlog: 500ms}
-ingress:
-  delay: 10ms
-`
-	c := newChain(t, autoPolicy(chainReflectors, ", probe: echo"), isp)
+	c := newChain(t, autoPolicy(chainReflectors, ", probe: echo"), isp20)
 	baseline := c.idleBaseline(t)
 	start := time.Now()
 	sent, autoRate, load := c.load(t, 20*time.Second)
@@ -299,7 +302,7 @@ ingress:
 	})
 	time.Sleep(6 * time.Second)
 	change := time.Now()
-	c.applyISP(t, isp+`
+	c.applyISP(t, isp20+`
   classes:
     - {name: jump, match: {src: 198.18.11.3/32, proto: icmp}, rate: 1gbit, delay: 100ms}
     - {name: dead, match: {src: 198.18.11.4/32, proto: icmp}, rate: 1gbit, loss: 100%}
@@ -419,19 +422,12 @@ func TestAutorateLiveSwitch(t *testing.T) {
 // (rateTest).
 func TestAutoratePassive(t *testing.T) {
 	rateTest(t)
-	const isp = `
-egress:
-  delay: 10ms
-  default: {rate: 20mbit, queue: fifo, backlog: 500ms}
-ingress:
-  delay: 10ms
-`
 	c := newChain(t, `
 egress:
   rate: auto
   autorate: {min: 5mbit, base: 50mbit, max: 80mbit, passive: true}
   default: {rate: 1gbit}
-`, isp)
+`, isp20)
 	baseline := c.idleBaseline(t)
 	start := time.Now()
 	sent, autoRate, load := c.load(t, 16*time.Second)
