@@ -90,9 +90,6 @@ func (l *Link) syncAutorate() {
 		if want == nil {
 			continue
 		}
-		if want.Passive {
-			l.syncPassive(true) // before the controller that reads it
-		}
 		a.runs[i] = l.startAuto(i, *want, from)
 	}
 	passive := false

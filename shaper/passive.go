@@ -17,9 +17,6 @@ type passiveRTTs struct {
 	last    flowrtt.Tick
 	at      int64  // when last was taken (link clock)
 	seq     uint64 // ticks taken so far
-	// Totals, for stats: round trips, and ticks with counted flows.
-	roundTrips uint64
-	flows      int // tracked now
 }
 
 // passiveTick returns the passive signal's latest tick and its number: it
@@ -36,8 +33,6 @@ func (l *Link) passiveTick(now int64) (flowrtt.Tick, uint64) {
 		t.Drain(p.tracker.Add)
 		p.last, p.at = p.tracker.Tick(now), now
 		p.seq++
-		p.roundTrips += uint64(p.last.Samples)
-		p.flows = p.tracker.Len()
 	}
 	return p.last, p.seq
 }
@@ -60,11 +55,17 @@ func (l *Link) syncPassive(on bool) {
 	}
 }
 
-// passiveCounts returns the round trips taken so far and the flows
-// tracked.
+// passiveCounts returns the round trips closed since the passive signal
+// started and the flows tracked.
 func (l *Link) passiveCounts() (roundTrips uint64, flows int) {
 	p := &l.passive
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.roundTrips, p.flows
+	if t := l.rtts.Load(); t != nil {
+		roundTrips, _ = t.Counts()
+	}
+	if p.tracker != nil {
+		flows = p.tracker.Len()
+	}
+	return roundTrips, flows
 }

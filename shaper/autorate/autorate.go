@@ -221,6 +221,7 @@ type Reflector struct {
 }
 
 type reflector struct {
+	dead      int64   // how long it counts after its last sample (ns)
 	baseline  float64 // ns; NaN before the first sample
 	delta     float64 // ns, the last sample's rise over the baseline
 	last      int64   // time of the last sample
@@ -260,9 +261,9 @@ func New(s Settings, reflectors int, now int64) *Controller {
 	c := &Controller{s: s, rate: s.Base, refl: make([]reflector, max(reflectors, 0)),
 		lastCut: math.MinInt64 / 2, lastDec: now, lastSeen: now}
 	for i := range c.refl {
-		c.refl[i] = reflector{baseline: math.NaN(), last: math.MinInt64 / 2, highSince: -1}
+		c.refl[i] = reflector{dead: int64(s.DeadAfter), baseline: math.NaN(), last: math.MinInt64 / 2, highSince: -1}
 	}
-	c.passive = reflector{last: math.MinInt64 / 2, highSince: -1}
+	c.passive = reflector{dead: int64(s.PassiveDeadAfter), last: math.MinInt64 / 2, highSince: -1}
 	c.scratch = make([]float64, 0, len(c.refl)+1)
 	return c
 }
@@ -288,7 +289,7 @@ func (c *Controller) Reflectors(now int64) []Reflector {
 	out := make([]Reflector, len(c.refl))
 	for i := range c.refl {
 		r := &c.refl[i]
-		out[i] = Reflector{Live: c.live(r, now), Samples: r.samples, Rebases: r.rebases}
+		out[i] = Reflector{Live: r.live(now), Samples: r.samples, Rebases: r.rebases}
 		if !math.IsNaN(r.baseline) {
 			out[i].Baseline, out[i].Delta = time.Duration(r.baseline), time.Duration(r.delta)
 		}
@@ -298,15 +299,11 @@ func (c *Controller) Reflectors(now int64) []Reflector {
 
 // Passive returns the passive voter's view at now (Baseline 0).
 func (c *Controller) Passive(now int64) Reflector {
-	return Reflector{Delta: time.Duration(c.passive.delta), Live: c.live(&c.passive, now), Samples: c.passive.samples}
+	return Reflector{Delta: time.Duration(c.passive.delta), Live: c.passive.live(now), Samples: c.passive.samples}
 }
 
-func (c *Controller) live(r *reflector, now int64) bool {
-	dead := c.s.DeadAfter
-	if r == &c.passive {
-		dead = c.s.PassiveDeadAfter
-	}
-	return r.samples > 0 && now-r.last < int64(dead)
+func (r *reflector) live(now int64) bool {
+	return r.samples > 0 && now-r.last < r.dead
 }
 
 // ObservePassive takes the passive voter's delay rise d at now (see the
@@ -318,11 +315,17 @@ func (c *Controller) ObservePassive(now int64, d time.Duration) {
 	p := &c.passive
 	p.delta, p.last, p.samples = float64(d), now, p.samples+1
 	c.lastSeen = now
-	reflectorLive := false
+	c.sample(now, !c.reflectorLive(now))
+}
+
+// reflectorLive reports whether a reflector is live at now.
+func (c *Controller) reflectorLive(now int64) bool {
 	for j := range c.refl {
-		reflectorLive = reflectorLive || c.live(&c.refl[j], now)
+		if c.refl[j].live(now) {
+			return true
+		}
 	}
-	c.sample(now, !reflectorLive)
+	return false
 }
 
 // Observe takes reflector i's delay d, measured by a reply that came at
@@ -368,11 +371,11 @@ func (c *Controller) sample(now int64, grow bool) bool {
 func (c *Controller) majorityDelta(now int64) float64 {
 	ds := c.scratch[:0]
 	for j := range c.refl {
-		if r := &c.refl[j]; c.live(r, now) {
+		if r := &c.refl[j]; r.live(now) {
 			ds = append(ds, r.delta)
 		}
 	}
-	if c.live(&c.passive, now) {
+	if c.passive.live(now) {
 		ds = append(ds, c.passive.delta)
 	}
 	c.scratch = ds
@@ -407,11 +410,7 @@ func (c *Controller) rebase(now int64, r *reflector, linkBloat bool) {
 // samples showed bloat, while a voter is live (old samples of voters
 // gone quiet are no evidence: the window is cleared).
 func (c *Controller) bloated(now int64) bool {
-	live := c.live(&c.passive, now)
-	for j := range c.refl {
-		live = live || c.live(&c.refl[j], now)
-	}
-	if !live {
+	if !c.passive.live(now) && !c.reflectorLive(now) {
 		c.window, c.n = 0, 0
 		return false
 	}
