@@ -349,33 +349,35 @@ func FuzzParseSegment(f *testing.F) {
 //     it (two swaps and a ring write), per pair.
 func BenchmarkTable(b *testing.B) {
 	const flows = 64
-	outs, backs, others := make([][]byte, flows), make([][]byte, flows), make([][]byte, flows)
+	outs, backs, olds := make([][]byte, flows), make([][]byte, flows), make([][]byte, flows)
 	for f := range flows {
-		outs[f] = build(b, seg{sport: uint16(10000 + f), ack: true, ts: ts(uint32(f), 0), payload: 1400})
-		backs[f] = build(b, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, uint32(f))})
-		others[f] = build(b, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, uint32(f)+1)})
+		val := uint32(100 + f)
+		outs[f] = build(b, seg{sport: uint16(10000 + f), ack: true, ts: ts(val, 0), payload: 1400})
+		backs[f] = build(b, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, val)})
+		// An echo of an older TSval: it leaves the slot waiting.
+		olds[f] = build(b, seg{back: true, sport: uint16(10000 + f), ack: true, ts: ts(0, val-1)})
+	}
+	// each runs f on packet i%flows of pkts against a table whose every
+	// flow waits for its echo.
+	each := func(b *testing.B, pkts [][]byte, f func(tb *Table, pkt []byte, now int64)) {
+		tb := NewTable(1)
+		for i := range flows {
+			tb.Sent(outs[i], 0)
+		}
+		i := 0
+		for b.Loop() {
+			f(tb, pkts[i%flows], int64(i))
+			i++
+		}
+		if closed, _ := tb.Counts(); closed != 0 {
+			b.Fatalf("%d round trips closed, want none", closed)
+		}
 	}
 	b.Run("sent", func(b *testing.B) {
-		tb := NewTable(1)
-		for f := range flows {
-			tb.Sent(outs[f], 0)
-		}
-		i := 0
-		for b.Loop() {
-			tb.Sent(outs[i%flows], int64(i))
-			i++
-		}
+		each(b, outs, func(tb *Table, pkt []byte, now int64) { tb.Sent(pkt, now) })
 	})
 	b.Run("echoed", func(b *testing.B) {
-		tb := NewTable(1)
-		for f := range flows {
-			tb.Sent(outs[f], 0)
-		}
-		i := 0
-		for b.Loop() {
-			tb.Echoed(0, others[i%flows], int64(i))
-			i++
-		}
+		each(b, olds, func(tb *Table, pkt []byte, now int64) { tb.Echoed(0, pkt, now) })
 	})
 	b.Run("round-trip", func(b *testing.B) {
 		tb := NewTable(1)
