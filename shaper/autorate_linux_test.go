@@ -174,15 +174,12 @@ ingress:
 `, mbits[0], strings.Join(rates, ", "))
 }
 
-// isp20 is an ISP of 20 Mbit/s up, a 500 ms droptail FIFO, 10 ms each
-// way.
-const isp20 = `
-egress:
-  delay: 10ms
-  default: {rate: 20mbit, queue: fifo, backlog: 500ms}
-ingress:
-  delay: 10ms
-`
+// fixedISP is an ISP of mbit Mbit/s up, a 500 ms droptail FIFO, 10 ms
+// each way; ingress (lines under the ingress section) adds to its
+// download.
+func fixedISP(mbit int, ingress string) string {
+	return fmt.Sprintf("\negress:\n  delay: 10ms\n  default: {rate: %dmbit, queue: fifo, backlog: 500ms}\ningress:\n  delay: 10ms\n%s", mbit, ingress)
+}
 
 // TestAutorateSteps: the ISP's uplink capacity steps 50 -> 10 -> 30
 // Mbit/s under four cubic flows and a 10 ms ping (issue 29). After each
@@ -291,7 +288,7 @@ func (c *chain) applyISP(t *testing.T, policy string) {
 // tests (rateTest).
 func TestAutorateReflectors(t *testing.T) {
 	rateTest(t)
-	c := newChain(t, autoPolicy(chainReflectors, ", probe: echo"), isp20)
+	c := newChain(t, autoPolicy(chainReflectors, ", probe: echo"), fixedISP(20, ""))
 	baseline := c.idleBaseline(t)
 	start := time.Now()
 	sent, autoRate, load := c.load(t, 20*time.Second)
@@ -302,11 +299,10 @@ func TestAutorateReflectors(t *testing.T) {
 	})
 	time.Sleep(6 * time.Second)
 	change := time.Now()
-	c.applyISP(t, isp20+`
-  classes:
+	c.applyISP(t, fixedISP(20, `  classes:
     - {name: jump, match: {src: 198.18.11.3/32, proto: icmp}, rate: 1gbit, delay: 100ms}
     - {name: dead, match: {src: 198.18.11.4/32, proto: icmp}, rate: 1gbit, loss: 100%}
-`)
+`))
 	time.Sleep(11 * time.Second)
 	pinged()
 	from, to := change.Add(time.Second), change.Add(11*time.Second)
@@ -341,15 +337,7 @@ func TestAutorateReflectors(t *testing.T) {
 // counts over seconds: it runs beside other rate tests.
 func TestAutorateIdle(t *testing.T) {
 	rateTest(t)
-	const isp = `
-egress:
-  delay: 10ms
-  default: {rate: 50mbit, queue: fifo, backlog: 500ms}
-ingress:
-  delay: 10ms
-  classes:
-    - {name: icmp, match: {proto: icmp}, rate: 1gbit}
-`
+	isp := fixedISP(50, "  classes:\n    - {name: icmp, match: {proto: icmp}, rate: 1gbit}\n")
 	c := newChain(t, autoPolicy(chainReflectors[:2], ", decay_every: 50ms"), isp)
 	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
 	if _, err := s.Client(context.Background(), c.client, 5*time.Second, "-P", "4"); err != nil {
@@ -427,7 +415,7 @@ egress:
   rate: auto
   autorate: {min: 5mbit, base: 50mbit, max: 80mbit, passive: true}
   default: {rate: 1gbit}
-`, isp20)
+`, fixedISP(20, ""))
 	baseline := c.idleBaseline(t)
 	start := time.Now()
 	sent, autoRate, load := c.load(t, 16*time.Second)
