@@ -31,12 +31,10 @@ type autoRun struct {
 	l      *Link
 	i      int
 	cfg    config.AutorateConfig
-	prober *autorate.Prober // nil: no reflectors, or probes could not start
-	// running says the goroutine runs (off: the probes could not start).
-	running bool
-	target  *dirTarget
-	stop    chan struct{}
-	done    chan struct{}
+	prober *autorate.Prober // nil: no reflectors, or probes could not start (off)
+	target *dirTarget
+	stop   chan struct{}
+	done   chan struct{}
 
 	mu       sync.Mutex // guards the fields below (read by stats)
 	ctl      *autorate.Controller
@@ -55,7 +53,7 @@ func autoSettings(a *config.AutorateConfig) autorate.Settings {
 		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,
 		DeadAfter: a.DeadAfter, StallAfter: a.StallAfter, RebaseAfter: a.RebaseAfter,
-		PassiveDeadAfter: autorate.DefaultSettings(1, 1, 1).PassiveDeadAfter,
+		PassiveDeadAfter: autorate.DefaultPassiveDeadAfter,
 	}
 }
 
@@ -138,7 +136,6 @@ func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun
 		}
 		r.prober = p
 	}
-	r.running = true
 	l.setDirRate(i, r.ctl.Rate())
 	log.Info("autorate started", "rate", config.FormatRate(r.ctl.Rate()), "min", config.FormatRate(cfg.Min),
 		"base", config.FormatRate(cfg.Base), "max", config.FormatRate(cfg.Max), "reflectors", cfg.Reflectors,
@@ -147,9 +144,13 @@ func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun
 	return r
 }
 
+// off says the controller does not run: it has reflectors, but its
+// probes could not start.
+func (r *autoRun) off() bool { return r.prober == nil && len(r.cfg.Reflectors) > 0 }
+
 // stopRun stops the goroutine and the prober and returns the last rate.
 func (r *autoRun) stopRun() uint64 {
-	if r.running {
+	if !r.off() {
 		close(r.stop)
 		<-r.done
 	}
@@ -259,7 +260,7 @@ func (r *autoRun) stats(now int64) *stats.AutorateStats {
 	}
 	var kinds []autorate.Kind
 	switch {
-	case !r.running:
+	case r.off():
 		st.State = "off"
 	case r.prober != nil:
 		pc := r.prober.Counts()

@@ -125,6 +125,10 @@ type Settings struct {
 	PassiveDeadAfter time.Duration
 }
 
+// DefaultPassiveDeadAfter is how long the passive voter's last rise
+// counts (Settings.PassiveDeadAfter): ten ticks of 50 ms.
+const DefaultPassiveDeadAfter = 500 * time.Millisecond
+
 // DefaultSettings returns the defaults for rates min, base and max:
 // cake-autorate's, except GrowWhenHeld (pacer sees its own queue),
 // DeadAfter and RebaseAfter (cake-autorate replaces a bad reflector from
@@ -141,7 +145,7 @@ func DefaultSettings(min, base, max uint64) Settings {
 		DecayStep:       0.01, DecayEvery: time.Second,
 		BaselineUp: 0.001, BaselineDown: 0.9,
 		DeadAfter: 2 * time.Second, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second,
-		PassiveDeadAfter: 500 * time.Millisecond,
+		PassiveDeadAfter: DefaultPassiveDeadAfter,
 	}
 }
 
