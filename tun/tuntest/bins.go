@@ -13,7 +13,9 @@ import (
 // seconds between them; a neighbour's episode of minutes, stealing some
 // of every second, defeats it. RatesUnstolen instead samples counters in
 // short bins and keeps only the bins the hypervisor left alone, so an
-// episode costs time, not the measurement.
+// episode costs time, not the measurement. A pipeline that reports its
+// own stalls (RatesUnstalled) loses the bins of those too: a process
+// kept off its CPU past what its buckets save up, with no steal at all.
 const (
 	// BinLength is the length of a bin.
 	BinLength = 250 * time.Millisecond
@@ -35,14 +37,20 @@ const (
 )
 
 // binSample is counters read at a time (midway between the clock readings
-// bracketing the read), the machine's CPU time counters then, and whether
-// the read took so long that its time is unknown.
+// bracketing the read), the pipeline's count of its stalls then (0 if it
+// reports none), the machine's CPU time counters then, and whether the
+// read took so long that its time is unknown.
 type binSample struct {
 	at     time.Time
 	counts []uint64
+	stalls uint64
 	cpu    CPUTimes
 	slow   bool
 }
+
+// binRead reads a sample's counters, the time they were read at (zero:
+// unknown, the reader's clock decides) and the pipeline's stall count.
+type binRead func() (counts []uint64, at time.Time, stalls uint64)
 
 // binTally is what a run of bins kept.
 type binTally struct {
@@ -55,10 +63,10 @@ type binTally struct {
 }
 
 // badBin reports whether the bin between samples a and b measures the
-// machine rather than the test: CPU time was stolen in it, or one of its
-// edges has no precise time.
+// machine rather than the test: CPU time was stolen in it, the pipeline
+// stalled in it, or one of its edges has no precise time.
 func badBin(a, b binSample, maxSteal float64) bool {
-	return a.slow || b.slow || Stolen(a.cpu, b.cpu) > maxSteal
+	return a.slow || b.slow || b.stalls != a.stalls || Stolen(a.cpu, b.cpu) > maxSteal
 }
 
 // tallyBins sums the bins between consecutive samples, leaving out every
@@ -118,6 +126,23 @@ func RatesUnstolenBusy(t testing.TB, what string, want, limit time.Duration, cou
 	return ratesUnstolen(t, what, want, limit, BinStealBusy, untimed(counters))
 }
 
+// RatesUnstalled is RatesUnstolen (maxSteal: BinSteal, or BinStealBusy
+// above 100 Mbit/s) for a pipeline that counts its own stalls: counters
+// returns, beside the byte counts, a count that grows whenever the
+// pipeline stood still longer than it can make up afterwards (a shaper's
+// packets that went later than their class's burst covers), and a bin in
+// which it grew is left out as a stolen one is. Such stalls need no
+// steal: the machine kept the process off its CPUs (a page fault, the
+// kernel's work, the runtime), and a token bucket lost what it could
+// not save up meanwhile.
+func RatesUnstalled(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters func() (counts []uint64, stalls uint64)) []float64 {
+	t.Helper()
+	return ratesUnstolen(t, what, want, limit, maxSteal, func() ([]uint64, time.Time, uint64) {
+		c, stalls := counters()
+		return c, time.Time{}, stalls
+	})
+}
+
 // RatesUnstolenAt is RatesUnstolen of counters that say when they were
 // read: a daemon's status with its own clock at the read
 // (control.Status.At). A sample's time is that time, however long the
@@ -125,7 +150,7 @@ func RatesUnstolenBusy(t testing.TB, what string, want, limit time.Duration, cou
 // time falls back to the reader's clock (and to binReadSlack).
 func RatesUnstolenAt(t testing.TB, what string, want, limit time.Duration, counters func() ([]uint64, time.Time)) []float64 {
 	t.Helper()
-	return ratesUnstolen(t, what, want, limit, BinSteal, counters)
+	return ratesUnstolen(t, what, want, limit, BinSteal, timed(counters))
 }
 
 // RateUnstolenAt is RatesUnstolenAt of one counter.
@@ -137,22 +162,31 @@ func RateUnstolenAt(t testing.TB, what string, want, limit time.Duration, counte
 	})[0]
 }
 
-// untimed adapts counters without a time of their own to ratesUnstolen.
-func untimed(counters func() []uint64) func() ([]uint64, time.Time) {
-	return func() ([]uint64, time.Time) { return counters(), time.Time{} }
+// untimed adapts counters without a time or stalls of their own to
+// ratesUnstolen.
+func untimed(counters func() []uint64) binRead {
+	return func() ([]uint64, time.Time, uint64) { return counters(), time.Time{}, 0 }
 }
 
-func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters func() ([]uint64, time.Time)) []float64 {
+// timed adapts counters that say when they were read to ratesUnstolen.
+func timed(counters func() ([]uint64, time.Time)) binRead {
+	return func() ([]uint64, time.Time, uint64) {
+		c, at := counters()
+		return c, at, 0
+	}
+}
+
+func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters binRead) []float64 {
 	t.Helper()
 	read := func() binSample {
 		t0 := time.Now()
-		c, at := counters()
+		c, at, stalls := counters()
 		cpu, err := ReadCPUTimes()
 		t1 := time.Now()
 		if !at.IsZero() {
-			return binSample{at: at, counts: c, cpu: cpu, slow: err != nil}
+			return binSample{at: at, counts: c, stalls: stalls, cpu: cpu, slow: err != nil}
 		}
-		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
+		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, stalls: stalls, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
 	}
 	start := time.Now()
 	samples := []binSample{read()}
@@ -172,13 +206,13 @@ func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxStea
 	if tally.kept < want {
 		if tally.kept < want/4 {
 			over, bytes = tally.all, tally.allBytes
-			t.Logf("%s: after %v only %v of bins without steal, want %v: judging all %d bins", what, limit, tally.kept, want, tally.bins)
+			t.Logf("%s: after %v only %v of bins without steal or stalls, want %v: judging all %d bins", what, limit, tally.kept, want, tally.bins)
 		} else {
-			t.Logf("%s: after %v only %v of bins without steal, want %v: judging those", what, limit, tally.kept, want)
+			t.Logf("%s: after %v only %v of bins without steal or stalls, want %v: judging those", what, limit, tally.kept, want)
 		}
 	}
 	if tally.left > 0 {
-		t.Logf("%s: %d of %d bins of %v left out for steal (theirs or a neighbour's), %v kept", what, tally.left, tally.bins, BinLength, tally.kept.Round(time.Millisecond))
+		t.Logf("%s: %d of %d bins of %v left out for steal or a stall (theirs or a neighbour's), %v kept", what, tally.left, tally.bins, BinLength, tally.kept.Round(time.Millisecond))
 	}
 	if over <= 0 {
 		t.Fatalf("%s: no time measured", what)

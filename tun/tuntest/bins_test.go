@@ -58,6 +58,22 @@ func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
 	}
 }
 
+func TestTallyBinsLeavesOutStalls(t *testing.T) {
+	// The pipeline stalled in bin 4 (no steal) and lost a quarter of its
+	// bytes, and twice in bin 7: bins 3-5 and 6-8 are left out.
+	s := binRun(10, nil, map[int]uint64{4: 750, 7: 500})
+	for i := 5; i < len(s); i++ {
+		s[i].stalls = 1
+		if i >= 8 {
+			s[i].stalls = 3
+		}
+	}
+	tl := tallyBins(s, BinSteal)
+	if tl.bins != 9 || tl.left != 6 || tl.kept != 3*BinLength || tl.bytes[0] != 3000 {
+		t.Errorf("stalled bins: %+v, want 3 bins kept of 1000 each", tl)
+	}
+}
+
 func TestTallyBinsSlowRead(t *testing.T) {
 	s := binRun(10, nil, nil)
 	s[6].slow = true // bins 5 and 6 have an edge of unknown time
