@@ -10,66 +10,6 @@
 // shared between the Scheds of a class.
 package fq
 
-import (
-	"sync/atomic"
-	"time"
-
-	"github.com/pacer-dev/pacer/tun"
-)
-
-// Packet is a packet a Sched holds. Its IP bytes are
-// Buf[tun.Headroom:tun.Headroom+Pkt.Size]; Buf belongs to the caller and is
-// handed back through Dequeue or the drop function.
-type Packet struct {
-	Buf     []byte
-	Pkt     tun.Packet
-	Arrival int64 // clock ns when it arrived
-	// Due is the owner's (link emulation's earliest departure); the Sched
-	// carries it and does not look at it.
-	Due int64
-	// Gate, if not nil, is a limit of the packet's own (a per-key bucket)
-	// that the Sched asks before it picks the packet: while it says wait,
-	// the packet's flow is throttled (set aside, off the lists, as Linux
-	// fq's throttled flows are) and other flows go first.
-	Gate Gate
-}
-
-// Gate is a limit a flow's packets must pass before they may be picked.
-type Gate interface {
-	// Hold returns how long a packet costing cost must still wait at
-	// time now (clock ns): 0 if it may go now.
-	Hold(cost uint64, now int64) time.Duration
-}
-
-// ip returns the packet's IP bytes.
-func (p *Packet) ip() []byte { return p.Buf[tun.Headroom : tun.Headroom+p.Pkt.Size] }
-
-// Reason says why a Sched dropped a packet.
-type Reason uint8
-
-const (
-	// ReasonAQM: the flow's AQM dropped it (a Not-ECT packet when a signal
-	// was due, or a BLUE drop).
-	ReasonAQM Reason = iota
-	// ReasonOverlimit: the Sched was over its limits and dropped from the
-	// head of its fattest flow.
-	ReasonOverlimit
-	// ReasonTooOld: it had waited longer than Dequeue's bound allows.
-	ReasonTooOld
-	// ReasonAckFilter: a pure TCP ACK that a newer one of its flow made
-	// redundant (Params.AckFilter).
-	ReasonAckFilter
-)
-
-// Counters are the Sched figures that other goroutines may read while it
-// runs. The owner passes them to New (for example inside its per-worker
-// counters) and reads them atomically.
-type Counters struct {
-	Marked      atomic.Uint64 // packets marked CE
-	ActiveFlows atomic.Int64  // flows on the new or old list
-	Collisions  atomic.Uint64 // flows that found their set full and shared a queue
-}
-
 const (
 	listNone uint8 = iota
 	listNew
@@ -78,11 +18,6 @@ const (
 )
 
 const none = -1
-
-type node struct {
-	pkt  Packet
-	next int32
-}
 
 type flow struct {
 	head, tail int32 // nodes; none when empty
@@ -99,8 +34,6 @@ type flow struct {
 	sentPackets, sentBytes, dropped, marked uint64
 	delay                                   int64 // sojourn of the last dequeued packet
 }
-
-type list struct{ head, tail int32 }
 
 // Sched is the per-flow scheduler of one class on one worker. Make one with
 // New.
@@ -213,35 +146,6 @@ func (s *Sched) rand32() uint32 {
 	return uint32((s.rnd * 2685821657736338717) >> 32)
 }
 
-// lookup returns the flow slot for key k, taking a free slot of its set
-// for a new flow (or, with the set full, sharing the slot the hash points
-// at, as CAKE does).
-func (s *Sched) lookup(k Key, id *FlowID) int32 {
-	idx := k.Flow & s.mask
-	if f := &s.flows[idx]; f.tagged && f.tag == k.Flow {
-		return int32(idx)
-	}
-	base := idx &^ (Ways - 1)
-	for i := uint64(1); i < Ways; i++ {
-		j := base + (idx+i)&(Ways-1)
-		if f := &s.flows[j]; f.tagged && f.tag == k.Flow {
-			return int32(j)
-		}
-	}
-	for i := uint64(0); i < Ways; i++ {
-		j := base + (idx+i)&(Ways-1)
-		if f := &s.flows[j]; f.list == listNone && f.packets == 0 {
-			s.flows[j] = flow{head: none, tail: none, next: none, src: none, dst: none, tagged: true, tag: k.Flow}
-			s.ids[j] = *id
-			return int32(j)
-		}
-	}
-	s.c.Collisions.Add(1)
-	f := &s.flows[idx]
-	f.tag, s.ids[idx] = k.Flow, *id
-	return int32(idx)
-}
-
 // Enqueue adds p to its flow's queue (k from a Hasher; id is shown by
 // Snapshot). A flow that was on no list joins the new list with a fresh
 // quantum. If the Sched is then over its limits, it drops from the head of
@@ -273,21 +177,6 @@ func (s *Sched) Enqueue(p Packet, k Key, id *FlowID, now int64) {
 	for s.packets > s.p.LimitPackets || s.p.LimitBytes > 0 && s.bytes > int64(s.p.LimitBytes) {
 		s.DropFattest(now)
 	}
-}
-
-func (s *Sched) alloc() int32 {
-	if s.free != none {
-		i := s.free
-		s.free = s.nodes[i].next
-		return i
-	}
-	s.nodes = append(s.nodes, node{})
-	return int32(len(s.nodes) - 1)
-}
-
-func (s *Sched) release(i int32) {
-	s.nodes[i] = node{next: s.free}
-	s.free = i
 }
 
 // activate puts flow fi on the new list.
@@ -351,26 +240,6 @@ func (s *Sched) quantum(f *flow) int32 {
 	}
 	n := s.hostLoad(f)
 	return int32(max((q<<16/int64(n)+int64(s.rand32()>>16))>>16, 1))
-}
-
-func (s *Sched) push(l *list, fi int32) {
-	s.flows[fi].next = none
-	if l.tail == none {
-		l.head = fi
-	} else {
-		s.flows[l.tail].next = fi
-	}
-	l.tail = fi
-}
-
-func (s *Sched) pop(l *list) int32 {
-	fi := l.head
-	l.head = s.flows[fi].next
-	if l.head == none {
-		l.tail = none
-	}
-	s.flows[fi].next = none
-	return fi
 }
 
 // Dequeue returns the next packet by DRR++: new flows first, then old
