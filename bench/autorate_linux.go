@@ -135,9 +135,18 @@ type arResult struct {
 	PassiveIdle            int // passive samples during the idle second before the load
 }
 
+// arCC is the TCP congestion control of scenario 14's flows.
+func (r *runner) arCC() string {
+	if r.cc != "" {
+		return r.cc
+	}
+	return tcpCongestion
+}
+
 // runAutorate is scenario 14.
 func (r *runner) runAutorate(ctx context.Context) error {
 	r.progress("scenario 14: autorate vs fixed rates and no shaper on an emulated ISP")
+	r.res.AutorateCC, r.res.AutorateExtra = r.arCC(), r.autorate
 	step := r.p.arStep
 	steps := []bucket.Step{{At: 0, Rate: 50e6 / 8}, {At: step, Rate: 10e6 / 8}, {At: 2 * step, Rate: 30e6 / 8}}
 	ss, err := bucket.NewRateSchedule(steps, 3*step)
@@ -344,11 +353,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			loadErr <- err
 			return
 		}
-		cc := tcpCongestion
-		if r.cc != "" {
-			cc = r.cc
-		}
-		stop, _, err := r.e.startIperfClient(iperfPort, int(time.Until(end).Seconds())+3, "-C", cc, "-P", "4", "-R")
+		stop, _, err := r.e.startIperfClient(iperfPort, int(time.Until(end).Seconds())+3, "-C", r.arCC(), "-P", "4", "-R")
 		stopLoad = stop
 		loadErr <- err
 	}()

@@ -130,6 +130,9 @@ type results struct {
 	Share       *shareResults     // scenario 12
 	Wakeups     []*wakeResult     // scenario 13, by row then variant
 	Autorate    []*arResult       // scenario 14, by link then variant
+	// AutorateCC is scenario 14's TCP congestion control, AutorateExtra
+	// the settings its auto variant added (-cc, -autorate).
+	AutorateCC, AutorateExtra string
 	Plots       map[string]string // plot name → path relative to the report
 	Errors      []string
 }
