@@ -324,11 +324,13 @@ func (w *worker) keyFor(a *arrival) bool {
 
 // serviceHeld moves on what the delay line and the queues may send now,
 // class by class, and sets the worker's wake-up to when the next held
-// packet is due. The class it starts with moves on by one each call: the
-// classes it asks first take the tokens that came in since the last call
-// (of a cap or a parent they share), so a fixed order would leave any
-// shortfall to the same classes at the end of the list (TestShareScale:
-// leaves listed last got a tenth of their rate on a loaded machine).
+// packet is due. It asks the classes by priority (queues.list, rankOf),
+// and within a priority the class it starts with moves on by one each
+// call: the classes it asks first take the tokens that came in since the
+// last call (of a cap or a parent they share), so a fixed order would
+// leave any shortfall to the same classes at the end of the list
+// (TestShareScale: leaves listed last got a tenth of their rate on a
+// loaded machine).
 func (w *worker) serviceHeld(now int64) {
 	w.hold.deadline = 0
 	w.depart.service(now)
@@ -337,26 +339,34 @@ func (w *worker) serviceHeld(now int64) {
 	if n == 0 {
 		return
 	}
-	start := q.rotor % n
-	q.rotor = start + 1
+	r := q.rotor % n
+	q.rotor = r + 1
 	gone := 0
-	for k, i := 0, start; k < n; k++ {
-		c := q.active[i]
-		sh, ln := &c.shards[w.idx], &c.lanes[w.idx]
-		q.serviceFIFO(c, sh, ln, now)
-		if ln.fq != nil {
-			q.serviceFQ(c, sh, ln, now)
-			publishFlows(ln, now, false)
+	for a := 0; a < n; {
+		rank := q.active[a].lanes[w.idx].rank
+		b := a + 1
+		for b < n && q.active[b].lanes[w.idx].rank == rank {
+			b++
 		}
-		if ln.empty() {
-			ln.listed = false
-			publishFlows(ln, now, true)
-			q.active[i] = nil
-			gone++
+		m := b - a
+		first := r % m
+		for k := range m {
+			i := a + (first+k)%m
+			c := q.active[i]
+			sh, ln := &c.shards[w.idx], &c.lanes[w.idx]
+			q.serviceFIFO(c, sh, ln, now)
+			if ln.fq != nil {
+				q.serviceFQ(c, sh, ln, now)
+				publishFlows(ln, now, false)
+			}
+			if ln.empty() {
+				ln.listed = false
+				publishFlows(ln, now, true)
+				q.active[i] = nil
+				gone++
+			}
 		}
-		if i++; i == n {
-			i = 0
-		}
+		a = b
 	}
 	if gone > 0 {
 		q.active = slices.DeleteFunc(q.active, func(c *Class) bool { return c == nil })
