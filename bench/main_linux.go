@@ -125,16 +125,16 @@ type results struct {
 	LoadedPing  map[string]*pingResult
 	DelayCounts [len(shaper.DelayBuckets) + 1]uint64
 	RateChange  []*rateSeries
-	LUL         []*lulResult      // scenario 10, by rate then variant
-	Emu         *emuResults       // scenario 11
-	Share       *shareResults     // scenario 12
-	Wakeups     []*wakeResult     // scenario 13, by row then variant
-	Autorate    []*arResult       // scenario 14, by link then variant
+	LUL         []*lulResult  // scenario 10, by rate then variant
+	Emu         *emuResults   // scenario 11
+	Share       *shareResults // scenario 12
+	Wakeups     []*wakeResult // scenario 13, by row then variant
+	Autorate    []*arResult   // scenario 14, by link then variant
 	// AutorateCC is scenario 14's TCP congestion control, AutorateExtra
 	// the settings its auto variant added (-cc, -autorate).
 	AutorateCC, AutorateExtra string
-	Plots       map[string]string // plot name → path relative to the report
-	Errors      []string
+	Plots                     map[string]string // plot name → path relative to the report
+	Errors                    []string
 }
 
 // runner runs the scenarios.
