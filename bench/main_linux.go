@@ -267,6 +267,9 @@ func run() int {
 		}
 	}()
 	m.TCPCC = tcpCongestion + " (iperf3 -C), host default "
+	if r.cc != "" {
+		m.TCPCC = tcpCongestion + " (iperf3 -C; scenario 14 " + r.cc + "), host default "
+	}
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
 		m.TCPCC += strings.TrimSpace(string(b))
 	} else {
