@@ -150,7 +150,7 @@ type lane struct {
 	sparse    heldPacket
 	hasSparse bool
 	listed    bool
-	rank      uint8 // rankOf the class when it was listed
+	rank      uint8 // rankOf the class when it was listed (a reload's new priority counts from its next listing)
 	// vt is the bytes this worker sent for the class per unit of its
 	// scheduler's weight (its flow count); weight is that weight (1/65536
 	// units), 0 while its scheduler is empty. Workers read each other's to
