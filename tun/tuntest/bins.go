@@ -118,14 +118,6 @@ func RatesUnstolen(t testing.TB, what string, want, limit time.Duration, counter
 	return ratesUnstolen(t, what, want, limit, BinSteal, untimed(counters))
 }
 
-// RatesUnstolenBusy is RatesUnstolen for a load that keeps both CPUs busy
-// (above 100 Mbit/s): a bin counts only if nothing was stolen in it
-// (BinStealBusy).
-func RatesUnstolenBusy(t testing.TB, what string, want, limit time.Duration, counters func() []uint64) []float64 {
-	t.Helper()
-	return ratesUnstolen(t, what, want, limit, BinStealBusy, untimed(counters))
-}
-
 // RatesUnstalled is RatesUnstolen (maxSteal: BinSteal, or BinStealBusy
 // above 100 Mbit/s) for a pipeline that counts its own stalls: counters
 // returns, beside the byte counts, a count that grows whenever the
