@@ -190,7 +190,11 @@ func (tl *testLink) classRatesUnder(t *testing.T, maxSteal float64, warmup, wind
 			t.Fatalf("no egress class %q", name)
 		}
 	}
-	return tuntest.RatesUnstalled(t, fmt.Sprintf("classes %v", classes), window, tuntest.BinLimit(window), maxSteal, func() ([]uint64, uint64) {
+	what := fmt.Sprintf("classes %v", classes)
+	if len(classes) > 8 {
+		what = fmt.Sprintf("%d classes (%s ... %s)", len(classes), classes[0], classes[len(classes)-1])
+	}
+	return tuntest.RatesUnstalled(t, what, window, tuntest.BinLimit(window), maxSteal, func() ([]uint64, uint64) {
 		out := make([]uint64, len(cs))
 		var stalls uint64
 		for i, c := range cs {
