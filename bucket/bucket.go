@@ -468,16 +468,22 @@ func (b *Bucket) refund(n uint64) uint64 {
 	return added
 }
 
-// WaitFor returns how long until the bucket holds n tokens at the current
-// rate: 0 if it does now (after the last Replenish), else the time the
-// missing tokens take to accrue (DurationFor). A grab of n now would wait
-// that long.
+// WaitFor returns how long until a claim of n tokens conforms at the
+// current rate (TryGrab would take it): until the bucket holds n tokens,
+// or for n above the limit until it is full. 0 if it conforms now (after
+// the last Replenish), else the time the missing tokens take to accrue
+// (DurationFor). A Grab of n now would wait that long, plus the time of
+// n's excess over the limit.
 func (b *Bucket) WaitFor(n uint64) time.Duration {
 	av := b.Available()
 	if av >= int64(n) {
 		return 0
 	}
-	return b.DurationFor(uint64(int64(n) - av))
+	need := min(n, b.Limit())
+	if av >= int64(need) {
+		return 0
+	}
+	return b.DurationFor(uint64(int64(need) - av))
 }
 
 // DurationFor returns the time it takes n more tokens to accrue at the

@@ -176,11 +176,16 @@ func (c *checker) tryGrab(n uint64, dt int64) {
 		}
 		c.tickets = append(c.tickets, s.tail)
 		c.sizes = append(c.sizes, n)
-		if c.b.Deficiency(s.tail) != 0 {
-			c.fatalf("TryGrab true but ticket has deficiency %d", c.b.Deficiency(s.tail))
+		// Within the limit it clears at once; above it, it took a full
+		// bucket and owes the rest.
+		over := uint64(max(int64(n)-int64(s.ep.limit), 0))
+		if d := c.b.Deficiency(s.tail); d != over {
+			c.fatalf("TryGrab(%d) true with limit %d: ticket has deficiency %d, want %d", n, s.ep.limit, d, over)
 		}
 	} else if s.tail != before.tail {
 		c.fatalf("TryGrab false claimed %d tokens", s.tail-before.tail)
+	} else if av := int64(s.head - s.tail); av >= int64(min(n, s.ep.limit)) {
+		c.fatalf("TryGrab(%d) false with %d of %d available", n, av, s.ep.limit)
 	}
 	c.after(before)
 }
@@ -283,9 +288,12 @@ func (c *checker) run(ops []byte) {
 		case 2, 3:
 			c.replenish(int64(arg) * int64(arg) * 997)
 		case 4:
-			if arg%2 == 1 {
+			switch arg % 4 {
+			case 1:
 				c.tryGrabUpTo(1+arg*limit/1024, 1+arg*limit/256, int64(arg)*131)
-			} else {
+			case 3: // up to twice the limit: a GSO super-packet
+				c.tryGrab(1+arg*limit/128, int64(arg)*131)
+			default:
 				c.tryGrab(1+arg*limit/512, int64(arg)*131)
 			}
 		case 5:
@@ -649,15 +657,16 @@ func TestTryGrab(t *testing.T) {
 
 func TestTryGrabLeaving(t *testing.T) {
 	forEachStart(t, func(t *testing.T, start uint64) {
-		b := New(1_000_000, 3000, WithThreshold(1), WithRovers(start))
+		b := New(1_000_000, 4000, WithThreshold(1), WithRovers(start))
+		b.Grab(1000)
 		if b.TryGrabLeaving(2000, 1500, 0) {
-			t.Fatal("TryGrabLeaving(2000, 1500) on a bucket of 3000 succeeded")
+			t.Fatal("TryGrabLeaving(2000, 1500) on a bucket holding 3000 succeeded")
 		}
 		if got := b.Available(); got != 3000 {
 			t.Fatalf("a failed TryGrabLeaving claimed tokens: available %d", got)
 		}
 		if !b.TryGrabLeaving(2000, 1000, 0) {
-			t.Fatal("TryGrabLeaving(2000, 1000) on a bucket of 3000 failed")
+			t.Fatal("TryGrabLeaving(2000, 1000) on a bucket holding 3000 failed")
 		}
 		if got := b.Available(); got != 1000 {
 			t.Fatalf("available %d after claiming 2000 of 3000, want 1000", got)
@@ -666,6 +675,68 @@ func TestTryGrabLeaving(t *testing.T) {
 			t.Fatal("TryGrab of the 1000 left for it failed")
 		}
 	})
+}
+
+// TestTryGrabOverLimit: a claim larger than the limit (a GSO super-packet
+// in a small burst) conforms once the bucket is full and leaves a
+// deficiency that later claims wait behind; WaitFor and TryGrabUpTo
+// agree, and TryGrabLeaving with more to leave than the bucket holds
+// conforms when it is full.
+func TestTryGrabOverLimit(t *testing.T) {
+	forEachStart(t, func(t *testing.T, start uint64) {
+		b := New(1_000_000, 3000, WithThreshold(1), WithRovers(start)) // 1 token/us
+		b.Grab(1)
+		if b.TryGrab(5000, 0) {
+			t.Fatal("TryGrab(5000) with 2999 of 3000 in succeeded")
+		}
+		if w := b.WaitFor(5000); w != time.Microsecond {
+			t.Fatalf("WaitFor(5000) with 2999 of 3000 in = %v, want 1us (until full)", w)
+		}
+		if !b.TryGrab(5000, int64(time.Microsecond)) {
+			t.Fatal("TryGrab(5000) on a full bucket of 3000 failed")
+		}
+		if got := b.Available(); got != -2000 {
+			t.Fatalf("available %d after claiming 5000 of a full 3000, want -2000", got)
+		}
+		if b.TryGrab(100, int64(time.Microsecond)) {
+			t.Fatal("TryGrab(100) behind a deficiency of 2000 succeeded")
+		}
+		if w := b.WaitFor(100); w != 2100*time.Microsecond {
+			t.Fatalf("WaitFor(100) behind a deficiency of 2000 = %v, want 2.1ms", w)
+		}
+		if !b.TryGrab(100, int64(2101*time.Microsecond)) {
+			t.Fatal("TryGrab(100) once the deficiency cleared failed")
+		}
+		if got := b.TryGrabUpTo(5000, 6000, int64(2101*time.Microsecond)); got != 0 {
+			t.Fatalf("TryGrabUpTo(5000, 6000) on an empty bucket claimed %d", got)
+		}
+		if got := b.TryGrabUpTo(5000, 6000, int64(5101*time.Microsecond)); got != 5000 {
+			t.Fatalf("TryGrabUpTo(5000, 6000) on a full bucket of 3000 claimed %d, want 5000", got)
+		}
+		if !b.TryGrabLeaving(1000, 2500, int64(15*time.Millisecond)) {
+			t.Fatal("TryGrabLeaving(1000, 2500) on a full bucket of 3000 failed")
+		}
+		if got := b.Available(); got != 2000 {
+			t.Fatalf("available %d after claiming 1000 of a full 3000, want 2000", got)
+		}
+	})
+}
+
+// TestTryGrabOverLimitRate: claims of twice the limit, tried every 100us
+// for a second, pass at the bucket's rate: what they claim is within one
+// claim and the limit of rate x time.
+func TestTryGrabOverLimitRate(t *testing.T) {
+	const rate, limit, n = 1_000_000, 3000, 6000
+	b := New(rate, limit, WithThreshold(1))
+	var claimed uint64
+	for now := int64(0); now <= int64(time.Second); now += int64(100 * time.Microsecond) {
+		if b.TryGrab(n, now) {
+			claimed += n
+		}
+	}
+	if lo, hi := uint64(rate-n), uint64(rate+limit+n); claimed < lo || claimed > hi {
+		t.Fatalf("claimed %d in 1s at %d/s, want %d..%d", claimed, rate, lo, hi)
+	}
 }
 
 func TestWaitFor(t *testing.T) {

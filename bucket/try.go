@@ -3,11 +3,22 @@ package bucket
 // Claims that never wait: a claim takes tokens only if the bucket holds
 // them now (the policing decision, link sharing's lenders, a worker's
 // tokens taken ahead).
+//
+// A claim larger than the bucket's limit (a GSO super-packet of 64 KiB
+// in a bucket of 10 ms at 10 Mbit/s, a jumbo frame in a small burst)
+// could never find that many tokens in it. Such a claim conforms once
+// the bucket is full, and takes what it lacks as a deficiency that later
+// claims wait behind, as a Grab's does: the bucket still hands out no
+// more than its rate over time, and the claim cannot be starved. Over
+// any window a bucket so passes at most rate x window + limit + the
+// largest claim's excess over the limit (HTB likewise lets a packet go
+// whenever its class's tokens are not negative and charges all of it).
 
 // TryGrab claims n tokens only if they conform right now (after a
 // Replenish at now): it returns true with the tokens claimed, or false with
 // nothing claimed. This is the policing decision: a packet that does not
-// conform is dropped, not queued.
+// conform is dropped, not queued. A claim larger than the limit conforms
+// when the bucket is full (see above).
 func (b *Bucket) TryGrab(n uint64, now int64) bool {
 	return b.TryGrabLeaving(n, 0, now)
 }
@@ -16,13 +27,15 @@ func (b *Bucket) TryGrab(n uint64, now int64) bool {
 // tokens in the bucket: it claims n only if n+leave conform right now. A
 // claimant of lower standing (a class borrowing spare) uses it so that
 // the last tokens stay for those owed them (a class within its rate).
+// If n+leave is more than the limit, the claim conforms when the bucket
+// is full, leaving what the full bucket has beyond n (or a deficiency).
 func (b *Bucket) TryGrabLeaving(n, leave uint64, now int64) bool {
 	b.Replenish(now)
 	// One attempt here, small enough to inline into the caller; the loop
-	// when another claim raced it.
+	// when another claim raced it or the claim is over the limit.
 	tail := b.tail.Load()
 	if int64(b.head.Load()-tail) < int64(n+leave) {
-		return false
+		return b.tryGrabLoop(n, leave)
 	}
 	return b.tail.CompareAndSwap(tail, tail+n) || b.tryGrabLoop(n, leave)
 }
@@ -32,9 +45,10 @@ func (b *Bucket) TryGrabLeaving(n, leave uint64, now int64) bool {
 //
 //go:noinline
 func (b *Bucket) tryGrabLoop(n, leave uint64) bool {
+	need := min(n+leave, b.Limit())
 	for {
 		tail := b.tail.Load()
-		if int64(b.head.Load()-tail) < int64(n+leave) {
+		if int64(b.head.Load()-tail) < int64(need) {
 			return false
 		}
 		if b.tail.CompareAndSwap(tail, tail+n) {
@@ -49,16 +63,20 @@ func (b *Bucket) tryGrabLoop(n, leave uint64) bool {
 // goroutine that will spend the tokens on several packets of its own take
 // them with one atomic operation; it gives back what it does not spend
 // with Refund. Like TryGrab, a claim never waits: every token it returns
-// was in the bucket.
+// was in the bucket, but for a claim of n above the limit, which takes n
+// from a full bucket (see above).
 func (b *Bucket) TryGrabUpTo(n, most uint64, now int64) uint64 {
 	b.Replenish(now)
 	for {
 		tail := b.tail.Load()
 		av := int64(b.head.Load() - tail)
+		got := min(uint64(max(av, 0)), max(most, n))
 		if av < int64(n) {
-			return 0
+			if limit := b.Limit(); n <= limit || av < int64(limit) {
+				return 0
+			}
+			got = n
 		}
-		got := min(uint64(av), max(most, n))
 		if b.tail.CompareAndSwap(tail, tail+got) {
 			return got
 		}

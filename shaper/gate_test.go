@@ -16,7 +16,7 @@ func TestGateTryGrabAllOrNothing(t *testing.T) {
 	const cost = 1000
 	for _, tc := range []struct {
 		name             string
-		rate, peak, link uint64 // tokens each bucket holds (its limit; 0: no such bucket)
+		rate, peak, link uint64 // tokens each bucket of 4000 holds (0: no such bucket)
 		want             bool
 	}{
 		{"all have it", 4000, 4000, 4000, true},
@@ -26,16 +26,20 @@ func TestGateTryGrabAllOrNothing(t *testing.T) {
 		{"link short", 4000, 4000, 500, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mk := func(limit uint64) *bucket.Bucket {
-				if limit == 0 {
+			// A bucket starts full: let the clock run so that it is,
+			// then take what it should not hold.
+			now := int64(10 * time.Second)
+			mk := func(holds uint64) *bucket.Bucket {
+				if holds == 0 {
 					return nil
 				}
-				return bucket.New(1000, limit, bucket.WithStart(0))
+				b := bucket.New(1000, 4000, bucket.WithStart(0))
+				b.Replenish(now)
+				b.Grab(4000 - holds)
+				return b
 			}
 			g := gate{rate: mk(tc.rate), peak: mk(tc.peak)}
 			link := mk(tc.link)
-			// A bucket starts full: let the clock run so that it is.
-			now := int64(10 * time.Second)
 			before := avail(g.rate, g.peak, link, now)
 			if _, got := g.tryGrab(link, nil, cost, now, nil); got != tc.want {
 				t.Fatalf("tryGrab = %v, want %v", got, tc.want)
