@@ -60,13 +60,14 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	if err := a.special(cc); err != nil {
 		return err
 	}
-	burstDefault := cc.Burst == DefaultBurst(cc.Rate, mtu)
+	cc.Implicit = false // changed: the config's own from now on
+	burstDefault := cc.Burst == cc.defaultBurst(mtu)
 	ceilDefault, cburstDefault := cc.Ceil == cc.Rate, cc.CBurst == cc.Burst || cc.CBurst == DefaultBurst(cc.Ceil, mtu)
 	weightDefault := cc.Weight == DefaultWeight(cc.Rate)
 	oldRate := cc.Rate
 	var perBurstDefault bool
 	if p := cc.Per; p != nil {
-		perBurstDefault = p.Burst == DefaultBurst(p.Rate, mtu)
+		perBurstDefault = p.Burst == p.defaultBurst(mtu)
 	}
 	var leaseDefault, globalBurstDefault bool
 	if g := cc.Global; g != nil {
@@ -125,7 +126,7 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 			g.Burst = 0
 		}
 		if cc.Rate != g.Rate {
-			if cc.Burst == DefaultBurst(cc.Rate, mtu) {
+			if cc.Burst == cc.defaultBurst(mtu) {
 				cc.Burst = 0
 			}
 			cc.Rate = g.Rate

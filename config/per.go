@@ -69,6 +69,9 @@ type PerConfig struct {
 	Ceil uint64
 	// Peak, if not 0, bounds how fast a key's saved-up burst drains.
 	Peak uint64
+	// PeakBurst is the size of a key's peak bucket, not a key of the
+	// file: SetDefaults sets it to DefaultPeakBurst(Peak, MTU).
+	PeakBurst uint64
 	// Mode: ModeShape waits (in the class's queue), ModePolice drops. It
 	// must agree with the class's mode (a police class polices its keys;
 	// a shape class may police its keys, dropping a key's excess at once).
@@ -260,11 +263,24 @@ func (d *decoder) perMode(path string, cc *ClassConfig) {
 	}
 }
 
+// defaultBurst is the burst a per-key limit gets if it gives none: of
+// its ceil if it has one, DefaultPoliceBurst in mode police.
+func (p *PerConfig) defaultBurst(mtu int) uint64 {
+	if p.Mode == ModePolice {
+		return DefaultPoliceBurst(max(p.Rate, p.Ceil), mtu)
+	}
+	return DefaultBurst(max(p.Rate, p.Ceil), mtu)
+}
+
 // setDefaults fills in a per-key limit's burst (and its overrides'),
 // key bound, idle time and, for address keys, whole-address prefixes.
 func (p *PerConfig) setDefaults(mtu int) {
 	if p.Rate > 0 && p.Burst == 0 {
-		p.Burst = DefaultBurst(max(p.Rate, p.Ceil), mtu)
+		p.Burst = p.defaultBurst(mtu)
+	}
+	p.PeakBurst = 0
+	if p.Peak > 0 {
+		p.PeakBurst = peakBurstOf(p.Peak, p.Burst, p.Mode, mtu)
 	}
 	for i := range p.Overrides {
 		if o := &p.Overrides[i]; o.Rate > 0 && o.Burst == 0 {

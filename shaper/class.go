@@ -234,8 +234,11 @@ func (c *Class) applyPer(st *classState, cfg config.ClassConfig, now int64) {
 		return
 	}
 	p := *cfg.Per
+	if p.Peak > 0 && p.PeakBurst == 0 { // a config that did not go through SetDefaults
+		p.PeakBurst = config.DefaultPeakBurst(p.Peak, config.DefaultMTU)
+	}
 	set := keyed.Settings{
-		Rate: max(p.Rate, p.Ceil), Burst: p.Burst, Peak: p.Peak, PeakBurst: 2 * config.DefaultMTU,
+		Rate: max(p.Rate, p.Ceil), Burst: p.Burst, Peak: p.Peak, PeakBurst: p.PeakBurst,
 		Max: p.Keys, Idle: p.Idle,
 	}
 	for _, o := range p.Overrides {
@@ -325,11 +328,17 @@ func fqParams(cfg config.ClassConfig) fq.Params {
 	}.Resolve()
 }
 
-// peakBurst is the size of a class's peak bucket: two full-size packets
-// at the default MTU, like tbf's mtu parameter. A larger packet (a GSO
-// super-packet) still passes: its grab leaves a deficiency that clears at
-// the peak rate, which is the pacing the peak rate asks for.
-func peakBurst(config.ClassConfig) uint64 { return 2 * config.DefaultMTU }
+// peakBurst is the size of a class's peak bucket (config.DefaultPeakBurst
+// of its peak and its link's MTU). A larger packet (a GSO super-packet)
+// still passes: its grab (or, policed, a claim from a full bucket)
+// leaves a deficiency that clears at the peak rate, which is the pacing
+// the peak rate asks for.
+func peakBurst(cfg config.ClassConfig) uint64 {
+	if cfg.PeakBurst == 0 { // a config that did not go through SetDefaults
+		return config.DefaultPeakBurst(cfg.Peak, config.DefaultMTU)
+	}
+	return cfg.PeakBurst
+}
 
 // The config package names the settings and the data path's packages run
 // them; these turn the one into the other. The enumerations have the same

@@ -164,8 +164,8 @@ func TestControlStatusPer(t *testing.T) {
 			Overrides: []control.PerOverride{{Match: "198.18.0.10/32", Rate: "8mbit", Burst: "10000b"}}}},
 		{"egress", "nets", &control.Per{Key: "src/24", Rate: "5mbit", Burst: "6250b", Peak: "10mbit", Mode: "shape", Keys: 1024, Idle: "30s"}},
 		{"egress", "bulk", nil},
-		{"ingress", "pol", &control.Per{Key: "flow", Rate: "1mbit", Burst: "3000b", Mode: "police", Keys: 65536, Idle: "1m0s"}},
-		{"ingress", "default", &control.Per{Key: "dst", Rate: "1mbit", Burst: "3000b", Mode: "police", Keys: 65536, Idle: "1m0s"}},
+		{"ingress", "pol", &control.Per{Key: "flow", Rate: "1mbit", Burst: "125000b", Mode: "police", Keys: 65536, Idle: "1m0s"}},
+		{"ingress", "default", &control.Per{Key: "dst", Rate: "1mbit", Burst: "125000b", Mode: "police", Keys: 65536, Idle: "1m0s"}},
 	} {
 		cl, err := c.Class(ctx, tc.dir, tc.class)
 		if err != nil {
@@ -215,7 +215,7 @@ func TestControlSetPer(t *testing.T) {
 	if _, err := c.Set(ctx, "egress", "clients", control.SetRequest{Rate: "30mbit", PerBurst: "16kb", PerPeak: "6mbit", PerKeys: 100, PerIdle: "5m"}); err != nil {
 		t.Fatal(err)
 	}
-	want := config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 375_000, Burst: 16 << 10, Peak: 750_000,
+	want := config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 375_000, Burst: 16 << 10, Peak: 750_000, PeakBurst: 3000,
 		Keys: 100, Idle: 5 * time.Minute, Overrides: []config.PerOverride{{Match: netip.MustParsePrefix("198.18.0.10/32"), Rate: 1_000_000, Burst: 10_000}}}
 	if p := linkPer("egress", "clients"); !reflect.DeepEqual(*p, want) {
 		t.Errorf("link runs per %+v, want %+v", *p, want)
