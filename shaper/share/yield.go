@@ -1,6 +1,9 @@
 package share
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // How siblings arbitrate spare between their borrowers: priority,
 // weight (virtual time), and who waits for spare.
@@ -75,10 +78,22 @@ func (x *Node) yield(now int64) time.Duration {
 // that siblings of a worse priority leave it to them.
 func (n *Node) block(x *Node, t int64) {
 	for y := n; y != nil; y = y.Parent {
-		if b := y.Class.blockedUntil.Load(); b < t {
-			y.Class.blockedUntil.Store(t)
-		}
+		raiseTo(&y.Class.blockedUntil, t)
 		if y == x {
+			return
+		}
+	}
+}
+
+// raiseTo raises the deadline a to t, unless it is as late already: of
+// the deadlines workers mark at once, the latest stands (a Load and then
+// a Store would let a worker that loaded before another stored put an
+// earlier deadline back). A deadline already as late costs one load,
+// the common case (every packet of a batch has the batch's now).
+func raiseTo(a *atomic.Int64, t int64) {
+	for {
+		v := a.Load()
+		if v >= t || a.CompareAndSwap(v, t) {
 			return
 		}
 	}
