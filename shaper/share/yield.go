@@ -65,7 +65,7 @@ func (x *Node) yield(now int64) time.Duration {
 		// Borrowing again after a pause: at most two slacks behind the
 		// others, as a flow back in DRR gets a quantum, not the credit
 		// of the whole pause.
-		c.vt.Store(floor)
+		raiseVT(&c.vt, floor)
 		return 0
 	}
 	if int64(my-least) <= int64(slack) {
@@ -94,6 +94,20 @@ func raiseTo(a *atomic.Int64, t int64) {
 	for {
 		v := a.Load()
 		if v >= t || a.CompareAndSwap(v, t) {
+			return
+		}
+	}
+}
+
+// raiseVT raises the virtual time vt to floor if it is below it (in
+// wrapping order), and else leaves it. An Add of another worker's that
+// lands meanwhile is never lost: either it takes vt to floor or beyond,
+// and vt stays there, or vt still ends at floor, as if the Add had come
+// first.
+func raiseVT(vt *atomic.Uint64, floor uint64) {
+	for {
+		v := vt.Load()
+		if int64(floor-v) <= 0 || vt.CompareAndSwap(v, floor) {
 			return
 		}
 	}

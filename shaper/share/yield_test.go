@@ -138,3 +138,68 @@ func TestDeadlinesKeepLatest(t *testing.T) {
 		}
 	}
 }
+
+// TestRaiseVT steps raiseVT through a table, across the wrap of the
+// virtual time: it only ever moves vt up to the floor.
+func TestRaiseVT(t *testing.T) {
+	var vt atomic.Uint64
+	for i, s := range []struct{ start, floor, want uint64 }{
+		{start: 0, floor: 10, want: 10},
+		{start: 10, floor: 5, want: 10}, // above the floor: kept
+		{start: 10, floor: 10, want: 10},
+		{start: math.MaxUint64 - 5, floor: 3, want: 3}, // 3 is 9 past it
+		{start: 3, floor: math.MaxUint64 - 5, want: 3}, // 9 before it
+	} {
+		vt.Store(s.start)
+		raiseVT(&vt, s.floor)
+		if got := vt.Load(); got != s.want {
+			t.Fatalf("step %d: raiseVT from %d to %d: got %d, want %d", i, s.start, s.floor, got, s.want)
+		}
+	}
+}
+
+// TestYieldFloorKeepsAdds: while workers add what a borrower's packets
+// borrowed to its virtual time (borrowed), another raises it to its floor
+// as it comes back after a pause (yield), a floor just above it: no add
+// is lost, and vt ends at the sum of the adds plus at most what the
+// floors raised it. Regression: yield stored the floor over the vt it had
+// loaded, and an add that landed between went missing. Run with -race
+// too.
+func TestYieldFloorKeepsAdds(t *testing.T) {
+	tr := &Tree{}
+	x := tr.Add(nil, &Class{}, 0, 1, true)
+	y := tr.Add(nil, &Class{}, 0, 1, true)
+	y.Class.activeUntil.Store(math.MaxInt64) // the least served active sibling
+	const adders, cost = 2, 1500
+	slack := uint64(slackPackets * vtScale) // x's weight is 1
+	var lost atomic.Uint64                  // the first add found undone (vt before it); 0: none
+	var floors, adds atomic.Uint64
+	racing(adders+1, func(w int, d int64) bool {
+		if w == adders { // the yielder
+			// x back after a pause (d ns apart: over activeFor), with y
+			// a unit more than two slacks ahead: x's floor is its vt + 1.
+			y.Class.vt.Store(x.Class.vt.Load() + 2*slack + 1)
+			x.yield(d * int64(2*activeFor))
+			floors.Add(1)
+			return lost.Load() == 0
+		}
+		before := x.Class.vt.Load()
+		x.borrowed(x, cost)
+		adds.Add(1)
+		if x.Class.vt.Load()-before < cost*vtScale {
+			lost.CompareAndSwap(0, before+1)
+			return false
+		}
+		return true
+	})
+	if v := lost.Load(); v != 0 {
+		t.Fatalf("an add to vt %d was undone by a floor", v-1)
+	}
+	added := adds.Load() * cost * vtScale
+	if got := x.Class.vt.Load(); got < added || got > added+floors.Load() {
+		t.Errorf("vt %d after %d adds of %d and %d floors of at most 1, want %d to %d", got, adds.Load(), cost*vtScale, floors.Load(), added, added+floors.Load())
+	}
+	if floors.Load() == 0 || adds.Load() == 0 {
+		t.Errorf("%d floors, %d adds: the test raced nothing", floors.Load(), adds.Load())
+	}
+}
