@@ -44,7 +44,7 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 	}
 	ok, short, wait := n.take(Own, cost, now)
 	if ok {
-		c.blockedUntil.Store(0)
+		c.blockedUntil.Store(0) // clears (see Class)
 		for y := n; y != nil; y = y.Parent {
 			if y.overcommitted && y.Class.withinUntil.Load() != 0 {
 				y.Class.withinUntil.Store(0)

@@ -15,7 +15,7 @@ func (n *Node) borrowed(x *Node, cost uint64) {
 		c := y.Class
 		c.borrowed.Add(cost)
 		c.vt.Add(cost * vtScale / y.Weight)
-		c.blockedUntil.Store(0)
+		c.blockedUntil.Store(0) // a clear (see Class)
 		if y == x {
 			return
 		}
@@ -29,7 +29,9 @@ func (n *Node) borrowed(x *Node, cost uint64) {
 func (x *Node) yield(now int64) time.Duration {
 	c := x.Class
 	wasActive := c.activeUntil.Load() > now
-	c.activeUntil.Store(now + int64(activeFor))
+	// Raised, not stored: a worker whose batch began earlier (an older
+	// now) must not shorten the mark of another's later packet.
+	raiseTo(&c.activeUntil, now+int64(activeFor))
 	sibs := x.siblings()
 	if len(sibs) == 1 {
 		return 0

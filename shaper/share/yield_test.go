@@ -91,8 +91,8 @@ func TestRaiseToConcurrent(t *testing.T) {
 
 // TestDeadlinesKeepLatest: workers mark a class and its ancestors as
 // blocked (block) and as waiting within their rates (waitWithin, the
-// tree's mark too) at once, each with deadlines of its own: the latest
-// stands at every level. Regression: each mark was raised with a Load
+// tree's mark too), and the class as an active borrower (yield), at once,
+// each with deadlines of its own: the latest stands at every level. Regression: each mark was raised with a Load
 // then a Store, so that a worker could put back an earlier deadline over
 // one another worker had just set. Run with -race too.
 func TestDeadlinesKeepLatest(t *testing.T) {
@@ -106,13 +106,14 @@ func TestDeadlinesKeepLatest(t *testing.T) {
 	}{
 		{"leaf blocked", &leaf.Class.blockedUntil}, {"mid blocked", &mid.Class.blockedUntil}, {"top blocked", &top.Class.blockedUntil},
 		{"leaf within", &leaf.Class.withinUntil}, {"mid within", &mid.Class.withinUntil}, {"top within", &top.Class.withinUntil},
-		{"tree within", &tr.withinUntil},
+		{"tree within", &tr.withinUntil}, {"leaf active", &leaf.Class.activeUntil},
 	}
 	var mu sync.Mutex
 	lowered := map[string]int64{} // the first mark found undone, by mark
 	latest := racing(4, func(_ int, d int64) bool {
 		leaf.block(top, d)
 		leaf.waitWithin(Root, d)
+		leaf.yield(d - int64(activeFor))
 		ok := true
 		for _, m := range marks {
 			if m.a.Load() < d {
