@@ -83,3 +83,32 @@ func batches(b *testing.B, decide func(now int64)) {
 		decide(now)
 	}
 }
+
+// BenchmarkBorrow measures the decision for a packet over its leaf's rate,
+// for two borrowing siblings of one priority and weight that take turns
+// (each marks itself active, compares its virtual time with the other's
+// and, let go, adds to it). lent: the root's spare lends every packet;
+// blocked: the spare is empty, and every packet marks its class as
+// waiting for it (Node.block). The clock moves once per 32 packets.
+func BenchmarkBorrow(b *testing.B) {
+	for _, name := range []string{"lent", "blocked"} {
+		b.Run(name, func(b *testing.B) {
+			t := &Tree{Root: bucket.New(1<<40, 1<<30, bucket.WithStart(0))}
+			if name == "blocked" {
+				t.Root = bucket.New(1000, 3000, bucket.WithStart(0))
+			}
+			t.Spare = t.Root
+			var leaves [2]*Node
+			for i := range leaves {
+				c := &Class{Rate: bucket.New(100, 1500, bucket.WithStart(0)), Ceil: bucket.New(1<<40, 1<<30, bucket.WithStart(0))}
+				leaves[i] = t.Add(nil, c, 4, 1, true)
+			}
+			t.Finish()
+			i := 0
+			batches(b, func(now int64) {
+				leaves[i&1].Try(1500, now, nil)
+				i++
+			})
+		})
+	}
+}

@@ -80,6 +80,13 @@ type Class struct {
 	// the root's cap); set only in an overcommitted sibling set (see
 	// Node.overcommitted).
 	withinUntil atomic.Int64
+	// Workers on other CPUs write these at once, never with a Store of
+	// a value made from a Load (another worker's write between would be
+	// undone): a deadline (the three *Until) is raised with raiseTo, so
+	// that the latest stands, and vt moves by Add, or up to a floor with
+	// raiseVT. Ending a deadline is a Store(0), with or without a
+	// Load != 0 before it: a mark another worker set just before ends as
+	// any mark before a clear does, and one set just after stands.
 }
 
 // Borrowed returns the bytes the class sent beyond its rate: borrowed from
@@ -289,7 +296,7 @@ func (n *Node) Try(cost uint64, now int64, cache *Cache) (Lender, time.Duration)
 	ok, short, wait := n.takeOwn(cost, now, cache)
 	if ok {
 		if c := n.Class; c.blockedUntil.Load() != 0 {
-			c.blockedUntil.Store(0)
+			c.blockedUntil.Store(0) // a clear (see Class)
 		}
 		return Own, 0
 	}

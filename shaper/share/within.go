@@ -44,7 +44,7 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 	}
 	ok, short, wait := n.take(Own, cost, now)
 	if ok {
-		c.blockedUntil.Store(0)
+		c.blockedUntil.Store(0) // clears (see Class)
 		for y := n; y != nil; y = y.Parent {
 			if y.overcommitted && y.Class.withinUntil.Load() != 0 {
 				y.Class.withinUntil.Store(0)
@@ -71,14 +71,10 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 func (n *Node) waitWithin(level Lender, t int64) {
 	l := Lender(0)
 	for y := n; y != nil && l < level; y = y.Parent {
-		if y.Class.withinUntil.Load() < t {
-			y.Class.withinUntil.Store(t)
-		}
+		raiseTo(&y.Class.withinUntil, t)
 		l++
 	}
-	if n.tree.withinUntil.Load() < t {
-		n.tree.withinUntil.Store(t)
-	}
+	raiseTo(&n.tree.withinUntil, t)
 }
 
 // yieldToWithin returns how long a borrower n waits for a class that

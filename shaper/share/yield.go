@@ -1,6 +1,9 @@
 package share
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // How siblings arbitrate spare between their borrowers: priority,
 // weight (virtual time), and who waits for spare.
@@ -12,7 +15,7 @@ func (n *Node) borrowed(x *Node, cost uint64) {
 		c := y.Class
 		c.borrowed.Add(cost)
 		c.vt.Add(cost * vtScale / y.Weight)
-		c.blockedUntil.Store(0)
+		c.blockedUntil.Store(0) // a clear (see Class)
 		if y == x {
 			return
 		}
@@ -26,7 +29,9 @@ func (n *Node) borrowed(x *Node, cost uint64) {
 func (x *Node) yield(now int64) time.Duration {
 	c := x.Class
 	wasActive := c.activeUntil.Load() > now
-	c.activeUntil.Store(now + int64(activeFor))
+	// Raised, not stored: a worker whose batch began earlier (an older
+	// now) must not shorten the mark of another's later packet.
+	raiseTo(&c.activeUntil, now+int64(activeFor))
 	sibs := x.siblings()
 	if len(sibs) == 1 {
 		return 0
@@ -62,7 +67,7 @@ func (x *Node) yield(now int64) time.Duration {
 		// Borrowing again after a pause: at most two slacks behind the
 		// others, as a flow back in DRR gets a quantum, not the credit
 		// of the whole pause.
-		c.vt.Store(floor)
+		raiseVT(&c.vt, floor)
 		return 0
 	}
 	if int64(my-least) <= int64(slack) {
@@ -75,10 +80,36 @@ func (x *Node) yield(now int64) time.Duration {
 // that siblings of a worse priority leave it to them.
 func (n *Node) block(x *Node, t int64) {
 	for y := n; y != nil; y = y.Parent {
-		if b := y.Class.blockedUntil.Load(); b < t {
-			y.Class.blockedUntil.Store(t)
-		}
+		raiseTo(&y.Class.blockedUntil, t)
 		if y == x {
+			return
+		}
+	}
+}
+
+// raiseTo raises the deadline a to t, unless it is as late already: of
+// the deadlines workers mark at once, the latest stands (a Load and then
+// a Store would let a worker that loaded before another stored put an
+// earlier deadline back). A deadline already as late costs one load,
+// the common case (every packet of a batch has the batch's now).
+func raiseTo(a *atomic.Int64, t int64) {
+	for {
+		v := a.Load()
+		if v >= t || a.CompareAndSwap(v, t) {
+			return
+		}
+	}
+}
+
+// raiseVT raises the virtual time vt to floor if it is below it (in
+// wrapping order), and else leaves it. An Add of another worker's that
+// lands meanwhile is never lost: either it takes vt to floor or beyond,
+// and vt stays there, or vt still ends at floor, as if the Add had come
+// first.
+func raiseVT(vt *atomic.Uint64, floor uint64) {
+	for {
+		v := vt.Load()
+		if int64(floor-v) <= 0 || vt.CompareAndSwap(v, floor) {
 			return
 		}
 	}

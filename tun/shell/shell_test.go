@@ -188,6 +188,30 @@ func TestEnviron(t *testing.T) {
 	}
 }
 
+// listenUDPTCP listens for UDP and for TCP on one free port of 127.0.0.1,
+// as an upstream DNS server does: a port the kernel picks free for UDP
+// may be taken for TCP, so it tries other ports until one is free for
+// both.
+func listenUDPTCP(t *testing.T) (net.PacketConn, net.Listener) {
+	t.Helper()
+	var errs []error
+	for range 20 {
+		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := udp.LocalAddr().(*net.UDPAddr).Port
+		tcp, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			return udp, tcp
+		}
+		udp.Close()
+		errs = append(errs, err)
+	}
+	t.Fatalf("no port of 127.0.0.1 free for both UDP and TCP in 20 tries: %v", errs)
+	return nil, nil
+}
+
 // TestForwarder relays a UDP query and a TCP exchange to the second of two
 // upstreams (the first does not answer), all on 127.0.0.1.
 func TestForwarder(t *testing.T) {
@@ -196,16 +220,8 @@ func TestForwarder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dead.Close()
-	upUDP, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	upUDP, upTCP := listenUDPTCP(t)
 	defer upUDP.Close()
-	port := upUDP.LocalAddr().(*net.UDPAddr).Port
-	upTCP, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Skipf("port %d taken for TCP: %v", port, err)
-	}
 	defer upTCP.Close()
 	// The upstream answers with the query's ID and "answer".
 	go func() {

@@ -14,7 +14,7 @@ func RequireCommand(t testing.TB, name, hint string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		skipOrFail(t, "needs "+name+" ("+hint+"): "+err.Error())
+		SkipOrFail(t, "needs "+name+" ("+hint+"): "+err.Error())
 	}
 	return path
 }

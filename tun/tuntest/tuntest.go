@@ -2,7 +2,8 @@
 //
 //   - Fake, an in-memory tun.Device for tests without a kernel or root;
 //   - RequirePrivileges, RequireIperf3 and RequireCommand (skip, or fail
-//     when CI=true);
+//     when CI=true), and SkipOrFail, that rule for anything else a test
+//     finds the machine lacks;
 //   - NewNetns (throw-away namespaces), RunIn (run Go code inside one),
 //     LinkStats (interface counters), DeleteNetns and PidsIn;
 //   - NewPair, the two-namespace topology joined by two TUN devices;
@@ -23,7 +24,20 @@ package tuntest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"os"
+	"testing"
 )
+
+// SkipOrFail skips t with msg, what the machine lacks for it; with the
+// environment variable CI=true it fails t instead: in CI a test that
+// cannot run is a failure, not a skip.
+func SkipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: cannot skip: %s", msg)
+	}
+	t.Skip(msg)
+}
 
 // RandomName returns prefix followed by 6 random hex digits, e.g.
 // "pt3fa09c". Keep prefix at most 9 bytes so the result fits an interface

@@ -1,4 +1,4 @@
-package uring
+package uring_test
 
 import (
 	"errors"
@@ -7,18 +7,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+	"github.com/pacer-dev/pacer/tun/uring"
 )
 
 // newRing sets up a ring for a test, locked to the test's thread.
-func newRing(t *testing.T, singleIssuer bool) *Ring {
+func newRing(t *testing.T, singleIssuer bool) *uring.Ring {
 	t.Helper()
 	if singleIssuer {
 		runtime.LockOSThread()
 		t.Cleanup(runtime.UnlockOSThread)
 	}
-	r, err := New(16, singleIssuer)
-	if errors.Is(err, ErrUnsupported) {
-		t.Skipf("no io_uring here: %v", err)
+	r, err := uring.New(16, singleIssuer)
+	if errors.Is(err, uring.ErrUnsupported) {
+		tuntest.SkipOrFail(t, "no io_uring here: "+err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -39,11 +42,11 @@ func pipe(t *testing.T) (rd, wr int) {
 
 // newBufRing registers a buffer ring of four 8-byte buffers as group,
 // with ids firstID to firstID+3, published; it returns the buffers.
-func newBufRing(t *testing.T, r *Ring, group, firstID uint16) [][]byte {
+func newBufRing(t *testing.T, r *uring.Ring, group, firstID uint16) [][]byte {
 	t.Helper()
 	br, err := r.NewBufRing(4, group)
 	if errors.Is(err, unix.EINVAL) {
-		t.Skipf("no buffer rings: %v", err)
+		tuntest.SkipOrFail(t, "no buffer rings: "+err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +62,8 @@ func newBufRing(t *testing.T, r *Ring, group, firstID uint16) [][]byte {
 }
 
 // reap takes every completion there is.
-func reap(r *Ring) []CQE {
-	var out []CQE
+func reap(r *uring.Ring) []uring.CQE {
+	var out []uring.CQE
 	for {
 		c, ok := r.Peek()
 		if !ok {
@@ -129,7 +132,7 @@ func TestReadMultishot(t *testing.T) {
 	rd, wr := pipe(t)
 	bufs := newBufRing(t, r, 3, 10)
 	r.PrepReadMultishot(rd, 3, 99)
-	var got []CQE
+	var got []uring.CQE
 	for i, msg := range []string{"one", "two", "three"} {
 		if _, err := unix.Write(wr, []byte(msg)); err != nil {
 			t.Fatal(err)
