@@ -189,9 +189,14 @@ demo: build deps
 #                                               there is none: a user's file
 #                                               is never overwritten (its
 #                                               trace paths point to DATADIR)
-#   $(DATADIR)/pacer/                          example.yaml, traces/,
+#   $(DATADIR)/pacer/                          example.yaml, traces/ (with
+#                                               the Mahimahi trace's licence,
+#                                               LICENSE.mahimahi),
 #                                               prometheus.yml, grafana-dashboard.json
-#   $(DOCDIR)/                                 README.md and docs/*.md
+#   $(DOCDIR)/                                 README.md, docs/*.md, LICENSE
+#                                               (Apache-2.0) and NOTICE (the
+#                                               third-party works and their
+#                                               licences)
 #   $(BASHCOMPDIR)/pacerctl, $(ZSHCOMPDIR)/_pacerctl   shell completion
 # It installs what `make build` built (run that first as yourself, then
 # `sudo make install`). uninstall removes exactly these files and pacer's
@@ -209,7 +214,7 @@ ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
 INSTALL     ?= install
 
 TRACES := $(wildcard configs/traces/*)
-DOCS   := README.md $(wildcard docs/*.md)
+DOCS   := README.md LICENSE NOTICE $(wildcard docs/*.md)
 SHARED := configs/prometheus.yml configs/grafana-dashboard.json
 
 # The binaries, if `make build` has not made them yet.
@@ -264,7 +269,8 @@ uninstall:
 # deb and rpm build the packages into dist/ from a staging install
 # (PREFIX=/usr, the unit in /usr/lib/systemd/system) with nfpm, a Go
 # program of its own module (tools/nfpm: pacerd does not link it);
-# packaging/scripts holds the maintainer scripts. ARCH picks the
+# packaging/scripts holds the maintainer scripts; packaging/copyright
+# becomes the .deb's /usr/share/doc/pacer/copyright. ARCH picks the
 # architecture (amd64, arm64). No dpkg-dev or rpmbuild needed.
 ARCH  ?= $(shell $(GO) env GOARCH)
 DIST  ?= dist
@@ -272,7 +278,7 @@ STAGE  = $(DIST)/stage-$(ARCH)
 
 NFPM   = $(DIST)/tools/nfpm
 PACKAGE = $(abspath $(NFPM)) -arch $(ARCH) -version $(VERSION) -stage $(abspath $(STAGE)) \
-	-scripts $(abspath packaging/scripts) -out $(abspath $(DIST))
+	-scripts $(abspath packaging/scripts) -copyright $(abspath packaging/copyright) -out $(abspath $(DIST))
 
 deb: stage $(NFPM)
 	$(PACKAGE) -format deb
@@ -285,7 +291,8 @@ rpm: stage $(NFPM)
 tar: stage $(NFPM)
 	$(PACKAGE) -format tar
 
-$(NFPM):
+# Rebuilt when its source changes: an older one may lack a flag PACKAGE passes.
+$(NFPM): tools/nfpm/main.go tools/nfpm/go.mod tools/nfpm/go.sum
 	cd tools/nfpm && $(GO) build -o $(abspath $(NFPM)) .
 
 .PHONY: stage

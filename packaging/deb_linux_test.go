@@ -73,6 +73,8 @@ func TestDebPackage(t *testing.T) {
 		"/usr/bin/pacerd", "/usr/bin/pacerctl", "/usr/lib/systemd/system/pacerd.service",
 		"/etc/pacer/pacer.yaml", "/usr/share/pacer/example.yaml", "/usr/share/pacer/traces/step-12mbit-3mbit.trace",
 		"/usr/share/doc/pacer/README.md", "/usr/share/bash-completion/completions/pacerctl",
+		"/usr/share/doc/pacer/LICENSE", "/usr/share/doc/pacer/NOTICE", "/usr/share/doc/pacer/copyright",
+		"/usr/share/pacer/traces/tmobile-lte-short.down", "/usr/share/pacer/traces/LICENSE.mahimahi",
 		"/usr/share/zsh/vendor-completions/_pacerctl",
 	} {
 		if !slices.Contains(contents, f) {
@@ -104,6 +106,9 @@ func TestDebPackage(t *testing.T) {
 
 	// Install: systemd is told, nothing is enabled or started.
 	dpkg("-i", deb)
+	if got, want := readFile(t, filepath.Join(root, "usr/share/doc/pacer/copyright")), readFile(t, filepath.Join(repoRoot, "packaging/copyright")); got != want {
+		t.Error("the installed /usr/share/doc/pacer/copyright is not packaging/copyright")
+	}
 	if got, want := systemctlCalls(), []string{"--system_daemon-reload"}; !slices.Equal(got, want) {
 		t.Errorf("postinst ran systemctl %q, want only %q (never enable or start)", got, want)
 	}

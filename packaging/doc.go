@@ -7,5 +7,7 @@
 //
 // The tests build binaries and packages, so -short skips them; the one
 // that installs the .deb needs root (and fails instead of skipping under
-// CI=true).
+// CI=true). Two quick checks of the repository run with -short too:
+// TestNoLargeTrackedFiles (no tracked file over 1 MB) and TestNotice
+// (NOTICE lists every third-party work pacer ships, with its licence).
 package packaging

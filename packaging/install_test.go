@@ -28,7 +28,9 @@ func TestMakeInstallUninstall(t *testing.T) {
 			"usr/local/share/pacer/example.yaml", "usr/local/share/pacer/prometheus.yml",
 			"usr/local/share/pacer/grafana-dashboard.json",
 			"usr/local/share/pacer/traces/step-12mbit-3mbit.trace",
+			"usr/local/share/pacer/traces/tmobile-lte-short.down", "usr/local/share/pacer/traces/LICENSE.mahimahi",
 			"usr/local/share/doc/pacer/README.md", "usr/local/share/doc/pacer/operations.md",
+			"usr/local/share/doc/pacer/LICENSE", "usr/local/share/doc/pacer/NOTICE",
 			"usr/local/share/bash-completion/completions/pacerctl",
 			"usr/local/share/zsh/site-functions/_pacerctl",
 		} {

@@ -55,6 +55,9 @@ func TestMakeRelease(t *testing.T) {
 		if strings.HasSuffix(name, ".rpm") && !bytes.HasPrefix(b, []byte{0xed, 0xab, 0xee, 0xdb}) {
 			t.Errorf("%s: no RPM lead", name)
 		}
+		if strings.HasSuffix(name, ".rpm") && !bytes.Contains(b, []byte(rpmLicense+"\x00")) {
+			t.Errorf("%s: no License tag %q", name, rpmLicense)
+		}
 	}
 
 	// amd64: runs here.
@@ -67,7 +70,8 @@ func TestMakeRelease(t *testing.T) {
 			t.Errorf("%s -version from the amd64 archive: %q, %v", prog, out, err)
 		}
 	}
-	for _, f := range []string{"etc/pacer/pacer.yaml", "usr/lib/systemd/system/pacerd.service", "usr/share/doc/pacer/README.md"} {
+	for _, f := range []string{"etc/pacer/pacer.yaml", "usr/lib/systemd/system/pacerd.service", "usr/share/doc/pacer/README.md",
+		"usr/share/doc/pacer/LICENSE", "usr/share/doc/pacer/NOTICE", "usr/share/pacer/traces/LICENSE.mahimahi"} {
 		if _, err := os.Stat(filepath.Join(top, f)); err != nil {
 			t.Errorf("the amd64 archive lacks %s", f)
 		}
@@ -100,6 +104,9 @@ func TestMakeRelease(t *testing.T) {
 		t.Errorf("a second make release differs:\n%s\nthen\n%s", sums, got)
 	}
 }
+
+// rpmLicense is the .rpm's License tag (tools/nfpm's license).
+const rpmLicense = "Apache-2.0 AND BSD-2-Clause AND BSD-3-Clause AND MIT AND GPL-3.0-or-later"
 
 // checkStaticELF fails t unless name is an ELF executable for machine
 // without an interpreter or a dynamic section (statically linked).

@@ -8,7 +8,9 @@
 //	go run . -format deb -arch amd64 -version v1.2.3 -stage STAGE -scripts ../../packaging/scripts -out DIST
 //
 // Files under /etc become conffiles (config|noreplace): an upgrade keeps a
-// changed file, remove keeps it, purge removes it. The packages declare no
+// changed file, remove keeps it, purge removes it. The .deb also gets
+// -copyright as /usr/share/doc/pacer/copyright (Debian's place for it);
+// in the .rpm the doc directory's LICENSE and NOTICE are %license files. The packages declare no
 // Depends (pacerd and pacerctl are static and talk netlink themselves, they
 // run no nft or ip) and Recommend nftables and iproute2, the tools to look
 // at what gateway mode and pacerd shell set up and to create named
@@ -59,6 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	scripts := fs.String("scripts", "", "`directory` of the maintainer scripts (postinst, prerm, postrm; rpm-post, rpm-preun, rpm-postun)")
 	out := fs.String("out", ".", "output `directory`")
 	mtime := fs.Int64("mtime", 0, "the files' modification time, Unix seconds (0: $SOURCE_DATE_EPOCH, else now)")
+	copyright := fs.String("copyright", "", "`file` the .deb installs as "+debCopyright+" (Debian's copyright file)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -66,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nfpm: -stage and -version are required, and no arguments")
 		return exitUsage
 	}
-	p := pkg{format: *format, arch: *arch, version: *version, stage: *stage, scripts: *scripts, mtime: modTime(*mtime)}
+	p := pkg{format: *format, arch: *arch, version: *version, stage: *stage, scripts: *scripts, copyright: *copyright, mtime: modTime(*mtime)}
 	name, err := p.write(*out)
 	if err != nil {
 		fmt.Fprintf(stderr, "nfpm: %v\n", err)
@@ -91,8 +94,22 @@ func modTime(sec int64) time.Time {
 type pkg struct {
 	format, arch, version string
 	stage, scripts        string
+	copyright             string // the .deb's copyright file, if any
 	mtime                 time.Time
 }
+
+// Where pacer's documentation is installed, and the .deb's copyright
+// file in it.
+const (
+	docDir       = "/usr/share/doc/pacer"
+	debCopyright = docDir + "/copyright"
+)
+
+// license is the packages' licence (the .rpm's License tag), as SPDX: pacer's
+// own (Apache-2.0), with what the binaries link and embed (BSD-2-Clause,
+// BSD-3-Clause, MIT) and the Mahimahi trace in /usr/share/pacer/traces
+// (GPL-3.0-or-later); NOTICE lists each.
+const license = "Apache-2.0 AND BSD-2-Clause AND BSD-3-Clause AND MIT AND GPL-3.0-or-later"
 
 // write writes the package into dir and returns its path.
 func (p pkg) write(dir string) (string, error) {
@@ -149,6 +166,7 @@ func (p pkg) info(v string) (*nfpm.Info, error) {
 		Priority:      "optional",
 		Maintainer:    "pacer developers <pacer-dev@users.noreply.github.com>",
 		Homepage:      "https://github.com/pacer-dev/pacer",
+		License:       license,
 		Description: "userspace traffic shaper for Linux\n" +
 			"pacerd shapes the traffic between two TUN devices by classes (rates, bursts,\n" +
 			"fair queueing, per-key limits, link emulation), between namespaces, in front\n" +
@@ -199,8 +217,11 @@ func (p pkg) contents() (files.Contents, error) {
 		case d.Type().IsRegular():
 			c := &files.Content{Source: name, Destination: dst,
 				FileInfo: &files.ContentFileInfo{Mode: fi.Mode().Perm(), MTime: p.mtime}}
-			if strings.HasPrefix(dst, "/etc/") {
+			switch {
+			case strings.HasPrefix(dst, "/etc/"):
 				c.Type = files.TypeConfigNoReplace
+			case p.format == "rpm" && (dst == docDir+"/LICENSE" || dst == docDir+"/NOTICE"):
+				c.Type = files.TypeRPMLicense
 			}
 			cs = append(cs, c)
 		default:
@@ -213,6 +234,17 @@ func (p pkg) contents() (files.Contents, error) {
 	}
 	if !slices.ContainsFunc(cs, func(c *files.Content) bool { return c.Type == files.TypeConfigNoReplace }) {
 		return nil, errors.New("stage: no config file under /etc")
+	}
+	if p.format == "deb" && p.copyright != "" {
+		if slices.ContainsFunc(cs, func(c *files.Content) bool { return c.Destination == debCopyright }) {
+			return nil, fmt.Errorf("stage: has %s already", debCopyright)
+		}
+		if _, err := os.Stat(p.copyright); err != nil {
+			return nil, fmt.Errorf("copyright: %w", err)
+		}
+		cs = append(cs, &files.Content{Source: p.copyright, Destination: debCopyright,
+			FileInfo: &files.ContentFileInfo{Mode: 0o644, MTime: p.mtime}})
+		slices.SortFunc(cs, func(a, b *files.Content) int { return strings.Compare(a.Destination, b.Destination) })
 	}
 	return cs, nil
 }

@@ -116,3 +116,65 @@ func TestTarReproducible(t *testing.T) {
 		t.Errorf("archive entries %q, want %q", names, want)
 	}
 }
+
+// TestContents checks what goes into the .deb and the .rpm beside the
+// stage's files: the .deb gets -copyright as Debian's copyright file, the
+// .rpm marks LICENSE and NOTICE as %license.
+func TestContents(t *testing.T) {
+	stage := t.TempDir()
+	for _, name := range []string{"etc/pacer/pacer.yaml", "usr/bin/pacerd", "usr/share/doc/pacer/LICENSE",
+		"usr/share/doc/pacer/NOTICE", "usr/share/doc/pacer/README.md"} {
+		if err := os.MkdirAll(filepath.Join(stage, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyright := filepath.Join(t.TempDir(), "copyright")
+	if err := os.WriteFile(copyright, []byte("Format: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	types := func(format string) map[string]string {
+		t.Helper()
+		cs, err := pkg{format: format, stage: stage, copyright: copyright}.contents()
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		m := map[string]string{}
+		for i, c := range cs {
+			m[c.Destination] = c.Type
+			if i > 0 && cs[i-1].Destination >= c.Destination {
+				t.Errorf("%s: %s after %s: not sorted", format, c.Destination, cs[i-1].Destination)
+			}
+		}
+		return m
+	}
+	deb := types("deb")
+	if typ, ok := deb[debCopyright]; !ok || typ != "" {
+		t.Errorf("deb: %s %q, %v; want a plain file", debCopyright, typ, ok)
+	}
+	if deb["/etc/pacer/pacer.yaml"] != "config|noreplace" || deb[docDir+"/LICENSE"] != "" {
+		t.Errorf("deb: types %q", deb)
+	}
+	rpm := types("rpm")
+	if _, ok := rpm[debCopyright]; ok {
+		t.Errorf("rpm has %s", debCopyright)
+	}
+	for _, f := range []string{"LICENSE", "NOTICE"} {
+		if typ := rpm[docDir+"/"+f]; typ != "license" {
+			t.Errorf("rpm: %s/%s type %q, want license", docDir, f, typ)
+		}
+	}
+	if typ := rpm[docDir+"/README.md"]; typ != "" {
+		t.Errorf("rpm: README.md type %q, want a plain file", typ)
+	}
+
+	// A stage that has the copyright file already is a mistake.
+	if err := os.WriteFile(filepath.Join(stage, "usr/share/doc/pacer/copyright"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (pkg{format: "deb", stage: stage, copyright: copyright}).contents(); err == nil {
+		t.Error("deb: a stage with its own copyright file: no error")
+	}
+}
