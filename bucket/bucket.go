@@ -470,7 +470,7 @@ func (b *Bucket) refund(n uint64) uint64 {
 
 // WaitFor returns how long until a claim of n tokens conforms at the
 // current rate (TryGrab would take it): until the bucket holds n tokens,
-// or for n above the limit until it is full. 0 if it conforms now (after
+// or for n above the limit until it is half full. 0 if it conforms now (after
 // the last Replenish), else the time the missing tokens take to accrue
 // (DurationFor). A Grab of n now would wait that long, plus the time of
 // n's excess over the limit.
@@ -479,7 +479,7 @@ func (b *Bucket) WaitFor(n uint64) time.Duration {
 	if av >= int64(n) {
 		return 0
 	}
-	need := min(n, b.Limit())
+	need := overLimitNeed(n, n, b.Limit())
 	if av >= int64(need) {
 		return 0
 	}

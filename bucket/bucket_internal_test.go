@@ -176,15 +176,15 @@ func (c *checker) tryGrab(n uint64, dt int64) {
 		}
 		c.tickets = append(c.tickets, s.tail)
 		c.sizes = append(c.sizes, n)
-		// Within the limit it clears at once; above it, it took a full
-		// bucket and owes the rest.
-		over := uint64(max(int64(n)-int64(s.ep.limit), 0))
-		if d := c.b.Deficiency(s.tail); d != over {
-			c.fatalf("TryGrab(%d) true with limit %d: ticket has deficiency %d, want %d", n, s.ep.limit, d, over)
+		// Within the limit it clears at once; above it, it took a
+		// bucket at least half full and owes the rest.
+		d := c.b.Deficiency(s.tail)
+		if n <= s.ep.limit && d != 0 || n > s.ep.limit && d > n-s.ep.limit/2 {
+			c.fatalf("TryGrab(%d) true with limit %d: ticket has deficiency %d", n, s.ep.limit, d)
 		}
 	} else if s.tail != before.tail {
 		c.fatalf("TryGrab false claimed %d tokens", s.tail-before.tail)
-	} else if av := int64(s.head - s.tail); av >= int64(min(n, s.ep.limit)) {
+	} else if av := int64(s.head - s.tail); av >= int64(overLimitNeed(n, n, s.ep.limit)) {
 		c.fatalf("TryGrab(%d) false with %d of %d available", n, av, s.ep.limit)
 	}
 	c.after(before)
@@ -678,46 +678,49 @@ func TestTryGrabLeaving(t *testing.T) {
 }
 
 // TestTryGrabOverLimit: a claim larger than the limit (a GSO super-packet
-// in a small burst) conforms once the bucket is full and leaves a
+// in a small burst) conforms once the bucket is half full and leaves a
 // deficiency that later claims wait behind; WaitFor and TryGrabUpTo
-// agree, and TryGrabLeaving with more to leave than the bucket holds
-// conforms when it is full.
+// agree, and TryGrabLeaving with more to leave than the bucket can hold
+// conforms with min(n, limit/2) in it.
 func TestTryGrabOverLimit(t *testing.T) {
 	forEachStart(t, func(t *testing.T, start uint64) {
 		b := New(1_000_000, 3000, WithThreshold(1), WithRovers(start)) // 1 token/us
-		b.Grab(1)
+		b.Grab(1501)
 		if b.TryGrab(5000, 0) {
-			t.Fatal("TryGrab(5000) with 2999 of 3000 in succeeded")
+			t.Fatal("TryGrab(5000) with 1499 of 3000 in succeeded")
 		}
 		if w := b.WaitFor(5000); w != time.Microsecond {
-			t.Fatalf("WaitFor(5000) with 2999 of 3000 in = %v, want 1us (until full)", w)
+			t.Fatalf("WaitFor(5000) with 1499 of 3000 in = %v, want 1us (until half full)", w)
 		}
 		if !b.TryGrab(5000, int64(time.Microsecond)) {
-			t.Fatal("TryGrab(5000) on a full bucket of 3000 failed")
+			t.Fatal("TryGrab(5000) on a bucket of 3000 holding 1500 failed")
 		}
-		if got := b.Available(); got != -2000 {
-			t.Fatalf("available %d after claiming 5000 of a full 3000, want -2000", got)
+		if got := b.Available(); got != -3500 {
+			t.Fatalf("available %d after claiming 5000 with 1500 in, want -3500", got)
 		}
 		if b.TryGrab(100, int64(time.Microsecond)) {
-			t.Fatal("TryGrab(100) behind a deficiency of 2000 succeeded")
+			t.Fatal("TryGrab(100) behind a deficiency of 3500 succeeded")
 		}
-		if w := b.WaitFor(100); w != 2100*time.Microsecond {
-			t.Fatalf("WaitFor(100) behind a deficiency of 2000 = %v, want 2.1ms", w)
+		if w := b.WaitFor(100); w != 3600*time.Microsecond {
+			t.Fatalf("WaitFor(100) behind a deficiency of 3500 = %v, want 3.6ms", w)
 		}
-		if !b.TryGrab(100, int64(2101*time.Microsecond)) {
+		if !b.TryGrab(100, int64(3601*time.Microsecond)) {
 			t.Fatal("TryGrab(100) once the deficiency cleared failed")
 		}
-		if got := b.TryGrabUpTo(5000, 6000, int64(2101*time.Microsecond)); got != 0 {
+		if got := b.TryGrabUpTo(5000, 6000, int64(3601*time.Microsecond)); got != 0 {
 			t.Fatalf("TryGrabUpTo(5000, 6000) on an empty bucket claimed %d", got)
 		}
 		if got := b.TryGrabUpTo(5000, 6000, int64(5101*time.Microsecond)); got != 5000 {
-			t.Fatalf("TryGrabUpTo(5000, 6000) on a full bucket of 3000 claimed %d, want 5000", got)
+			t.Fatalf("TryGrabUpTo(5000, 6000) on a bucket of 3000 holding 1500 claimed %d, want 5000", got)
 		}
 		if !b.TryGrabLeaving(1000, 2500, int64(15*time.Millisecond)) {
 			t.Fatal("TryGrabLeaving(1000, 2500) on a full bucket of 3000 failed")
 		}
 		if got := b.Available(); got != 2000 {
 			t.Fatalf("available %d after claiming 1000 of a full 3000, want 2000", got)
+		}
+		if b.TryGrabLeaving(2100, 500, int64(15*time.Millisecond)) {
+			t.Fatal("TryGrabLeaving(2100, 500) with 2000 of 3000 in succeeded")
 		}
 	})
 }

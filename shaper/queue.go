@@ -139,6 +139,9 @@ func rankOf(c *Class) uint8 {
 // read; padding keeps two workers' lanes off one cache line.
 type lane struct {
 	held fifo // packets held in a FIFO
+	// aheadPlanned is the planned time of the FIFO's last packet to
+	// leave: the next may not be planned earlier (serviceFIFO).
+	aheadPlanned int64
 	// Fair queueing: the scheduler, the packet it picked whose tokens are
 	// being waited for, and whether the class is on the worker's active
 	// list.
