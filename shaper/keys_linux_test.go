@@ -50,14 +50,14 @@ func newKeyLink(t *testing.T, policy string, srcs []string) *testLink {
 // 3 s returns the rates at which the egress class "keyed" sent for each of
 // keys (its on-wire IP bytes) over bins the hypervisor did not steal from
 // and the class did not stall in that add up to window
-// (tuntest.RatesUnstalled, lateBeyondBurst).
+// (tuntest.RatesJudged, lateness), judging the class's lateness.
 func (tl *testLink) keyRates(t *testing.T, srcs, keys []string, window time.Duration) map[string]float64 {
 	t.Helper()
 	servers := tl.bulkServers(t, len(srcs))
 	defer background(func(ctx context.Context) { tl.bulkFlows(ctx, t, servers, srcs, 3*time.Minute) })() // stopped once measured
 	time.Sleep(3 * time.Second)
 	class := tl.Class(Egress, "keyed")
-	rates := tuntest.RatesUnstalled(t, fmt.Sprintf("keys %v", keys), window, tuntest.BinLimit(window), tuntest.BinSteal, func() ([]uint64, uint64) {
+	rates := tuntest.RatesJudged(t, fmt.Sprintf("keys %v", keys), window, tuntest.BinLimit(window), tuntest.BinSteal, tuntest.SharedStallProbe(t), lateLimits, func() ([]uint64, tuntest.Lateness) {
 		ks, err := tl.Keys(Egress, "keyed")
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func (tl *testLink) keyRates(t *testing.T, srcs, keys []string, window time.Dura
 		for i, k := range keys {
 			out[i] = sent[k]
 		}
-		return out, lateBeyondBurst(class.Counters())
+		return out, lateness(class.Counters())
 	})
 	got := map[string]float64{}
 	for i, k := range keys {

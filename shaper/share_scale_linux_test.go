@@ -86,6 +86,13 @@ func (tl *testLink) udpToPorts(t *testing.T, ports []int, bytesPerSec float64) f
 // under another of the same site, one in the other site): each gets an
 // equal share of its ancestors' spare (HTB's weights default to the
 // rates, equal here) within 2%: 20/2/3, 20/2 and 20 Mbit/s.
+// scaleLateLimits bound the lateness of TestShareScale's tree of 1000
+// leaves, which lets packets go later than the other rate tests: 40-45%
+// of those that waited more than 1 ms late, p99 at most 2.5-5 ms
+// (2026-11-28), in both subtests (five leaves busy of the 1000 too).
+// Noticed, not explained yet: the limits only keep it from growing.
+var scaleLateLimits = tuntest.LateLimits{Over: time.Millisecond, Share: 0.6, P99: 10 * time.Millisecond}
+
 func TestShareScale(t *testing.T) {
 	skipShort(t) // 10,000 packets a second from this process: alone
 	tl := newTestLink(t, false, scaleTree())
@@ -100,7 +107,7 @@ func TestShareScale(t *testing.T) {
 		}
 	}
 	t.Run("all", func(t *testing.T) {
-		rates := tl.classRates(t, 2*time.Second, 6*time.Second, tl.udpToPorts(t, all, 2*5e6), leaves...)
+		rates := tl.classRatesUnder(t, tuntest.BinSteal, scaleLateLimits, 2*time.Second, 6*time.Second, tl.udpToPorts(t, all, 2*5e6), leaves...)
 		var sum float64
 		for _, r := range rates {
 			sum += r
@@ -144,7 +151,7 @@ func TestShareScale(t *testing.T) {
 			}
 			names = append(names, scaleLeaf(a.i, a.j, a.k))
 		}
-		rates := tl.classRates(t, 2*time.Second, 4*time.Second, tl.udpToPorts(t, ports, 1.5*5e6), names...)
+		rates := tl.classRatesUnder(t, tuntest.BinSteal, scaleLateLimits, 2*time.Second, 4*time.Second, tl.udpToPorts(t, ports, 1.5*5e6), names...)
 		for n, a := range active {
 			t.Logf("%s: %.3f Mbit/s, want %.3f", names[n], rates[n]*8/1e6, a.want*8/1e6)
 			if rates[n] < 0.98*a.want || rates[n] > 1.02*a.want {

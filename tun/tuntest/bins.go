@@ -14,8 +14,9 @@ import (
 // of every second, defeats it. RatesUnstolen instead samples counters in
 // short bins and keeps only the bins the hypervisor left alone, so an
 // episode costs time, not the measurement. A pipeline that reports its
-// own stalls (RatesUnstalled) loses the bins of those too: a process
-// kept off its CPU past what its buckets save up, with no steal at all.
+// own lateness (RatesJudged) loses the bins in which it stalled while a
+// stall probe saw the machine stand still too, with or without steal,
+// and has its own lateness judged in the others.
 const (
 	// BinLength is the length of a bin.
 	BinLength = 250 * time.Millisecond
@@ -44,13 +45,15 @@ type binSample struct {
 	at     time.Time
 	counts []uint64
 	stalls uint64
+	late   []uint64 // the pipeline's lateness histogram then (nil: none)
 	cpu    CPUTimes
 	slow   bool
 }
 
 // binRead reads a sample's counters, the time they were read at (zero:
-// unknown, the reader's clock decides) and the pipeline's stall count.
-type binRead func() (counts []uint64, at time.Time, stalls uint64)
+// unknown, the reader's clock decides), the pipeline's stall count and
+// its lateness histogram (nil: none).
+type binRead func() (counts []uint64, at time.Time, stalls uint64, late []uint64)
 
 // binTally is what a run of bins kept.
 type binTally struct {
@@ -60,13 +63,32 @@ type binTally struct {
 	left     int           // of them, left out
 	allBytes []uint64      // per counter, over every bin
 	all      time.Duration
+	// late is the pipeline's lateness histogram over the kept bins (nil:
+	// it reports none), and ownStalls how many kept bins it stalled in
+	// while the machine (the stall probe) did not.
+	late      []uint64
+	ownStalls int
 }
+
+// machineStall reports whether the machine stood still between a and b
+// (a stall probe's view; nil: every stall of the pipeline counts as the
+// machine's).
+type machineStall func(a, b time.Time) bool
+
+// stalledBin reports whether the pipeline stalled in the bin between
+// samples a and b.
+func stalledBin(a, b binSample) bool { return b.stalls != a.stalls }
 
 // badBin reports whether the bin between samples a and b measures the
 // machine rather than the test: CPU time was stolen in it, the pipeline
-// stalled in it, or one of its edges has no precise time.
-func badBin(a, b binSample, maxSteal float64) bool {
-	return a.slow || b.slow || b.stalls != a.stalls || Stolen(a.cpu, b.cpu) > maxSteal
+// stalled in it while the machine did (machine; nil: any stall of the
+// pipeline), or one of its edges has no precise time. A stall of the
+// pipeline may have begun up to a bin before the sample that shows it.
+func badBin(a, b binSample, maxSteal float64, machine machineStall) bool {
+	if a.slow || b.slow || Stolen(a.cpu, b.cpu) > maxSteal {
+		return true
+	}
+	return stalledBin(a, b) && (machine == nil || machine(a.at.Add(-BinLength), b.at))
 }
 
 // tallyBins sums the bins between consecutive samples, leaving out every
@@ -75,16 +97,19 @@ func badBin(a, b binSample, maxSteal float64) bool {
 // steal counter moves in ticks, so a stall's effect reaches a bin beyond
 // the one that shows it. The last bin's later neighbour is unknown: it is
 // not kept (the next sample decides it).
-func tallyBins(s []binSample, maxSteal float64) binTally {
+func tallyBins(s []binSample, maxSteal float64, machine machineStall) binTally {
 	var t binTally
 	if len(s) < 2 {
 		return t
 	}
 	n := len(s[0].counts)
 	t.bytes, t.allBytes = make([]uint64, n), make([]uint64, n)
+	if s[0].late != nil {
+		t.late = make([]uint64, len(s[0].late))
+	}
 	bad := make([]bool, len(s)-1) // bin i is s[i] to s[i+1]
 	for i := range bad {
-		bad[i] = badBin(s[i], s[i+1], maxSteal)
+		bad[i] = badBin(s[i], s[i+1], maxSteal, machine)
 	}
 	for i := 0; i+1 < len(bad); i++ { // the last bin waits for its neighbour
 		t.bins++
@@ -99,6 +124,12 @@ func tallyBins(s []binSample, maxSteal float64) binTally {
 		}
 		for k := range n {
 			t.bytes[k] += s[i+1].counts[k] - s[i].counts[k]
+		}
+		for k := range t.late {
+			t.late[k] += s[i+1].late[k] - s[i].late[k]
+		}
+		if stalledBin(s[i], s[i+1]) {
+			t.ownStalls++
 		}
 		t.kept += d
 	}
@@ -118,21 +149,106 @@ func RatesUnstolen(t testing.TB, what string, want, limit time.Duration, counter
 	return ratesUnstolen(t, what, want, limit, BinSteal, untimed(counters))
 }
 
-// RatesUnstalled is RatesUnstolen (maxSteal: BinSteal, or BinStealBusy
-// above 100 Mbit/s) for a pipeline that counts its own stalls: counters
-// returns, beside the byte counts, a count that grows whenever the
-// pipeline stood still longer than it can make up afterwards (a shaper's
-// packets that went later than their class's burst covers), and a bin in
-// which it grew is left out as a stolen one is. Such stalls need no
-// steal: the machine kept the process off its CPUs (a page fault, the
-// kernel's work, the runtime), and a token bucket lost what it could
-// not save up meanwhile.
-func RatesUnstalled(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters func() (counts []uint64, stalls uint64)) []float64 {
+// Lateness is a pipeline's count of the packets it let go later than it
+// planned to, by how late: Counts[i] of them at most Bounds[i] late, the
+// last (len(Bounds)) later than every bound. Counts only grow.
+type Lateness struct {
+	Bounds []time.Duration
+	Counts []uint64
+}
+
+// stalls returns how many of its packets went later than StallLate.
+func (l Lateness) stalls() uint64 {
+	var n uint64
+	for i := 1; i < len(l.Counts); i++ {
+		if l.Bounds[i-1] >= StallLate {
+			n += l.Counts[i]
+		}
+	}
+	return n
+}
+
+// StallLate is how late a packet must go for its bin to be a stall: a
+// default burst's time (10 ms), past which a class's bucket cannot save
+// up what the stall cost it.
+const StallLate = 10 * time.Millisecond
+
+// LateLimits bound a pipeline's own lateness in the bins a rate test
+// keeps (RatesJudged): of the packets that waited for tokens, at most
+// Share may go more than Over later than planned, and the 99th
+// percentile of their lateness (a histogram bound: the first bound below
+// which 99% of them went) may be at most P99. No packet may go more
+// than StallLate late while the machine did not stall.
+type LateLimits struct {
+	Over  time.Duration
+	Share float64
+	P99   time.Duration
+}
+
+// RatesJudged is RatesUnstolen (maxSteal: BinSteal, or BinStealBusy
+// above 100 Mbit/s) for a pipeline that counts how late it let packets
+// go (a shaper's packets that waited for tokens): counters returns,
+// beside the byte counts, its lateness histogram. A bin in which a
+// packet went more than StallLate late is left out as a stolen one is,
+// if the stall probe saw the machine stand still then (the machine kept
+// the process off its CPUs, with or without steal, and a token bucket
+// lost what it could not save up); otherwise the stall is the
+// pipeline's own and the bin counts. The lateness over the kept bins is
+// then judged against limits: the test fails if the pipeline let
+// packets go later than they allow, or went past StallLate on its own.
+func RatesJudged(t testing.TB, what string, want, limit time.Duration, maxSteal float64, probe *StallProbe, limits LateLimits, counters func() (counts []uint64, late Lateness)) []float64 {
 	t.Helper()
-	return ratesUnstolen(t, what, want, limit, maxSteal, func() ([]uint64, time.Time, uint64) {
-		c, stalls := counters()
-		return c, time.Time{}, stalls
-	})
+	var bounds []time.Duration
+	read := func() ([]uint64, time.Time, uint64, []uint64) {
+		c, l := counters()
+		bounds = l.Bounds
+		return c, time.Time{}, l.stalls(), l.Counts
+	}
+	rates, tally := ratesSampled(t, what, want, limit, maxSteal, probe.StalledBetween, read)
+	judgeLateness(t, what, Lateness{Bounds: bounds, Counts: tally.late}, tally.ownStalls, limits)
+	return rates
+}
+
+// judgeLateness logs a pipeline's lateness over the kept bins and fails
+// t where it passes limits.
+func judgeLateness(t testing.TB, what string, l Lateness, ownStalls int, limits LateLimits) {
+	t.Helper()
+	var total, over uint64
+	for i, n := range l.Counts {
+		total += n
+		if i == len(l.Bounds) || l.Bounds[i] > limits.Over {
+			over += n
+		}
+	}
+	if total == 0 {
+		t.Logf("%s: no packet waited for tokens in the bins kept", what)
+		return
+	}
+	p99 := time.Duration(-1) // beyond every bound
+	var cum uint64
+	for i, n := range l.Counts {
+		cum += n
+		if i < len(l.Bounds) && float64(cum) >= 0.99*float64(total) {
+			p99 = l.Bounds[i]
+			break
+		}
+	}
+	share := float64(over) / float64(total)
+	p99s := "beyond " + l.Bounds[len(l.Bounds)-1].String()
+	if p99 >= 0 {
+		p99s = "<= " + p99.String()
+	}
+	t.Logf("%s: lateness of the %d packets that waited, in the bins kept: %.3f%% over %v (limit %.2f%%), p99 %s (limit %v), %d bins with packets over %v late while the machine ran",
+		what, total, 100*share, limits.Over, 100*limits.Share, p99s, limits.P99, ownStalls, StallLate)
+	if share > limits.Share {
+		t.Errorf("%s: %.3f%% of the packets that waited went more than %v late, limit %.2f%%", what, 100*share, limits.Over, 100*limits.Share)
+	}
+	if p99 < 0 || p99 > limits.P99 {
+		t.Errorf("%s: 99th percentile of lateness %s, limit %v", what, p99s, limits.P99)
+	}
+	if ownStalls > 0 {
+		t.Errorf("%s: packets went more than %v late in %d bins in which the machine did not stall (the stall probe): the pipeline's own stalls", what, StallLate, ownStalls)
+	}
 }
 
 // RatesUnstolenAt is RatesUnstolen of counters that say when they were
@@ -157,28 +273,37 @@ func RateUnstolenAt(t testing.TB, what string, want, limit time.Duration, counte
 // untimed adapts counters without a time or stalls of their own to
 // ratesUnstolen.
 func untimed(counters func() []uint64) binRead {
-	return func() ([]uint64, time.Time, uint64) { return counters(), time.Time{}, 0 }
+	return func() ([]uint64, time.Time, uint64, []uint64) { return counters(), time.Time{}, 0, nil }
 }
 
 // timed adapts counters that say when they were read to ratesUnstolen.
 func timed(counters func() ([]uint64, time.Time)) binRead {
-	return func() ([]uint64, time.Time, uint64) {
+	return func() ([]uint64, time.Time, uint64, []uint64) {
 		c, at := counters()
-		return c, at, 0
+		return c, at, 0, nil
 	}
 }
 
 func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxSteal float64, counters binRead) []float64 {
 	t.Helper()
+	rates, _ := ratesSampled(t, what, want, limit, maxSteal, nil, counters)
+	return rates
+}
+
+// ratesSampled is ratesUnstolen with the machine's stalls as machine
+// tells them (nil: every stall of the pipeline is the machine's), and
+// the tally of the bins it measured over.
+func ratesSampled(t testing.TB, what string, want, limit time.Duration, maxSteal float64, machine machineStall, counters binRead) ([]float64, binTally) {
+	t.Helper()
 	read := func() binSample {
 		t0 := time.Now()
-		c, at, stalls := counters()
+		c, at, stalls, late := counters()
 		cpu, err := ReadCPUTimes()
 		t1 := time.Now()
 		if !at.IsZero() {
-			return binSample{at: at, counts: c, stalls: stalls, cpu: cpu, slow: err != nil}
+			return binSample{at: at, counts: c, stalls: stalls, late: late, cpu: cpu, slow: err != nil}
 		}
-		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, stalls: stalls, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
+		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, stalls: stalls, late: late, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
 	}
 	start := time.Now()
 	samples := []binSample{read()}
@@ -188,7 +313,7 @@ func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxStea
 		next = next.Add(BinLength)
 		time.Sleep(time.Until(next))
 		samples = append(samples, read())
-		tally = tallyBins(samples, maxSteal)
+		tally = tallyBins(samples, maxSteal, machine)
 		if tally.kept >= want || time.Since(start) >= limit {
 			break
 		}
@@ -212,7 +337,7 @@ func ratesUnstolen(t testing.TB, what string, want, limit time.Duration, maxStea
 	for k := range rates {
 		rates[k] = float64(bytes[k]) / over.Seconds()
 	}
-	return rates
+	return rates, tally
 }
 
 // RateUnstolen is RatesUnstolen of one counter.

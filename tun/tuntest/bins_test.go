@@ -29,7 +29,7 @@ func binRun(n int, stolen map[int]uint64, bytes map[int]uint64) []binSample {
 }
 
 func TestTallyBinsQuiet(t *testing.T) {
-	tl := tallyBins(binRun(10, nil, nil), BinSteal)
+	tl := tallyBins(binRun(10, nil, nil), BinSteal, nil)
 	// Ten bins, the last waits for its neighbour.
 	if tl.bins != 9 || tl.left != 0 || tl.kept != 9*BinLength || tl.bytes[0] != 9000 {
 		t.Errorf("quiet run: %+v, want 9 bins kept of 1000 each", tl)
@@ -39,7 +39,7 @@ func TestTallyBinsQuiet(t *testing.T) {
 func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
 	// Bin 4 was stolen from (10% of its CPU time) and lost half its bytes;
 	// bin 5 caught up. Bins 3, 4 and 5 are left out.
-	tl := tallyBins(binRun(10, map[int]uint64{4: 10}, map[int]uint64{4: 500, 5: 1500}), BinSteal)
+	tl := tallyBins(binRun(10, map[int]uint64{4: 10}, map[int]uint64{4: 500, 5: 1500}), BinSteal, nil)
 	if tl.bins != 9 || tl.left != 3 || tl.kept != 6*BinLength || tl.bytes[0] != 6000 {
 		t.Errorf("stolen bin: %+v, want 6 bins kept of 1000 each", tl)
 	}
@@ -47,12 +47,12 @@ func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
 		t.Errorf("every bin: %d bytes over %v, want 9000 over %v", tl.allBytes[0], tl.all, 9*BinLength)
 	}
 	// Steal within BinSteal (5%) is kept.
-	tl = tallyBins(binRun(10, map[int]uint64{4: 5}, nil), BinSteal)
+	tl = tallyBins(binRun(10, map[int]uint64{4: 5}, nil), BinSteal, nil)
 	if tl.left != 0 {
 		t.Errorf("5%% stolen: %d bins left out, want 0", tl.left)
 	}
 	// With a busy pipeline, any steal leaves the bin out.
-	tl = tallyBins(binRun(10, map[int]uint64{4: 1}, nil), BinStealBusy)
+	tl = tallyBins(binRun(10, map[int]uint64{4: 1}, nil), BinStealBusy, nil)
 	if tl.left != 3 {
 		t.Errorf("1%% stolen, busy: %d bins left out, want 3", tl.left)
 	}
@@ -68,7 +68,7 @@ func TestTallyBinsLeavesOutStalls(t *testing.T) {
 			s[i].stalls = 3
 		}
 	}
-	tl := tallyBins(s, BinSteal)
+	tl := tallyBins(s, BinSteal, nil)
 	if tl.bins != 9 || tl.left != 6 || tl.kept != 3*BinLength || tl.bytes[0] != 3000 {
 		t.Errorf("stalled bins: %+v, want 3 bins kept of 1000 each", tl)
 	}
@@ -77,7 +77,7 @@ func TestTallyBinsLeavesOutStalls(t *testing.T) {
 func TestTallyBinsSlowRead(t *testing.T) {
 	s := binRun(10, nil, nil)
 	s[6].slow = true // bins 5 and 6 have an edge of unknown time
-	tl := tallyBins(s, BinSteal)
+	tl := tallyBins(s, BinSteal, nil)
 	if tl.left != 4 || tl.kept != 5*BinLength {
 		t.Errorf("slow read: %+v, want bins 4-7 left out", tl)
 	}
@@ -86,11 +86,11 @@ func TestTallyBinsSlowRead(t *testing.T) {
 func TestTallyBinsLastBinWaits(t *testing.T) {
 	// The last bin is stolen from: the one before it is not kept either,
 	// and the last one is not judged yet.
-	tl := tallyBins(binRun(5, map[int]uint64{4: 20}, nil), BinSteal)
+	tl := tallyBins(binRun(5, map[int]uint64{4: 20}, nil), BinSteal, nil)
 	if tl.bins != 4 || tl.left != 1 || tl.kept != 3*BinLength {
 		t.Errorf("stolen last bin: %+v, want 3 of 4 kept", tl)
 	}
-	if tl := tallyBins(binRun(1, nil, nil), BinSteal); tl.bins != 0 || tl.kept != 0 {
+	if tl := tallyBins(binRun(1, nil, nil), BinSteal, nil); tl.bins != 0 || tl.kept != 0 {
 		t.Errorf("one bin: %+v, want nothing judged yet", tl)
 	}
 }
@@ -153,4 +153,69 @@ func (l *logTB) Logf(format string, args ...any) {
 	l.TB.Helper()
 	l.logs = append(l.logs, fmt.Sprintf(format, args...))
 	l.TB.Logf(format, args...)
+}
+
+// errTB keeps what a test helper logs and the errors it reports.
+type errTB struct {
+	logTB
+	errs []string
+}
+
+func (e *errTB) Errorf(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
+
+func TestTallyBinsOwnStalls(t *testing.T) {
+	// The pipeline stalled in bin 4 (more than StallLate late) and lost a
+	// quarter of its bytes. If the machine stood still then, bins 3-5 are
+	// left out; if it did not, the stall is the pipeline's own: every bin
+	// counts, and the tally says so.
+	mk := func() []binSample {
+		s := binRun(10, nil, map[int]uint64{4: 750})
+		for i := range s {
+			s[i].late = []uint64{uint64(10 * i), 0}
+			if i >= 5 {
+				s[i].stalls = 1
+				s[i].late[1] = 1
+			}
+		}
+		return s
+	}
+	stall := s0().Add(4*BinLength + BinLength/2)
+	machine := func(a, b time.Time) bool { return a.Before(stall) && b.After(stall) }
+	tl := tallyBins(mk(), BinSteal, machine)
+	if tl.left != 3 || tl.ownStalls != 0 || tl.late[1] != 0 {
+		t.Errorf("machine stall: %+v, want bins 3-5 left out and no stall of its own", tl)
+	}
+	never := func(a, b time.Time) bool { return false }
+	tl = tallyBins(mk(), BinSteal, never)
+	if tl.left != 0 || tl.ownStalls != 1 || tl.bytes[0] != 8750 || tl.late[1] != 1 || tl.late[0] != 90 {
+		t.Errorf("own stall: %+v, want every bin kept, one stall of its own, its late packet counted", tl)
+	}
+}
+
+func s0() time.Time { return time.Unix(0, 0) }
+
+func TestJudgeLateness(t *testing.T) {
+	bounds := []time.Duration{time.Millisecond, 10 * time.Millisecond}
+	limits := LateLimits{Over: time.Millisecond, Share: 0.01, P99: 10 * time.Millisecond}
+	for _, tc := range []struct {
+		name   string
+		counts []uint64
+		own    int
+		errs   int
+	}{
+		{"on time", []uint64{1000, 0, 0}, 0, 0},
+		{"1% over 1 ms", []uint64{990, 10, 0}, 0, 0},
+		{"2% over 1 ms", []uint64{980, 20, 0}, 0, 1},
+		{"p99 beyond 10 ms", []uint64{985, 0, 15}, 0, 2},
+		{"a stall of its own", []uint64{1000, 0, 0}, 1, 1},
+		{"nothing waited", []uint64{0, 0, 0}, 0, 0},
+	} {
+		e := &errTB{logTB: logTB{TB: t}}
+		judgeLateness(e, tc.name, Lateness{Bounds: bounds, Counts: tc.counts}, tc.own, limits)
+		if len(e.errs) != tc.errs {
+			t.Errorf("%s: %d errors %q, want %d", tc.name, len(e.errs), e.errs, tc.errs)
+		}
+	}
 }
