@@ -44,6 +44,8 @@ func TestApplyClass(t *testing.T) {
 				return cc.Ceil == 5_000_000 && cc.CBurst == 50_000 && cc.PriorityOf() == 1 && cc.Weight == 7 && cc.Rate == 1_250_000
 			}},
 		{name: "ceil below rate", changes: []config.Change{{Key: "ceil", Value: "5mbit"}}, err: "ceil: 5mbit is below the rate (10mbit)"},
+		{name: "cburst below the mtu", changes: []config.Change{{Key: "ceil", Value: "40mbit"}, {Key: "cburst", Value: "1kb"}},
+			err: "cburst: 1kb is less than link.inner.mtu (1500 bytes): a full-size packet could never pass"},
 		{name: "peak none", changes: []config.Change{{Key: "peak", Value: "none"}},
 			check: func(cc *config.ClassConfig) bool { return cc.Peak == 0 }},
 		{name: "fq settings", changes: []config.Change{{Key: "aqm", Value: "codel"}, {Key: "flows", Value: "64"}, {Key: "ecn", Value: "false"}, {Key: "quantum", Value: "1.5kb"}},

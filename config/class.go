@@ -392,7 +392,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
 	v.overhead(path, &cc.Overhead)
-	v.classTree(path, cc)
+	v.classTree(path, cc, mtu, from)
 	v.classTins(path, cc)
 }
 

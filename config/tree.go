@@ -186,13 +186,20 @@ func (v *validator) tree(path string, dc *DirectionConfig, from string) {
 }
 
 // classTree checks a class's own link-sharing settings: a ceil at least
-// its rate, a priority in range.
-func (v *validator) classTree(p string, cc *ClassConfig) {
+// its rate, a cburst of at least one packet of mtu bytes (the MTU of
+// from), a priority and a weight in range.
+func (v *validator) classTree(p string, cc *ClassConfig, mtu int, from string) {
 	if cc.Ceil != 0 && cc.Ceil < cc.Rate {
 		v.errorf(p+".ceil", "%s is below the rate (%s): the ceil bounds what the class may reach by borrowing", FormatRate(cc.Ceil), FormatRate(cc.Rate))
 	}
+	if cc.CBurst != 0 && cc.CBurst != cc.Burst { // 0 (built in Go) or the burst: as the burst
+		v.burst(p+".cburst", cc.CBurst, mtu, from)
+	}
 	if pr := cc.PriorityOf(); pr < 0 || pr > MaxPriority {
 		v.errorf(p+".priority", "%d is out of range [0, %d] (0 first)", pr, MaxPriority)
+	}
+	if cc.Weight > MaxWeight {
+		v.errorf(p+".weight", "%d is out of range [1, %d]", cc.Weight, MaxWeight)
 	}
 }
 

@@ -78,6 +78,8 @@ func TestParseTreeErrors(t *testing.T) {
 			`egress.classes[0].queue: "a" is an inner class (a parent)`},
 		{"per on inner", "  classes:\n    - name: a\n      rate: 2mbit\n      per: {key: src, rate: 1mbit}\n    - {name: b, parent: a, rate: 1mbit}\n", 8,
 			`egress.classes[0].per: "a" is an inner class (a parent)`},
+		{"cburst below the mtu", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit, cburst: 1kb}\n", 6,
+			"egress.classes[0].cburst: 1kb is less than link.inner.mtu (1500 bytes): a full-size packet could never pass"},
 		{"priority range", "  classes:\n    - {name: a, rate: 2mbit, priority: 8}\n", 6,
 			"egress.classes[0].priority: 8 is out of range [0, 7]"},
 		{"weight range", "  classes:\n    - {name: a, rate: 2mbit, weight: 0}\n", 6,
