@@ -62,7 +62,6 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	}
 	burstDefault := cc.Burst == DefaultBurst(cc.Rate, mtu)
 	ceilDefault, cburstDefault := cc.Ceil == cc.Rate, cc.CBurst == cc.Burst || cc.CBurst == DefaultBurst(cc.Ceil, mtu)
-	weightDefault := cc.Weight == DefaultWeight(cc.Rate)
 	oldRate := cc.Rate
 	var perBurstDefault bool
 	if p := cc.Per; p != nil {
@@ -131,17 +130,14 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 			cc.Rate = g.Rate
 		}
 	}
-	// Link sharing: a ceil at the rate (no borrowing), a cburst and a
-	// weight at their defaults follow the rate (and the ceil).
+	// Link sharing: a ceil at the rate (no borrowing) and a cburst at its
+	// default follow the rate (and the ceil), as an unset weight does.
 	rateMoved := cc.Rate != oldRate
 	if rateMoved && !a.given("ceil") && ceilDefault {
 		cc.Ceil = 0
 	}
 	if (rateMoved || a.given("burst") || a.given("ceil")) && !a.given("cburst") && cburstDefault {
 		cc.CBurst = 0
-	}
-	if rateMoved && !a.given("weight") && weightDefault {
-		cc.Weight = 0
 	}
 	if a.given("parent") && a.value("parent") == "none" {
 		cc.Parent = ""

@@ -37,7 +37,7 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool { return cc.Burst == 64<<10 }},
 		{name: "ceil follows the rate", changes: []config.Change{{Key: "rate", Value: "20mbit"}},
 			check: func(cc *config.ClassConfig) bool {
-				return cc.Ceil == 2_500_000 && cc.CBurst == 25_000 && cc.Weight == config.DefaultWeight(2_500_000)
+				return cc.Ceil == 2_500_000 && cc.CBurst == 25_000 && cc.Weight == 0 && cc.WeightOf() == config.DefaultWeight(2_500_000)
 			}},
 		{name: "borrowing", changes: []config.Change{{Key: "ceil", Value: "40mbit"}, {Key: "priority", Value: "1"}, {Key: "weight", Value: "7"}},
 			check: func(cc *config.ClassConfig) bool {

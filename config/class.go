@@ -119,9 +119,11 @@ type ClassConfig struct {
 	// SetDefaults sets 0 to Rate: no borrowing) is the most it may reach
 	// by borrowing its ancestors' spare, with CBurst its burst
 	// (SetDefaults: Burst if Ceil is Rate, else DefaultBurst(Ceil, MTU)).
-	// Priority (0 first .. MaxPriority; nil: DefaultPriority) orders it
-	// for spare among its siblings, and Weight (SetDefaults: DefaultWeight)
-	// shares spare among siblings of one priority.
+	// Priority (0 first .. MaxPriority; nil: DefaultPriority, see
+	// PriorityOf) orders it for spare among its siblings, and Weight (0:
+	// DefaultWeight of the rate, which it then follows; see WeightOf)
+	// shares spare among borrowing siblings of one priority. SetDefaults
+	// leaves both unset when not given.
 	Parent   string
 	Ceil     uint64
 	CBurst   uint64

@@ -96,7 +96,9 @@ func (dc *DirectionConfig) Inner() map[string]bool {
 	return inner
 }
 
-// treeDefaults fills in a class's ceil, cburst, priority and weight.
+// treeDefaults fills in a class's ceil and cburst. Its priority (nil)
+// and weight (0) stay unset when not given, so that a check can tell a
+// given one from the default (PriorityOf and WeightOf give the value).
 func (cc *ClassConfig) treeDefaults(mtu int) {
 	if cc.Ceil == 0 {
 		cc.Ceil = cc.Rate
@@ -108,19 +110,25 @@ func (cc *ClassConfig) treeDefaults(mtu int) {
 			cc.CBurst = DefaultBurst(cc.Ceil, mtu)
 		}
 	}
-	if cc.Priority == nil {
-		p := DefaultPriority
-		cc.Priority = &p
-	}
-	if cc.Weight == 0 {
-		cc.Weight = DefaultWeight(cc.Rate)
-	}
 }
 
 // DefaultWeight is a class's weight when the config gives none: its rate
 // in kbit/s (at least 1), so that spare is shared in proportion to the
 // borrowers' rates, as HTB's quantum does by default.
 func DefaultWeight(rate uint64) uint64 { return max(rate*8/1000, 1) }
+
+// WeightOf returns the class's weight: Weight, or DefaultWeight of its
+// rate if it gives none (0), which then follows the rate.
+func (cc *ClassConfig) WeightOf() uint64 {
+	if cc.Weight == 0 {
+		return DefaultWeight(cc.Rate)
+	}
+	return cc.Weight
+}
+
+// Borrows reports whether the class may send beyond its rate (a ceil
+// above it): only then do its weight, and a cburst of a leaf, matter.
+func (cc *ClassConfig) Borrows() bool { return cc.Ceil > cc.Rate }
 
 // PriorityOf returns the class's priority (DefaultPriority if unset).
 func (cc *ClassConfig) PriorityOf() int {

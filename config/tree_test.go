@@ -29,14 +29,14 @@ func TestParseTree(t *testing.T) {
 		t.Fatal("a direction with parents and ceils is no tree")
 	}
 	site, sub, voice, def := dc.Classes[0], dc.Classes[1], dc.Classes[2], dc.Default
-	if site.Ceil != 2_500_000 || site.CBurst != config.DefaultBurst(2_500_000, 1500) || site.PriorityOf() != config.DefaultPriority || site.Weight != 10_000 {
-		t.Errorf("site: ceil %d cburst %d priority %d weight %d", site.Ceil, site.CBurst, site.PriorityOf(), site.Weight)
+	if site.Ceil != 2_500_000 || site.CBurst != config.DefaultBurst(2_500_000, 1500) || site.PriorityOf() != config.DefaultPriority || site.WeightOf() != 10_000 {
+		t.Errorf("site: ceil %d cburst %d priority %d weight %d", site.Ceil, site.CBurst, site.PriorityOf(), site.WeightOf())
 	}
 	if sub.Parent != "site" || sub.Ceil != 1_250_000 || sub.CBurst != 30<<10 || sub.PriorityOf() != 1 || sub.Weight != 3 {
 		t.Errorf("sub: parent %q ceil %d cburst %d priority %d weight %d", sub.Parent, sub.Ceil, sub.CBurst, sub.PriorityOf(), sub.Weight)
 	}
-	if voice.PriorityOf() != 0 || voice.Weight != 2000 {
-		t.Errorf("voice: priority %d weight %d, want 0 and its rate in kbit/s", voice.PriorityOf(), voice.Weight)
+	if voice.PriorityOf() != 0 || voice.Weight != 0 || voice.WeightOf() != 2000 {
+		t.Errorf("voice: priority %d weight %d (%d), want 0 and unset, its rate in kbit/s", voice.PriorityOf(), voice.Weight, voice.WeightOf())
 	}
 	if def.Ceil != def.Rate || def.CBurst != def.Burst {
 		t.Errorf("default: ceil %d cburst %d, want its rate and burst (no borrowing)", def.Ceil, def.CBurst)
