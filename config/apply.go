@@ -31,10 +31,10 @@ type Change struct {
 	// "true", "1024"), or for a loss model and for rates a
 	// map[string]string and a []map[string]string. Some keys take a word
 	// that unsets them, which the file does by leaving them out: "none",
-	// "0" or "off" for peak and per.peak, "auto" or "0" for quantum,
-	// "none" for delay, jitter, loss, duplicate, corrupt and trace, and
-	// global.key "none" ends the global limit (it is then the only global
-	// setting).
+	// "0" or "off" for peak and per.peak, "auto" or "0" for quantum, "auto"
+	// for weight (it then follows the rate), "none" for delay, jitter,
+	// loss, duplicate, corrupt and trace, and global.key "none" ends the
+	// global limit (it is then the only global setting).
 	Value any
 }
 
@@ -272,7 +272,7 @@ func (a *applier) keysBut(but ...string) []string {
 // leaving it out; emulation keys are set to their zero instead (see
 // emulateBefore).
 var unsetWords = map[string][]string{
-	"peak": {"none", "0", "off"}, "per.peak": {"none", "0", "off"}, "quantum": {"auto", "0"},
+	"peak": {"none", "0", "off"}, "per.peak": {"none", "0", "off"}, "quantum": {"auto", "0"}, "weight": {"auto"},
 }
 
 // special applies the rules that are not the file's: a global limit is
@@ -335,6 +335,8 @@ func (a *applier) unset(cc *ClassConfig) {
 			cc.Per.Peak = 0
 		case "quantum":
 			cc.FQ.Quantum = 0
+		case "weight":
+			cc.Weight = 0
 		}
 	}
 }

@@ -144,3 +144,72 @@ func TestApplyDirection(t *testing.T) {
 		t.Error("unknown direction accepted")
 	}
 }
+
+// TestApplyClassTree: a change of a class's link sharing is judged on the
+// tree it makes, as the control API judges it (ApplyClass, then
+// SetDefaults and Validate of the whole config): a weight that a change
+// adds to, or takes from, one borrowing sibling of weighted ones, and
+// the settings that only matter where the class does not borrow or the
+// direction is no tree.
+func TestApplyClassTree(t *testing.T) {
+	const tree = `link:
+  inner: {name: a}
+  outer: {name: b}
+egress:
+  rate: 20mbit
+  classes:
+  - {name: site, rate: 10mbit, ceil: 20mbit}
+  - {name: a, parent: site, rate: 4mbit, ceil: 10mbit}
+  - {name: b, parent: site, rate: 4mbit, ceil: 10mbit}
+  - {name: w1, rate: 2mbit, ceil: 20mbit, priority: 1, weight: 1}
+  - {name: w2, rate: 2mbit, ceil: 20mbit, priority: 1, weight: 3}
+ingress:
+  rate: 20mbit
+  classes:
+  - {name: flat, rate: 10mbit}
+`
+	for _, tc := range []struct {
+		name    string
+		dir     string
+		class   int
+		changes []config.Change
+		err     string // "" for none; else a part of it
+	}{
+		{name: "weight on one of two borrowing siblings", class: 1, changes: []config.Change{{Key: "weight", Value: "5"}},
+			err: "egress.classes[1].weight: a gives a weight and b does not: weights are relative among the siblings that borrow at one priority (here the children of site at priority 4)"},
+		{name: "weight taken from one of two weighted siblings", class: 3, changes: []config.Change{{Key: "weight", Value: "auto"}},
+			err: "egress.classes[4].weight: w2 gives a weight and w1 does not"},
+		{name: "weight moved to another priority", class: 1, changes: []config.Change{{Key: "weight", Value: "5"}, {Key: "priority", Value: "2"}}},
+		{name: "a weighted sibling's new weight", class: 3, changes: []config.Change{{Key: "weight", Value: "7"}}},
+		{name: "ceil at the rate keeps the weight", class: 3, changes: []config.Change{{Key: "ceil", Value: "2mbit"}},
+			err: `egress.classes[3].weight: "w1" does not borrow (its ceil is its rate): weight shares spare among borrowing siblings, so it does not apply`},
+		{name: "ceil at the rate with weight auto", class: 4, changes: []config.Change{{Key: "ceil", Value: "2mbit"}, {Key: "weight", Value: "auto"}}},
+		{name: "priority in a flat direction", dir: config.Ingress, changes: []config.Change{{Key: "priority", Value: "1"}},
+			err: "ingress.classes[0].priority: priority only matters in a tree, and ingress is none"},
+		{name: "cburst in a flat direction", dir: config.Ingress, changes: []config.Change{{Key: "cburst", Value: "64kb"}},
+			err: "ingress.classes[0].cburst: cburst only matters in a tree, and ingress is none"},
+		{name: "priority with a ceil makes a tree", dir: config.Ingress, changes: []config.Change{{Key: "priority", Value: "1"}, {Key: "ceil", Value: "20mbit"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse("tree.yaml", []byte(tree))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir, dc := config.Egress, &c.Egress
+			if tc.dir == config.Ingress {
+				dir, dc = config.Ingress, &c.Ingress
+			}
+			if err := c.ApplyClass(dir, &dc.Classes[tc.class], tc.changes); err != nil {
+				t.Fatalf("ApplyClass: %v", err)
+			}
+			c.SetDefaults()
+			err = c.Validate()
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("Validate: %v, want an error with %q", err, tc.err)
+			}
+		})
+	}
+}

@@ -84,6 +84,23 @@ func TestParseTreeErrors(t *testing.T) {
 			"egress.classes[0].priority: 8 is out of range [0, 7]"},
 		{"weight range", "  classes:\n    - {name: a, rate: 2mbit, weight: 0}\n", 6,
 			"egress.classes[0].weight: 0 is out of range"},
+		{"weight on some siblings", "  classes:\n    - {name: site, rate: 10mbit, ceil: 20mbit}\n    - {name: a, parent: site, rate: 4mbit, ceil: 10mbit, weight: 3}\n" +
+			"    - {name: b, parent: site, rate: 4mbit, ceil: 10mbit}\n    - {name: c, parent: site, rate: 1mbit, ceil: 10mbit}\n", 7,
+			"egress.classes[1].weight: a gives a weight and b and c do not: weights are relative among the siblings that borrow at one priority " +
+				"(here the children of site at priority 4), and a class without one weighs its rate in kbit/s (b 4000, c 1000): give a weight to all of them or to none"},
+		{"weight on top-level siblings", "  classes:\n    - {name: a, rate: 4mbit, ceil: 10mbit, weight: 3, priority: 1}\n    - {name: b, rate: 4mbit, ceil: 10mbit, weight: 1, priority: 1}\n" +
+			"  default: {rate: 1mbit, ceil: 10mbit, priority: 1}\n", 6,
+			"egress.classes[0].weight: a and b give a weight and default does not: weights are relative among the siblings that borrow at one priority (here the top-level classes of egress at priority 1)"},
+		{"weight on a class that does not borrow", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit}\n    - {name: b, rate: 2mbit, weight: 2}\n", 7,
+			`egress.classes[1].weight: "b" does not borrow (its ceil is its rate): weight shares spare among borrowing siblings, so it does not apply: give the class a ceil above its rate, or remove the weight`},
+		{"cburst on a leaf that does not borrow", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit}\n    - {name: b, rate: 2mbit, cburst: 64kb}\n", 7,
+			`egress.classes[1].cburst: "b" does not borrow (its ceil is its rate): cburst is the burst of a ceil above the rate (or of an inner class), so it does not apply: give the class a ceil above its rate, or remove the cburst`},
+		{"priority in a flat direction", "  classes:\n    - {name: a, rate: 2mbit, priority: 1}\n    - {name: b, rate: 2mbit}\n", 6,
+			"egress.classes[0].priority: priority only matters in a tree, and egress is none (no class names a parent or has a ceil above its rate): remove it, or give the classes that may borrow a ceil"},
+		{"weight in a flat direction", "  classes:\n    - {name: a, rate: 2mbit}\n  default: {rate: 2mbit, weight: 5}\n", 7,
+			"egress.default.weight: weight only matters in a tree, and egress is none"},
+		{"cburst in a flat direction", "  classes:\n    - {name: a, rate: 2mbit, ceil: 2mbit, cburst: 32kb}\n", 6,
+			"egress.classes[0].cburst: cburst only matters in a tree, and egress is none"},
 		{"capped in a tree", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit, capped: true}\n", 6,
 			"egress.classes[0].capped: capped does not work in a direction whose classes borrow"},
 		{"default as parent", "  classes:\n    - {name: a, parent: default, rate: 1mbit}\n  default: {rate: 1mbit}\n", 7,
@@ -112,6 +129,30 @@ func TestParseTreeErrors(t *testing.T) {
 				t.Errorf("errors\n%v\nwant one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseTreeSettingsApply: the link-sharing settings load where they
+// do something: weights on every borrowing sibling of one priority (a
+// sibling at another priority, or one that does not borrow, needs none),
+// a cburst on an inner class whose ceil is its rate (its ceil bucket),
+// and a ceil equal to the rate in a flat direction (no borrowing, as it
+// reads).
+func TestParseTreeSettingsApply(t *testing.T) {
+	for _, y := range []string{
+		`  rate: 20mbit
+  classes:
+    - {name: site, rate: 10mbit, cburst: 100kb}
+    - {name: a, parent: site, rate: 4mbit, ceil: 10mbit, weight: 3}
+    - {name: b, parent: site, rate: 4mbit, ceil: 10mbit, weight: 1}
+    - {name: c, parent: site, rate: 1mbit, ceil: 10mbit, priority: 1}
+    - {name: d, parent: site, rate: 1mbit}
+`,
+		"  rate: 20mbit\n  classes:\n    - {name: a, rate: 2mbit, ceil: 2mbit}\n",
+	} {
+		if _, err := config.Parse("ok.yaml", []byte(treeBase+"egress:\n"+y)); err != nil {
+			t.Errorf("%s: %v", y, err)
+		}
 	}
 }
 
