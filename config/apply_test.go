@@ -146,11 +146,11 @@ func TestApplyDirection(t *testing.T) {
 }
 
 // TestApplyClassTree: a change of a class's link sharing is judged on the
-// tree it makes, as the control API judges it (ApplyClass, then
-// SetDefaults and Validate of the whole config): a weight that a change
-// adds to, or takes from, one borrowing sibling of weighted ones, and
-// the settings that only matter where the class does not borrow or the
-// direction is no tree.
+// tree it makes, as the control API judges it (ApplyClass on a copy
+// without file lines, then SetDefaults and Validate of the whole
+// config): a weight that a change adds to, or takes from, one borrowing
+// sibling of weighted ones, the settings that only matter where the class
+// borrows or the direction is a tree, and a parent that washes.
 func TestApplyClassTree(t *testing.T) {
 	const tree = `link:
   inner: {name: a}
@@ -163,6 +163,7 @@ egress:
   - {name: b, parent: site, rate: 4mbit, ceil: 10mbit}
   - {name: w1, rate: 2mbit, ceil: 20mbit, priority: 1, weight: 1}
   - {name: w2, rate: 2mbit, ceil: 20mbit, priority: 1, weight: 3}
+  - {name: washed, rate: 2mbit, wash: true}
 ingress:
   rate: 20mbit
   classes:
@@ -189,12 +190,16 @@ ingress:
 		{name: "cburst in a flat direction", dir: config.Ingress, changes: []config.Change{{Key: "cburst", Value: "64kb"}},
 			err: "ingress.classes[0].cburst: cburst only matters in a tree, and ingress is none"},
 		{name: "priority with a ceil makes a tree", dir: config.Ingress, changes: []config.Change{{Key: "priority", Value: "1"}, {Key: "ceil", Value: "20mbit"}}},
+		{name: "a child for a class that washes", class: 2, changes: []config.Change{{Key: "parent", Value: "washed"}},
+			err: `egress.classes[5].wash: "washed" is an inner class (a parent): it takes no packets of its own, so wash does not apply: set it on its leaves`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := config.Parse("tree.yaml", []byte(tree))
+			parsed, err := config.Parse("tree.yaml", []byte(tree))
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The control API's copy: no record of the file's lines.
+			c := &config.Config{Link: parsed.Link, Metrics: parsed.Metrics, Control: parsed.Control, Egress: parsed.Egress, Ingress: parsed.Ingress}
 			dir, dc := config.Egress, &c.Egress
 			if tc.dir == config.Ingress {
 				dir, dc = config.Ingress, &c.Ingress

@@ -310,7 +310,8 @@ func (v *validator) classTree(p string, cc *ClassConfig, mtu int, from string) {
 
 // innerClass refuses the leaf-only settings of an inner class: a setting
 // given in the file (by its line), or one whose value says so for a
-// config built in Go.
+// config built in Go or changed through the control API (which has no
+// lines: a change may give a class its first child).
 func (v *validator) innerClass(path string, cc *ClassConfig) {
 	given := func(k string) bool {
 		if v.src == nil {
@@ -330,6 +331,9 @@ func (v *validator) innerClass(path string, cc *ClassConfig) {
 			v.errorf(path+".match", "%q is an inner class (a parent): it takes no packets of its own, so match does not apply: set it on its leaves", cc.Name)
 		case cc.Per != nil || cc.Global != nil || cc.Peak != 0 || cc.Mode != ModeShape || cc.Capped || !cc.Emulate.IsZero():
 			v.errorf(path, "%q is an inner class (a parent): leaf-only settings do not apply to it", cc.Name)
+		}
+		if cc.Wash { // a change that gives the class a child
+			v.errorf(path+".wash", "%q is an inner class (a parent): it takes no packets of its own, so wash does not apply: set it on its leaves", cc.Name)
 		}
 	}
 }

@@ -76,6 +76,8 @@ func TestParseTreeErrors(t *testing.T) {
 			`egress.classes[0].match: "a" is an inner class (a parent): it takes no packets of its own, so match does not apply`},
 		{"queue on inner", "  classes:\n    - name: a\n      rate: 2mbit\n      queue: fifo\n    - {name: b, parent: a, rate: 1mbit}\n", 8,
 			`egress.classes[0].queue: "a" is an inner class (a parent)`},
+		{"wash on inner", "  classes:\n    - {name: a, rate: 2mbit, wash: true}\n    - {name: b, parent: a, rate: 1mbit}\n", 6,
+			`egress.classes[0].wash: "a" is an inner class (a parent): it takes no packets of its own, so wash does not apply: set it on its leaves`},
 		{"per on inner", "  classes:\n    - name: a\n      rate: 2mbit\n      per: {key: src, rate: 1mbit}\n    - {name: b, parent: a, rate: 1mbit}\n", 8,
 			`egress.classes[0].per: "a" is an inner class (a parent)`},
 		{"cburst below the mtu", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit, cburst: 1kb}\n", 6,

@@ -321,6 +321,7 @@ egress:
     - {name: site, rate: 10mbit, ceil: 20mbit}
     - {name: a, parent: site, match: {proto: udp}, rate: 4mbit, ceil: 10mbit}
     - {name: b, parent: site, match: {proto: tcp}, rate: 4mbit, ceil: 10mbit}
+    - {name: washed, rate: 2mbit, wash: true}
 ingress:
   classes:
     - {name: flat, rate: 10mbit}
@@ -328,9 +329,9 @@ ingress:
 
 // TestControlSetSharing: a change of link sharing is judged on the tree
 // it makes, by the rules of the file: a weight on one of two borrowing
-// siblings, or a setting that only matters in a tree on a direction that
-// is none, is refused and leaves the running config; so does a reload of
-// a file that breaks them.
+// siblings, a setting that only matters in a tree on a direction that is
+// none, or a child for a class that washes, is refused and leaves the
+// running config; so does a reload of a file that breaks them.
 func TestControlSetSharing(t *testing.T) {
 	d, path, c := newControlDaemonWith(t, controlTreeConfig)
 	ctx := context.Background()
@@ -347,6 +348,8 @@ func TestControlSetSharing(t *testing.T) {
 		{"priority in a flat direction", "ingress", "flat", control.SetRequest{Priority: "1"},
 			"ingress.classes[0].priority: priority only matters in a tree, and ingress is none"},
 		{"weight in a flat direction", "ingress", "flat", control.SetRequest{Weight: "2"}, "ingress.classes[0].weight: weight only matters in a tree"},
+		{"a child for a class that washes", "egress", "b", control.SetRequest{Parent: "washed"},
+			`egress.classes[3].wash: "washed" is an inner class (a parent): it takes no packets of its own, so wash does not apply`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)
