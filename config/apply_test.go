@@ -64,6 +64,10 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Per.Rate == 250_000 && cc.Per.Burst == 3000 && cc.Per.Key() == "src"
 			}},
+		{name: "per rate above the class's", class: 3, changes: []config.Change{{Key: "per.rate", Value: "20mbit"}},
+			err: "per.rate: 20mbit is above the class's rate (10mbit): no key can reach it, since every key's packets are the class's too"},
+		{name: "class rate below its per rate", class: 3, changes: []config.Change{{Key: "rate", Value: "500kbit"}},
+			err: "per.rate: 1mbit is above the class's rate (500kbit): no key can reach it"},
 		{name: "global rate sets the class's", class: 4, changes: []config.Change{{Key: "global.rate", Value: "16mbit"}, {Key: "global.period", Value: "200ms"}},
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Rate == 2_000_000 && cc.Global.Lease == 2*time.Second && cc.Global.Burst == 800_000
