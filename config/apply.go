@@ -50,7 +50,10 @@ type Change struct {
 // new one from its defaults. Settings that do not apply to the class (any
 // queue setting in mode police, the fq ones with queue fifo) are refused
 // even when they name the default. Checks that need the whole config
-// (keys used once, a redis section) are Validate's.
+// (keys used once, a redis section) or the class's direction (a tree's
+// rules: weights among siblings, settings that only matter in a tree, a
+// class that becomes a parent) are Validate's, which judges the config
+// the change made.
 func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error {
 	mtu, from, err := c.reads(dir)
 	if err != nil {

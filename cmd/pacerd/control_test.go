@@ -366,6 +366,14 @@ func TestControlSetSharing(t *testing.T) {
 	if got := d.link.Load().Class("egress", "a").Config(); got.Weight != 5 || got.PriorityOf() != 2 {
 		t.Errorf("a: weight %d priority %d, want 5 and 2", got.Weight, got.PriorityOf())
 	}
+	// A ceil above its rate makes ingress a tree, and then a priority
+	// matters.
+	if _, err := c.Set(ctx, "ingress", "flat", control.SetRequest{Ceil: "20mbit", Priority: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.link.Load().Class("ingress", "flat").Config(); got.Ceil != 2_500_000 || got.PriorityOf() != 1 || !d.running().Ingress.IsTree() {
+		t.Errorf("flat: ceil %d priority %d, want 2500000 and 1 in a tree", got.Ceil, got.PriorityOf())
+	}
 	running = d.running()
 	writeFile(t, path, strings.Replace(controlTreeConfig, "ceil: 10mbit}", "ceil: 10mbit, weight: 3}", 1))
 	_, err := c.Reload(ctx)
