@@ -31,10 +31,10 @@ type Change struct {
 	// "true", "1024"), or for a loss model and for rates a
 	// map[string]string and a []map[string]string. Some keys take a word
 	// that unsets them, which the file does by leaving them out: "none",
-	// "0" or "off" for peak and per.peak, "auto" or "0" for quantum,
-	// "none" for delay, jitter, loss, duplicate, corrupt and trace, and
-	// global.key "none" ends the global limit (it is then the only global
-	// setting).
+	// "0" or "off" for peak and per.peak, "auto" or "0" for quantum, "auto"
+	// for weight (it then follows the rate), "none" for delay, jitter,
+	// loss, duplicate, corrupt and trace, and global.key "none" ends the
+	// global limit (it is then the only global setting).
 	Value any
 }
 
@@ -50,7 +50,10 @@ type Change struct {
 // new one from its defaults. Settings that do not apply to the class (any
 // queue setting in mode police, the fq ones with queue fifo) are refused
 // even when they name the default. Checks that need the whole config
-// (keys used once, a redis section) are Validate's.
+// (keys used once, a redis section) or the class's direction (a tree's
+// rules: weights among siblings, settings that only matter in a tree, a
+// class that becomes a parent) are Validate's, which judges the config
+// the change made.
 func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error {
 	mtu, from, err := c.reads(dir)
 	if err != nil {
@@ -63,7 +66,6 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	cc.Implicit = false // changed: the config's own from now on
 	burstDefault := cc.Burst == cc.defaultBurst(mtu)
 	ceilDefault, cburstDefault := cc.Ceil == cc.Rate, cc.CBurst == cc.Burst || cc.CBurst == DefaultBurst(cc.Ceil, mtu)
-	weightDefault := cc.Weight == DefaultWeight(cc.Rate)
 	oldRate := cc.Rate
 	var perBurstDefault bool
 	if p := cc.Per; p != nil {
@@ -132,17 +134,14 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 			cc.Rate = g.Rate
 		}
 	}
-	// Link sharing: a ceil at the rate (no borrowing), a cburst and a
-	// weight at their defaults follow the rate (and the ceil).
+	// Link sharing: a ceil at the rate (no borrowing) and a cburst at its
+	// default follow the rate (and the ceil), as an unset weight does.
 	rateMoved := cc.Rate != oldRate
 	if rateMoved && !a.given("ceil") && ceilDefault {
 		cc.Ceil = 0
 	}
 	if (rateMoved || a.given("burst") || a.given("ceil")) && !a.given("cburst") && cburstDefault {
 		cc.CBurst = 0
-	}
-	if rateMoved && !a.given("weight") && weightDefault {
-		cc.Weight = 0
 	}
 	if a.given("parent") && a.value("parent") == "none" {
 		cc.Parent = ""
@@ -277,7 +276,7 @@ func (a *applier) keysBut(but ...string) []string {
 // leaving it out; emulation keys are set to their zero instead (see
 // emulateBefore).
 var unsetWords = map[string][]string{
-	"peak": {"none", "0", "off"}, "per.peak": {"none", "0", "off"}, "quantum": {"auto", "0"},
+	"peak": {"none", "0", "off"}, "per.peak": {"none", "0", "off"}, "quantum": {"auto", "0"}, "weight": {"auto"},
 }
 
 // special applies the rules that are not the file's: a global limit is
@@ -340,6 +339,8 @@ func (a *applier) unset(cc *ClassConfig) {
 			cc.Per.Peak = 0
 		case "quantum":
 			cc.FQ.Quantum = 0
+		case "weight":
+			cc.Weight = 0
 		}
 	}
 }

@@ -37,13 +37,15 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool { return cc.Burst == 64<<10 }},
 		{name: "ceil follows the rate", changes: []config.Change{{Key: "rate", Value: "20mbit"}},
 			check: func(cc *config.ClassConfig) bool {
-				return cc.Ceil == 2_500_000 && cc.CBurst == 25_000 && cc.Weight == config.DefaultWeight(2_500_000)
+				return cc.Ceil == 2_500_000 && cc.CBurst == 25_000 && cc.Weight == 0 && cc.WeightOf() == config.DefaultWeight(2_500_000)
 			}},
 		{name: "borrowing", changes: []config.Change{{Key: "ceil", Value: "40mbit"}, {Key: "priority", Value: "1"}, {Key: "weight", Value: "7"}},
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Ceil == 5_000_000 && cc.CBurst == 50_000 && cc.PriorityOf() == 1 && cc.Weight == 7 && cc.Rate == 1_250_000
 			}},
 		{name: "ceil below rate", changes: []config.Change{{Key: "ceil", Value: "5mbit"}}, err: "ceil: 5mbit is below the rate (10mbit)"},
+		{name: "cburst below the mtu", changes: []config.Change{{Key: "ceil", Value: "40mbit"}, {Key: "cburst", Value: "1kb"}},
+			err: "cburst: 1kb is less than link.inner.mtu (1500 bytes): a full-size packet could never pass"},
 		{name: "peak none", changes: []config.Change{{Key: "peak", Value: "none"}},
 			check: func(cc *config.ClassConfig) bool { return cc.Peak == 0 }},
 		{name: "fq settings", changes: []config.Change{{Key: "aqm", Value: "codel"}, {Key: "flows", Value: "64"}, {Key: "ecn", Value: "false"}, {Key: "quantum", Value: "1.5kb"}},
@@ -62,6 +64,10 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Per.Rate == 250_000 && cc.Per.Burst == 3000 && cc.Per.Key() == "src"
 			}},
+		{name: "per rate above the class's", class: 3, changes: []config.Change{{Key: "per.rate", Value: "20mbit"}},
+			err: "per.rate: 20mbit is above the class's rate (10mbit): no key can reach it, since every key's packets are the class's too"},
+		{name: "class rate below its per rate", class: 3, changes: []config.Change{{Key: "rate", Value: "500kbit"}},
+			err: "per.rate: 1mbit is above the class's rate (500kbit): no key can reach it"},
 		{name: "global rate sets the class's", class: 4, changes: []config.Change{{Key: "global.rate", Value: "16mbit"}, {Key: "global.period", Value: "200ms"}},
 			check: func(cc *config.ClassConfig) bool {
 				return cc.Rate == 2_000_000 && cc.Global.Lease == 2*time.Second && cc.Global.Burst == 800_000
@@ -140,5 +146,79 @@ func TestApplyDirection(t *testing.T) {
 	}
 	if err := c.ApplyDirection("up", nil); err == nil {
 		t.Error("unknown direction accepted")
+	}
+}
+
+// TestApplyClassTree: a change of a class's link sharing is judged on the
+// tree it makes, as the control API judges it (ApplyClass on a copy
+// without file lines, then SetDefaults and Validate of the whole
+// config): a weight that a change adds to, or takes from, one borrowing
+// sibling of weighted ones, the settings that only matter where the class
+// borrows or the direction is a tree, and a parent that washes.
+func TestApplyClassTree(t *testing.T) {
+	const tree = `link:
+  inner: {name: a}
+  outer: {name: b}
+egress:
+  rate: 20mbit
+  classes:
+  - {name: site, rate: 10mbit, ceil: 20mbit}
+  - {name: a, parent: site, rate: 4mbit, ceil: 10mbit}
+  - {name: b, parent: site, rate: 4mbit, ceil: 10mbit}
+  - {name: w1, rate: 2mbit, ceil: 20mbit, priority: 1, weight: 1}
+  - {name: w2, rate: 2mbit, ceil: 20mbit, priority: 1, weight: 3}
+  - {name: washed, rate: 2mbit, wash: true}
+ingress:
+  rate: 20mbit
+  classes:
+  - {name: flat, rate: 10mbit}
+`
+	for _, tc := range []struct {
+		name    string
+		dir     string
+		class   int
+		changes []config.Change
+		err     string // "" for none; else a part of it
+	}{
+		{name: "weight on one of two borrowing siblings", class: 1, changes: []config.Change{{Key: "weight", Value: "5"}},
+			err: "egress.classes[1].weight: a gives a weight and b does not: weights are relative among the siblings that borrow at one priority (here the children of site at priority 4)"},
+		{name: "weight taken from one of two weighted siblings", class: 3, changes: []config.Change{{Key: "weight", Value: "auto"}},
+			err: "egress.classes[4].weight: w2 gives a weight and w1 does not"},
+		{name: "weight moved to another priority", class: 1, changes: []config.Change{{Key: "weight", Value: "5"}, {Key: "priority", Value: "2"}}},
+		{name: "a weighted sibling's new weight", class: 3, changes: []config.Change{{Key: "weight", Value: "7"}}},
+		{name: "ceil at the rate keeps the weight", class: 3, changes: []config.Change{{Key: "ceil", Value: "2mbit"}},
+			err: `egress.classes[3].weight: "w1" does not borrow (its ceil is its rate): weight shares spare among borrowing siblings, so it does not apply`},
+		{name: "ceil at the rate with weight auto", class: 4, changes: []config.Change{{Key: "ceil", Value: "2mbit"}, {Key: "weight", Value: "auto"}}},
+		{name: "priority in a flat direction", dir: config.Ingress, changes: []config.Change{{Key: "priority", Value: "1"}},
+			err: "ingress.classes[0].priority: priority only matters in a tree, and ingress is none"},
+		{name: "cburst in a flat direction", dir: config.Ingress, changes: []config.Change{{Key: "cburst", Value: "64kb"}},
+			err: "ingress.classes[0].cburst: cburst only matters in a tree, and ingress is none"},
+		{name: "priority with a ceil makes a tree", dir: config.Ingress, changes: []config.Change{{Key: "priority", Value: "1"}, {Key: "ceil", Value: "20mbit"}}},
+		{name: "a child for a class that washes", class: 2, changes: []config.Change{{Key: "parent", Value: "washed"}},
+			err: `egress.classes[5].wash: "washed" is an inner class (a parent): it takes no packets of its own, so wash does not apply: set it on its leaves`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parsed, err := config.Parse("tree.yaml", []byte(tree))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The control API's copy: no record of the file's lines.
+			c := &config.Config{Link: parsed.Link, Metrics: parsed.Metrics, Control: parsed.Control, Egress: parsed.Egress, Ingress: parsed.Ingress}
+			dir, dc := config.Egress, &c.Egress
+			if tc.dir == config.Ingress {
+				dir, dc = config.Ingress, &c.Ingress
+			}
+			if err := c.ApplyClass(dir, &dc.Classes[tc.class], tc.changes); err != nil {
+				t.Fatalf("ApplyClass: %v", err)
+			}
+			c.SetDefaults()
+			err = c.Validate()
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("Validate: %v, want an error with %q", err, tc.err)
+			}
+		})
 	}
 }

@@ -49,25 +49,31 @@ type AutorateConfig struct {
 	// rate that a cut goes to if lower (0.9).
 	CutLow, CutHigh, AchievedCut float64
 	// CutDeepest is the least factor of one cut to the achieved rate
-	// (0.5): one cut takes at most half the rate.
-	CutDeepest float64
+	// (0.5): one cut takes at most half the rate; 0: no bound (a cut goes
+	// to the achieved rate × AchievedCut, as cake-autorate's). nil: the
+	// default, which SetDefaults fills in (the lower of 0.5 and CutHigh).
+	CutDeepest *float64
 	// Drain, if set (100 ms to 1 min), makes a cut to the achieved rate go
 	// at most to achieved × (1 − delta/Drain), at least half of it, so that
 	// the queue the delta shows drains within about Drain; 0 (the
 	// default): AchievedCut alone, as cake-autorate.
 	Drain time.Duration
 	// Grow is the factor of a raise while loaded with a rise of at most
-	// GrowDelta (1.04, 10 ms); it falls to 1 at BloatDelta.
+	// GrowDelta (1.04, 10 ms); it falls to 1 at BloatDelta. GrowDelta 0:
+	// it falls from the least rise on. nil: the default, which
+	// SetDefaults fills in (10 ms, or 0 for a BloatDelta of 10 ms or
+	// less).
 	Grow      float64
-	GrowDelta time.Duration
+	GrowDelta *time.Duration
 	// GrowUnheld (grow_when: loaded) raises the rate whenever the
 	// direction is loaded, as cake-autorate does; by default (grow_when:
 	// held) only while pacer holds traffic back for the rate, i.e. while
 	// it is the bottleneck.
 	GrowUnheld bool
 	// Refractory is the least time between cuts and from a cut to a
-	// raise (300 ms).
-	Refractory time.Duration
+	// raise (300 ms); 0: none (a cut at every bloated sample). nil: the
+	// default, which SetDefaults fills in.
+	Refractory *time.Duration
 	// Decay is the share of the rate that an idle direction moves toward
 	// Base once a DecayEvery (0.01, 1 s).
 	Decay      float64
@@ -196,24 +202,28 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"probe", named(d, &a.Probe, "timestamp or echo", ParseProbe)},
 			{"probe_interval", d.duration(&a.ProbeInterval)},
 			{"netns", d.str(&a.Netns)},
-			{"load_high", d.number(&a.LoadHigh)},
+			{"load_high", d.nonZero(&a.LoadHigh, "(0, 1]", DefaultAutorateLoadHigh)},
 			{"bloat_delta", d.duration(&a.BloatDelta)},
 			{"bloat_delta_max", d.duration(&a.BloatDeltaMax)},
 			{"bloat_samples", d.integer(&a.BloatSamples, 1, 64)},
 			{"window", d.integer(&a.Window, 1, 64)},
-			{"cut_low", d.number(&a.CutLow)},
-			{"cut_high", d.number(&a.CutHigh)},
-			{"achieved_cut", d.number(&a.AchievedCut)},
-			{"cut_deepest", d.number(&a.CutDeepest)},
+			{"cut_low", d.nonZero(&a.CutLow, "(0, 1]", DefaultAutorateCutLow)},
+			{"cut_high", d.nonZero(&a.CutHigh, "(0, 1]", DefaultAutorateCutHigh)},
+			{"achieved_cut", d.nonZero(&a.AchievedCut, "(0, 1]", DefaultAutorateAchieved)},
+			{"cut_deepest", func(n *yaml.Node, p string) {
+				if v, ok := d.parseNumber(n, p); ok {
+					a.CutDeepest = &v
+				}
+			}},
 			{"drain", d.span(&a.Drain)},
-			{"grow", d.number(&a.Grow)},
-			{"grow_delta", d.span(&a.GrowDelta)},
+			{"grow", d.nonZero(&a.Grow, "[1, 2]", DefaultAutorateGrow)},
+			{"grow_delta", d.spanPtr(&a.GrowDelta)},
 			{"grow_when", named(d, &a.GrowUnheld, "held or loaded", parseGrowWhen)},
-			{"refractory", d.span(&a.Refractory)},
-			{"decay", d.number(&a.Decay)},
+			{"refractory", d.spanPtr(&a.Refractory)},
+			{"decay", d.nonZero(&a.Decay, "(0, 1]", DefaultAutorateDecay)},
 			{"decay_every", d.duration(&a.DecayEvery)},
-			{"baseline_up", d.number(&a.BaselineUp)},
-			{"baseline_down", d.number(&a.BaselineDown)},
+			{"baseline_up", d.nonZero(&a.BaselineUp, "(0, 1]", DefaultAutorateBaseUp)},
+			{"baseline_down", d.nonZero(&a.BaselineDown, "(0, 1]", DefaultAutorateBaseDown)},
 			{"dead_after", d.duration(&a.DeadAfter)},
 			{"stall_after", d.duration(&a.StallAfter)},
 			{"rebase_after", d.duration(&a.RebaseAfter)},
@@ -222,19 +232,46 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 	}}
 }
 
-// number decodes a plain number (0.75, 1.04).
-func (d *decoder) number(dst *float64) func(*yaml.Node, string) {
+// parseNumber reads a plain number (0.75, 1.04); ok is false once it
+// reported an error.
+func (d *decoder) parseNumber(n *yaml.Node, path string) (float64, bool) {
+	s, ok := d.scalar(n, path, "a number such as 0.75")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v != v {
+		d.failf(n, path, "must be a number such as 0.75, not %q", s)
+		return 0, false
+	}
+	return v, true
+}
+
+// nonZero decodes one of the controller's factors that 0 is no value of
+// (rng is its range, as the validator writes it; def its default): an
+// omitted one is 0 until SetDefaults, so a 0 given is refused here rather
+// than taken for the default.
+func (d *decoder) nonZero(dst *float64, rng string, def float64) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a number such as 0.75")
-		if !ok {
-			return
+		v, ok := d.parseNumber(n, path)
+		switch {
+		case !ok:
+		case v == 0:
+			d.failf(n, path, "0 is out of range %s: leave it out for the default (%v)", rng, def)
+		default:
+			*dst = v
 		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v != v {
-			d.failf(n, path, "must be a number such as 0.75, not %q", s)
-			return
+	}
+}
+
+// spanPtr decodes a duration of 0 or more into *dst, for a setting whose
+// nil is its default and whose 0 is a value of its own.
+func (d *decoder) spanPtr(dst **time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v := time.Duration(-1)
+		if d.span(&v)(n, path); v >= 0 {
+			*dst = &v
 		}
-		*dst = v
 	}
 }
 
@@ -275,12 +312,20 @@ func (a *AutorateConfig) setDefaults() {
 	deff(&a.CutLow, DefaultAutorateCutLow)
 	deff(&a.CutHigh, DefaultAutorateCutHigh)
 	deff(&a.AchievedCut, DefaultAutorateAchieved)
-	deff(&a.CutDeepest, min(DefaultAutorateDeepest, a.CutHigh))
-	deff(&a.Grow, DefaultAutorateGrow)
-	if a.GrowDelta == 0 && a.BloatDelta > DefaultAutorateGrowDelta {
-		a.GrowDelta = DefaultAutorateGrowDelta
+	if a.CutDeepest == nil {
+		a.CutDeepest = new(min(DefaultAutorateDeepest, a.CutHigh))
 	}
-	def(&a.Refractory, DefaultAutorateRefractory)
+	deff(&a.Grow, DefaultAutorateGrow)
+	if a.GrowDelta == nil {
+		g := time.Duration(0) // below bloat_delta, however short
+		if a.BloatDelta > DefaultAutorateGrowDelta {
+			g = DefaultAutorateGrowDelta
+		}
+		a.GrowDelta = &g
+	}
+	if a.Refractory == nil {
+		a.Refractory = new(DefaultAutorateRefractory)
+	}
 	deff(&a.Decay, DefaultAutorateDecay)
 	def(&a.DecayEvery, DefaultAutorateDecayEvery)
 	deff(&a.BaselineUp, DefaultAutorateBaseUp)
@@ -353,9 +398,14 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	unit("decay", a.Decay, 0, 1)
 	unit("baseline_up", a.BaselineUp, 0, 1)
 	unit("baseline_down", a.BaselineDown, 0, 1)
-	unit("cut_deepest", a.CutDeepest, 0, 1)
-	if a.CutDeepest > a.CutHigh {
-		v.errorf(p+".cut_deepest", "%v is above cut_high %v: a cut to the achieved rate may go deeper than one by the delay", a.CutDeepest, a.CutHigh)
+	unset := func(key string) { v.errorf(p+"."+key, "must be set (SetDefaults fills in a default)") }
+	switch x := a.CutDeepest; {
+	case x == nil:
+		unset("cut_deepest")
+	case !(*x >= 0 && *x <= 1):
+		v.errorf(p+".cut_deepest", "%v is out of range [0, 1]", *x)
+	case *x > a.CutHigh:
+		v.errorf(p+".cut_deepest", "%v is above cut_high %v: a cut to the achieved rate may go deeper than one by the delay", *x, a.CutHigh)
 	}
 	if a.CutHigh > a.CutLow {
 		v.errorf(p+".cut_low", "%v is below cut_high %v: the deeper rise must cut more", a.CutLow, a.CutHigh)
@@ -366,8 +416,19 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	if a.BloatDeltaMax <= a.BloatDelta {
 		v.errorf(p+".bloat_delta_max", "%v is not above bloat_delta %v", a.BloatDeltaMax, a.BloatDelta)
 	}
-	if a.GrowDelta >= a.BloatDelta {
-		v.errorf(p+".grow_delta", "%v is not below bloat_delta %v", a.GrowDelta, a.BloatDelta)
+	switch g := a.GrowDelta; {
+	case g == nil:
+		unset("grow_delta")
+	case *g < 0:
+		v.errorf(p+".grow_delta", "%v is negative", *g)
+	case *g >= a.BloatDelta:
+		v.errorf(p+".grow_delta", "%v is not below bloat_delta %v", *g, a.BloatDelta)
+	}
+	switch r := a.Refractory; {
+	case r == nil:
+		unset("refractory")
+	case *r < 0:
+		v.errorf(p+".refractory", "%v is negative", *r)
 	}
 	if a.BloatSamples > a.Window {
 		v.errorf(p+".bloat_samples", "%d is more than window %d", a.BloatSamples, a.Window)

@@ -25,8 +25,8 @@ func TestParseConfigAutorate(t *testing.T) {
 		Reflectors:    []netip.Addr{netip.MustParseAddr("198.18.2.2"), netip.MustParseAddr("2001:2::1")},
 		ProbeInterval: 50 * time.Millisecond, Netns: "wan", LoadHigh: 0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
-		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, CutDeepest: 0.5, Grow: 1.04, GrowDelta: 10 * time.Millisecond,
-		Refractory: 300 * time.Millisecond, Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
+		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, CutDeepest: new(0.5), Grow: 1.04, GrowDelta: new(10 * time.Millisecond),
+		Refractory: new(300 * time.Millisecond), Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
 		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second, Passive: true}
 	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
 		t.Errorf("egress: auto %v rate %d burst %d autorate %+v, want %+v", e.Auto, e.Rate, e.Burst, e.Autorate, want)
@@ -35,8 +35,8 @@ func TestParseConfigAutorate(t *testing.T) {
 		Reflectors: []netip.Addr{netip.MustParseAddr("198.18.2.2")}, Probe: config.ProbeEcho,
 		ProbeInterval: 10 * time.Millisecond, Netns: "other", LoadHigh: 0.5,
 		BloatDelta: 15 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 2, Window: 4,
-		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, CutDeepest: 0.4, Drain: time.Second, Grow: 1.1, GrowDelta: 5 * time.Millisecond,
-		Refractory: 100 * time.Millisecond, Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
+		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, CutDeepest: new(0.4), Drain: time.Second, Grow: 1.1, GrowDelta: new(5 * time.Millisecond),
+		Refractory: new(100 * time.Millisecond), Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
 		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second, Passive: true}
 	if in := c.Ingress; in.Auto || !reflect.DeepEqual(in.Autorate, want) || in.Rate != 3_750_000 {
 		t.Errorf("ingress: auto %v rate %d autorate %+v, want fixed 30mbit and %+v", in.Auto, in.Rate, in.Autorate, want)
@@ -75,6 +75,22 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		{name: "interval", yaml: ar("    probe_interval: 1ms\n"), line: 11, want: "egress.autorate.probe_interval: 1ms is below 5ms"},
 		{name: "number", yaml: ar("    decay: fast\n"), line: 11, want: `egress.autorate.decay: must be a number such as 0.75, not "fast"`},
 		{name: "unknown", yaml: ar("    rtt: 1s\n"), line: 11, want: `egress.autorate.rtt: unknown key "rtt"`},
+		// 0 given is not the default: refused where it is no value
+		// (issue 40: load_high: 0 and the factors read as their defaults).
+		{name: "load_high 0", yaml: ar("    load_high: 0\n"), line: 11, want: "egress.autorate.load_high: 0 is out of range (0, 1]: leave it out for the default (0.75)"},
+		{name: "cut_low 0", yaml: ar("    cut_low: 0\n"), line: 11, want: "egress.autorate.cut_low: 0 is out of range (0, 1]: leave it out for the default (0.99)"},
+		{name: "cut_high 0", yaml: ar("    cut_high: 0.0\n"), line: 11, want: "egress.autorate.cut_high: 0 is out of range (0, 1]: leave it out for the default (0.75)"},
+		{name: "achieved_cut 0", yaml: ar("    achieved_cut: 0\n"), line: 11, want: "egress.autorate.achieved_cut: 0 is out of range (0, 1]: leave it out for the default (0.9)"},
+		{name: "grow 0", yaml: ar("    grow: 0\n"), line: 11, want: "egress.autorate.grow: 0 is out of range [1, 2]: leave it out for the default (1.04)"},
+		{name: "decay 0", yaml: ar("    decay: 0\n"), line: 11, want: "egress.autorate.decay: 0 is out of range (0, 1]: leave it out for the default (0.01)"},
+		{name: "baseline_up 0", yaml: ar("    baseline_up: 0\n"), line: 11, want: "egress.autorate.baseline_up: 0 is out of range (0, 1]: leave it out for the default (0.001)"},
+		{name: "baseline_down 0", yaml: ar("    baseline_down: 0\n"), line: 11, want: "egress.autorate.baseline_down: 0 is out of range (0, 1]: leave it out for the default (0.9)"},
+		{name: "probe_interval 0", yaml: ar("    probe_interval: 0s\n"), line: 11, want: "egress.autorate.probe_interval: must be above 0, not 0s"},
+		{name: "window 0", yaml: ar("    window: 0\n"), line: 11, want: "egress.autorate.window: 0 is out of range [1, 64]"},
+		{name: "decay_every 0", yaml: ar("    decay_every: 0s\n"), line: 11, want: "egress.autorate.decay_every: must be above 0, not 0s"},
+		{name: "dead_after 0", yaml: ar("    dead_after: 0s\n"), line: 11, want: "egress.autorate.dead_after: must be above 0, not 0s"},
+		{name: "refractory negative", yaml: ar("    refractory: -1s\n"), line: 11, want: "egress.autorate.refractory: -1s is negative"},
+		{name: "cut_deepest negative", yaml: ar("    cut_deepest: -0.1\n"), line: 11, want: "egress.autorate.cut_deepest: -0.1 is out of range [0, 1]"},
 		{name: "global", yaml: base + "redis: {address: 'r:1'}\n" + "egress:\n  rate: auto\n  global: {key: k, rate: 1mbit}\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2.2]}\n", line: 6,
 			want: "egress.rate: a global direction's rate is its global.rate"},
 		{name: "trace", yaml: ar("  rates: [{at: 0s, rate: 1mbit}, {at: 1s}]\n"), line: 5,
@@ -85,6 +101,47 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			wantConfigErrors(t, tt.yaml, tt.line, tt.want, 1)
 		})
+	}
+}
+
+// TestParseAutorateZeros: refractory, grow_delta and cut_deepest given as
+// 0 are 0 (no refractory time, growth falling from the least rise, no
+// bound on a cut), not their defaults, which an omitted one gets; and
+// SetDefaults again (as every change through the control API runs it)
+// keeps them (issue 40: the decoder read 0 as unset).
+func TestParseAutorateZeros(t *testing.T) {
+	y := base + "egress:\n  rate: auto\n  autorate:\n    min: 5mbit\n    base: 20mbit\n    max: 80mbit\n    reflectors: [198.18.2.2]\n" +
+		"    refractory: 0s\n    grow_delta: 0s\n    cut_deepest: 0\n" +
+		"ingress:\n  rate: auto\n  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.2.2], bloat_delta: 8ms}\n"
+	c, err := config.Parse("auto.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		e, in := c.Egress.Autorate, c.Ingress.Autorate
+		if *e.Refractory != 0 || *e.GrowDelta != 0 || *e.CutDeepest != 0 {
+			t.Errorf("given 0: refractory %v grow_delta %v cut_deepest %v, want 0", *e.Refractory, *e.GrowDelta, *e.CutDeepest)
+		}
+		// Omitted: the defaults (grow_delta 0 below a bloat_delta of 10 ms).
+		if *in.Refractory != config.DefaultAutorateRefractory || *in.GrowDelta != 0 || *in.CutDeepest != config.DefaultAutorateDeepest {
+			t.Errorf("omitted: refractory %v grow_delta %v cut_deepest %v", *in.Refractory, *in.GrowDelta, *in.CutDeepest)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A section built in Go without SetDefaults has none.
+	g := &config.AutorateConfig{Min: 1, Base: 1, Max: 1, Reflectors: c.Egress.Autorate.Reflectors, ProbeInterval: time.Second,
+		LoadHigh: 1, BloatDelta: time.Second, BloatDeltaMax: 2 * time.Second, BloatSamples: 1, Window: 1, CutLow: 1, CutHigh: 1,
+		AchievedCut: 1, Grow: 1, Decay: 1, DecayEvery: time.Second, BaselineUp: 1, BaselineDown: 1, DeadAfter: time.Second,
+		StallAfter: time.Second, RebaseAfter: time.Second}
+	c.Egress.Autorate = g
+	err = c.Validate()
+	for _, want := range []string{"egress.autorate.cut_deepest: must be set (SetDefaults fills in a default)", "egress.autorate.grow_delta: must be set", "egress.autorate.refractory: must be set"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate of a section without its defaults: %v, want %q", err, want)
+		}
 	}
 }
 

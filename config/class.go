@@ -122,9 +122,11 @@ type ClassConfig struct {
 	// SetDefaults sets 0 to Rate: no borrowing) is the most it may reach
 	// by borrowing its ancestors' spare, with CBurst its burst
 	// (SetDefaults: Burst if Ceil is Rate, else DefaultBurst(Ceil, MTU)).
-	// Priority (0 first .. MaxPriority; nil: DefaultPriority) orders it
-	// for spare among its siblings, and Weight (SetDefaults: DefaultWeight)
-	// shares spare among siblings of one priority.
+	// Priority (0 first .. MaxPriority; nil: DefaultPriority, see
+	// PriorityOf) orders it for spare among its siblings, and Weight (0:
+	// DefaultWeight of the rate, which it then follows; see WeightOf)
+	// shares spare among borrowing siblings of one priority. SetDefaults
+	// leaves both unset when not given.
 	Parent   string
 	Ceil     uint64
 	CBurst   uint64
@@ -493,7 +495,7 @@ func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {
 	v.emulate(path, &cc.Emulate, cc.Rate)
 	v.match(path+".match", &cc.Match)
 	v.overhead(path, &cc.Overhead)
-	v.classTree(path, cc)
+	v.classTree(path, cc, mtu, from)
 	v.classTins(path, cc)
 }
 

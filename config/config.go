@@ -176,9 +176,10 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 // MTU of the endpoint the direction reads from: Inner for Egress, Outer for
 // Ingress), backlogs of shaped classes, the AQM target and interval and the
 // flow count of shaped fq classes (their quantum stays 0: it follows the
-// rate), the default classes' names, and the gateway section's table,
-// priority, zone and mark. It changes only zero values, so
-// calling it twice changes nothing more.
+// rate), the default classes' names, a class's ceil and cburst (its
+// priority and weight stay unset: see ClassConfig), and the gateway
+// section's table, priority, zone and mark. It changes only zero values,
+// so calling it twice changes nothing more.
 // Offload, GRO, Queues and TxQueueLen have no default here (0 and false
 // are meaningful); Parse defaults Offload and GRO to true itself.
 func (c *Config) SetDefaults() {

@@ -463,8 +463,10 @@ egress:
 	// demo.yaml:7: egress.classes[0].rate: unknown unit "mbits" (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps, tbps for bytes per second)
 }
 
-// FuzzParseConfig checks that Parse never panics and that every
-// error line starts with "name:line: ".
+// FuzzParseConfig checks that Parse never panics, that every error line
+// starts with "name:line: ", and that a config Parse accepts still
+// validates after SetDefaults again and as the control API's copy (no
+// file lines: its checks go by value, the file's by what it gives).
 func FuzzParseConfig(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.yaml")
 	for _, file := range files {
@@ -477,6 +479,10 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(base + "ingress:\n  default: {rate: 1mbit, mode: police, ecn: true, isolate: hosts}\n"))
 	f.Add([]byte(base + "redis: {sentinel: {master: m, addresses: ['s:1']}, tls: {ca_file: /a}}\negress:\n  classes:\n  - {name: a, global: {key: k, rate: 1mbit, period: 200ms, on_unreachable: open}}\n"))
 	f.Add([]byte(base + "egress:\n  classes:\n  - {name: s, rate: 20mbit, ceil: 30mbit, tins: diffserv4, wash: true, match: {dscp: [ef, 40]}}\ningress:\n  rate: 8mbit\n  tins: diffserv8\n"))
+	f.Add([]byte(base + "egress:\n  rate: 20mbit\n  classes:\n  - {name: s, rate: 10mbit, ceil: 20mbit, cburst: 30kb, priority: 1, weight: 2}\n" +
+		"  - {name: a, parent: s, rate: 4mbit, ceil: 10mbit, weight: 3, per: {key: src, rate: 1mbit, ceil: 10mbit}}\n  - {name: b, parent: s, rate: 4mbit}\n" +
+		"  default: {rate: 1mbit, ceil: 20mbit, priority: 1, weight: 1, overhead: -64}\n"))
+	f.Add([]byte(base + "egress:\n  rate: auto\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, refractory: 0s, grow_delta: 0s, cut_deepest: 0, load_high: 0.5}\n"))
 	f.Add([]byte("a: [\n"))
 	lineRE := regexp.MustCompile(`^f\.yaml:[0-9]+: `)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -487,6 +493,14 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			if err := c.Validate(); err != nil {
 				t.Fatalf("parsed config does not validate: %v", err)
+			}
+			c.SetDefaults()
+			if err := c.Validate(); err != nil {
+				t.Fatalf("parsed config does not validate after SetDefaults again: %v", err)
+			}
+			cp := &config.Config{Link: c.Link, Metrics: c.Metrics, Control: c.Control, Egress: c.Egress, Ingress: c.Ingress, Gateway: c.Gateway, Redis: c.Redis}
+			if err := cp.Validate(); err != nil {
+				t.Fatalf("parsed config does not validate without its lines: %v", err)
 			}
 			return
 		}

@@ -17,13 +17,11 @@ func pfx(ss ...string) []netip.Prefix {
 }
 
 // flatTree gives the classes of an expected direction the link-sharing
-// settings a config without them loads to: ceil = rate (no borrowing),
-// its burst, the default priority and weight.
+// settings a config without them loads to: ceil = rate (no borrowing)
+// and its burst; priority and weight stay unset (their defaults).
 func flatTree(dc *config.DirectionConfig) {
 	set := func(cc *config.ClassConfig) {
-		cc.Ceil, cc.CBurst, cc.Weight = cc.Rate, cc.Burst, config.DefaultWeight(cc.Rate)
-		p := config.DefaultPriority
-		cc.Priority = &p
+		cc.Ceil, cc.CBurst = cc.Rate, cc.Burst
 	}
 	for i := range dc.Classes {
 		set(&dc.Classes[i])

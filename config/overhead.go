@@ -53,8 +53,9 @@ const (
 )
 
 // Wire is a resolved link-layer compensation: what an IP packet of n bytes
-// costs is n+Overhead, raised to MPU, then framed. Its zero value is no
-// compensation: rates are IP rates.
+// costs is n+Overhead, raised to MPU and to 1 byte (a negative Overhead
+// makes no packet free; see package shaper/wire), then framed. Its zero
+// value is no compensation: rates are IP rates.
 type Wire struct {
 	Overhead int
 	MPU      int

@@ -336,6 +336,9 @@ func (v *validator) per(path string, cc *ClassConfig, mtu int, from string) {
 	if p.Peak != 0 && p.Peak <= max(p.Rate, p.Ceil) {
 		v.errorf(path+".peak", "%s must be above the per-key rate (%s)", FormatRate(p.Peak), FormatRate(max(p.Rate, p.Ceil)))
 	}
+	above := v.classReach(cc)
+	above(path+".rate", p.Rate)
+	above(path+".ceil", p.Ceil)
 	switch p.Mode {
 	case ModeShape:
 		if cc.Mode == ModePolice {
@@ -365,7 +368,26 @@ func (v *validator) per(path string, cc *ClassConfig, mtu int, from string) {
 			v.errorf(op+".rate", "an override needs a rate above 0")
 		} else {
 			v.burst(op+".burst", o.Burst, mtu, from)
+			above(op+".rate", o.Rate)
 		}
+	}
+}
+
+// classReach returns a check that refuses a key's rate (at path) above
+// the most its class sends: its ceil when it borrows, else its rate. Every
+// packet of a key is the class's too, so no key can reach more. A class
+// whose rate follows a trace or rates is not bounded here (its rate
+// moves), nor is a key's rate of 0 (reported elsewhere, or unset).
+func (v *validator) classReach(cc *ClassConfig) func(path string, rate uint64) {
+	most, what := cc.Rate, "rate"
+	if cc.Borrows() {
+		most, what = cc.Ceil, "ceil"
+	}
+	return func(path string, rate uint64) {
+		if rate == 0 || most == 0 || cc.Emulate.Trace != "" || len(cc.Emulate.Rates) > 0 || rate <= most {
+			return
+		}
+		v.errorf(path, "%s is above the class's %s (%s): no key can reach it, since every key's packets are the class's too", FormatRate(rate), what, FormatRate(most))
 	}
 }
 

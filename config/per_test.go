@@ -91,7 +91,7 @@ func TestFormatPerKey(t *testing.T) {
 // perClass wraps per settings in a config with one egress class (or the
 // default class) of mode mode.
 func perClass(dir, mode, per string) string {
-	class := "{name: a, rate: 20mbit, mode: " + mode + ", per: " + per + "}"
+	class := "{name: a, rate: 100mbit, mode: " + mode + ", per: " + per + "}"
 	if dir == "default" {
 		return base + "egress:\n  default: " + strings.Replace(class, "name: a, ", "", 1) + "\n"
 	}
@@ -139,8 +139,8 @@ func TestParseConfigPer(t *testing.T) {
 			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 125_000, Burst: 3000,
 				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle, Overrides: []config.PerOverride{}}},
 		{name: "null is none", mode: "shape", per: "null"},
-		{name: "a rate above the class's", mode: "shape", per: "{key: src, rate: 1gbit}",
-			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 125_000_000, Burst: 1_250_000,
+		{name: "the class's rate", mode: "shape", per: "{key: src, rate: 100mbit}",
+			want: &config.PerConfig{Kind: config.PerSrc, Prefix4: 32, Prefix6: 128, Rate: 12_500_000, Burst: 125_000,
 				Keys: config.DefaultPerKeys, Idle: config.DefaultPerIdle}},
 	}
 	for _, tt := range tests {
@@ -228,12 +228,34 @@ func TestParseConfigPerErrors(t *testing.T) {
 			want: "per.overrides[0].burst: 1kb is less than link.inner.mtu (1500 bytes)"},
 		{name: "ingress default", yaml: base + "ingress:\n  default:\n    rate: 1mbit\n    per: {key: dst, rate: 1mbit, peak: 500kbit}\n", line: 7,
 			want: "ingress.default.per.peak: 500kbit must be above the per-key rate (1mbit)"},
+		{name: "rate above the class's", yaml: shape("      key: src\n      rate: 20mbit\n"), line: 11,
+			want: "egress.classes[0].per.rate: 20mbit is above the class's rate (10mbit): no key can reach it, since every key's packets are the class's too"},
+		{name: "ceil above the class's", yaml: shape("      key: src\n      rate: 2mbit\n      ceil: 50mbit\n"), line: 12,
+			want: "egress.classes[0].per.ceil: 50mbit is above the class's rate (10mbit): no key can reach it"},
+		{name: "override above the class's", yaml: shape("      key: src\n      rate: 2mbit\n      overrides:\n        - {match: 198.18.0.7, rate: 100mbit}\n"), line: 13,
+			want: "egress.classes[0].per.overrides[0].rate: 100mbit is above the class's rate (10mbit): no key can reach it"},
+		{name: "rate above the class's ceil", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 10mbit, ceil: 20mbit, per: {key: src, rate: 30mbit}}\n", line: 6,
+			want: "egress.classes[0].per.rate: 30mbit is above the class's ceil (20mbit): no key can reach it"},
 		{name: "validation errors together", yaml: shape("      key: src\n      rate: 2mbit\n      burst: 100\n      peak: 1mbit\n      idle: 48h\n"), line: 12, want: "per.burst: 100b is less than", n: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wantConfigErrors(t, tt.yaml, tt.line, tt.want, max(tt.n, 1))
 		})
+	}
+}
+
+// TestParseConfigPerReach: a key's rate and ceil may reach the most its
+// class sends: its ceil when it borrows; a class whose rate follows a
+// schedule is not bounded by its rate (the schedule's steps move it).
+func TestParseConfigPerReach(t *testing.T) {
+	for _, class := range []string{
+		"{name: a, rate: 10mbit, ceil: 20mbit, per: {key: src, rate: 15mbit, ceil: 20mbit}}",
+		"{name: a, rate: 10mbit, rates: [{at: 0s, rate: 40mbit}, {at: 1s}], per: {key: src, rate: 30mbit}}",
+	} {
+		if _, err := config.Parse("per.yaml", []byte(base+"egress:\n  classes:\n  - "+class+"\n")); err != nil {
+			t.Errorf("%s: %v", class, err)
+		}
 	}
 }
 
@@ -253,7 +275,7 @@ func TestSetDefaultsPer(t *testing.T) {
 	pfx := netip.MustParsePrefix
 	classes := []config.ClassConfig{
 		{Name: "none", Rate: 1000},
-		{Name: "src", Rate: 1000, Per: &config.PerConfig{Kind: config.PerSrc, Rate: 10_000_000,
+		{Name: "src", Rate: 10_000_000, Per: &config.PerConfig{Kind: config.PerSrc, Rate: 10_000_000,
 			Overrides: []config.PerOverride{{Match: pfx("198.18.0.1/32"), Rate: 100}, {Match: pfx("198.18.0.2/32"), Rate: 100, Burst: 5000}}}},
 		{Name: "dst", Rate: 1000, Per: &config.PerConfig{Kind: config.PerDst, Prefix4: 24, Rate: 100}},
 		{Name: "flow", Rate: 1000, Mode: config.ModePolice, Per: &config.PerConfig{Kind: config.PerFlow, Rate: 100, Mode: config.ModePolice, Keys: 7, Idle: time.Hour}},

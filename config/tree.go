@@ -96,7 +96,9 @@ func (dc *DirectionConfig) Inner() map[string]bool {
 	return inner
 }
 
-// treeDefaults fills in a class's ceil, cburst, priority and weight.
+// treeDefaults fills in a class's ceil and cburst. Its priority (nil)
+// and weight (0) stay unset when not given, so that a check can tell a
+// given one from the default (PriorityOf and WeightOf give the value).
 func (cc *ClassConfig) treeDefaults(mtu int) {
 	if cc.Ceil == 0 {
 		cc.Ceil = cc.Rate
@@ -108,19 +110,25 @@ func (cc *ClassConfig) treeDefaults(mtu int) {
 			cc.CBurst = DefaultBurst(cc.Ceil, mtu)
 		}
 	}
-	if cc.Priority == nil {
-		p := DefaultPriority
-		cc.Priority = &p
-	}
-	if cc.Weight == 0 {
-		cc.Weight = DefaultWeight(cc.Rate)
-	}
 }
 
 // DefaultWeight is a class's weight when the config gives none: its rate
 // in kbit/s (at least 1), so that spare is shared in proportion to the
 // borrowers' rates, as HTB's quantum does by default.
 func DefaultWeight(rate uint64) uint64 { return max(rate*8/1000, 1) }
+
+// WeightOf returns the class's weight: Weight, or DefaultWeight of its
+// rate if it gives none (0), which then follows the rate.
+func (cc *ClassConfig) WeightOf() uint64 {
+	if cc.Weight == 0 {
+		return DefaultWeight(cc.Rate)
+	}
+	return cc.Weight
+}
+
+// Borrows reports whether the class may send beyond its rate (a ceil
+// above it): only then do its weight, and a cburst of a leaf, matter.
+func (cc *ClassConfig) Borrows() bool { return cc.Ceil > cc.Rate }
 
 // PriorityOf returns the class's priority (DefaultPriority if unset).
 func (cc *ClassConfig) PriorityOf() int {
@@ -183,22 +191,127 @@ func (v *validator) tree(path string, dc *DirectionConfig, from string) {
 	if dc.Default != nil && inner[DefaultClass] {
 		v.errorf(classPath(-1), "the default class takes packets: it cannot be a parent")
 	}
+	v.sharing(path, dc, all, paths, inner)
+}
+
+// sharing refuses the link-sharing settings that would do nothing where
+// they are (their values, so that a change through the control API is
+// judged as the file is): priority, weight and cburst in a direction that
+// is no tree; in a tree, a weight on a class that does not borrow, a
+// cburst other than the burst on a leaf that does not borrow (it has no
+// ceil bucket of its own), and weights given on some borrowing siblings
+// of one priority but not on the others.
+func (v *validator) sharing(path string, dc *DirectionConfig, all []*ClassConfig, paths []string, inner map[string]bool) {
+	if !dc.IsTree() {
+		for k, cc := range all {
+			for _, s := range []struct {
+				key string
+				set bool
+			}{
+				{"priority", cc.Priority != nil},
+				{"weight", cc.Weight != 0},
+				{"cburst", cc.CBurst != 0 && cc.CBurst != cc.Burst},
+			} {
+				if s.set {
+					v.errorf(paths[k]+"."+s.key, "%s only matters in a tree, and %s is none (no class names a parent or has a ceil above its rate): remove it, or give the classes that may borrow a ceil", s.key, path)
+				}
+			}
+		}
+		return
+	}
+	type siblings struct {
+		parent   string
+		priority int
+	}
+	groups := map[siblings][]int{}
+	var order []siblings
+	for k, cc := range all {
+		switch {
+		case cc.Borrows():
+			g := siblings{cc.Parent, cc.PriorityOf()}
+			if _, ok := groups[g]; !ok {
+				order = append(order, g)
+			}
+			groups[g] = append(groups[g], k)
+		case cc.Weight != 0:
+			v.errorf(paths[k]+".weight", "%q does not borrow (its ceil is its rate): weight shares spare among borrowing siblings, so it does not apply: give the class a ceil above its rate, or remove the weight", cc.Name)
+		}
+		if !cc.Borrows() && !inner[cc.Name] && cc.Tins == TinsNone && cc.CBurst != 0 && cc.CBurst != cc.Burst {
+			v.errorf(paths[k]+".cburst", "%q does not borrow (its ceil is its rate): cburst is the burst of a ceil above the rate (or of an inner class), so it does not apply: give the class a ceil above its rate, or remove the cburst", cc.Name)
+		}
+	}
+	for _, g := range order {
+		var with, without []string
+		var weighs []string
+		at := -1
+		for _, k := range groups[g] {
+			cc := all[k]
+			if cc.Weight != 0 {
+				with = append(with, cc.Name)
+				if at < 0 {
+					at = k
+				}
+				continue
+			}
+			without = append(without, cc.Name)
+			if len(weighs) < 3 {
+				weighs = append(weighs, fmt.Sprintf("%s %d", cc.Name, cc.WeightOf()))
+			}
+		}
+		if len(with) == 0 || len(without) == 0 {
+			continue
+		}
+		scope := fmt.Sprintf("the children of %s at priority %d", g.parent, g.priority)
+		if g.parent == "" {
+			scope = fmt.Sprintf("the top-level classes of %s at priority %d", path, g.priority)
+		}
+		v.errorf(paths[at]+".weight", "%s %s a weight and %s %s not: weights are relative among the siblings that borrow at one priority (here %s), and a class without one weighs its rate in kbit/s (%s): give a weight to all of them or to none",
+			nameList(with), plural(len(with), "gives", "give"), nameList(without), plural(len(without), "does", "do"), scope, strings.Join(weighs, ", "))
+	}
+}
+
+// nameList writes names as "a", "a and b", "a, b and c", naming at most
+// eight.
+func nameList(names []string) string {
+	if len(names) > 8 {
+		names = append(names[:7:7], fmt.Sprintf("%d more", len(names)-7))
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// plural returns one for n == 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // classTree checks a class's own link-sharing settings: a ceil at least
-// its rate, a priority in range.
-func (v *validator) classTree(p string, cc *ClassConfig) {
+// its rate, a cburst of at least one packet of mtu bytes (the MTU of
+// from), a priority and a weight in range.
+func (v *validator) classTree(p string, cc *ClassConfig, mtu int, from string) {
 	if cc.Ceil != 0 && cc.Ceil < cc.Rate {
 		v.errorf(p+".ceil", "%s is below the rate (%s): the ceil bounds what the class may reach by borrowing", FormatRate(cc.Ceil), FormatRate(cc.Rate))
 	}
+	if cc.CBurst != 0 && cc.CBurst != cc.Burst { // 0 (built in Go) or the burst: as the burst
+		v.burst(p+".cburst", cc.CBurst, mtu, from)
+	}
 	if pr := cc.PriorityOf(); pr < 0 || pr > MaxPriority {
 		v.errorf(p+".priority", "%d is out of range [0, %d] (0 first)", pr, MaxPriority)
+	}
+	if cc.Weight > MaxWeight {
+		v.errorf(p+".weight", "%d is out of range [1, %d]", cc.Weight, MaxWeight)
 	}
 }
 
 // innerClass refuses the leaf-only settings of an inner class: a setting
 // given in the file (by its line), or one whose value says so for a
-// config built in Go.
+// config built in Go or changed through the control API (which has no
+// lines: a change may give a class its first child).
 func (v *validator) innerClass(path string, cc *ClassConfig) {
 	given := func(k string) bool {
 		if v.src == nil {
@@ -218,6 +331,9 @@ func (v *validator) innerClass(path string, cc *ClassConfig) {
 			v.errorf(path+".match", "%q is an inner class (a parent): it takes no packets of its own, so match does not apply: set it on its leaves", cc.Name)
 		case cc.Per != nil || cc.Global != nil || cc.Peak != 0 || cc.Mode != ModeShape || cc.Capped || !cc.Emulate.IsZero():
 			v.errorf(path, "%q is an inner class (a parent): leaf-only settings do not apply to it", cc.Name)
+		}
+		if cc.Wash { // a change that gives the class a child
+			v.errorf(path+".wash", "%q is an inner class (a parent): it takes no packets of its own, so wash does not apply: set it on its leaves", cc.Name)
 		}
 	}
 }

@@ -29,14 +29,14 @@ func TestParseTree(t *testing.T) {
 		t.Fatal("a direction with parents and ceils is no tree")
 	}
 	site, sub, voice, def := dc.Classes[0], dc.Classes[1], dc.Classes[2], dc.Default
-	if site.Ceil != 2_500_000 || site.CBurst != config.DefaultBurst(2_500_000, 1500) || site.PriorityOf() != config.DefaultPriority || site.Weight != 10_000 {
-		t.Errorf("site: ceil %d cburst %d priority %d weight %d", site.Ceil, site.CBurst, site.PriorityOf(), site.Weight)
+	if site.Ceil != 2_500_000 || site.CBurst != config.DefaultBurst(2_500_000, 1500) || site.PriorityOf() != config.DefaultPriority || site.WeightOf() != 10_000 {
+		t.Errorf("site: ceil %d cburst %d priority %d weight %d", site.Ceil, site.CBurst, site.PriorityOf(), site.WeightOf())
 	}
 	if sub.Parent != "site" || sub.Ceil != 1_250_000 || sub.CBurst != 30<<10 || sub.PriorityOf() != 1 || sub.Weight != 3 {
 		t.Errorf("sub: parent %q ceil %d cburst %d priority %d weight %d", sub.Parent, sub.Ceil, sub.CBurst, sub.PriorityOf(), sub.Weight)
 	}
-	if voice.PriorityOf() != 0 || voice.Weight != 2000 {
-		t.Errorf("voice: priority %d weight %d, want 0 and its rate in kbit/s", voice.PriorityOf(), voice.Weight)
+	if voice.PriorityOf() != 0 || voice.Weight != 0 || voice.WeightOf() != 2000 {
+		t.Errorf("voice: priority %d weight %d (%d), want 0 and unset, its rate in kbit/s", voice.PriorityOf(), voice.Weight, voice.WeightOf())
 	}
 	if def.Ceil != def.Rate || def.CBurst != def.Burst {
 		t.Errorf("default: ceil %d cburst %d, want its rate and burst (no borrowing)", def.Ceil, def.CBurst)
@@ -76,12 +76,33 @@ func TestParseTreeErrors(t *testing.T) {
 			`egress.classes[0].match: "a" is an inner class (a parent): it takes no packets of its own, so match does not apply`},
 		{"queue on inner", "  classes:\n    - name: a\n      rate: 2mbit\n      queue: fifo\n    - {name: b, parent: a, rate: 1mbit}\n", 8,
 			`egress.classes[0].queue: "a" is an inner class (a parent)`},
+		{"wash on inner", "  classes:\n    - {name: a, rate: 2mbit, wash: true}\n    - {name: b, parent: a, rate: 1mbit}\n", 6,
+			`egress.classes[0].wash: "a" is an inner class (a parent): it takes no packets of its own, so wash does not apply: set it on its leaves`},
 		{"per on inner", "  classes:\n    - name: a\n      rate: 2mbit\n      per: {key: src, rate: 1mbit}\n    - {name: b, parent: a, rate: 1mbit}\n", 8,
 			`egress.classes[0].per: "a" is an inner class (a parent)`},
+		{"cburst below the mtu", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit, cburst: 1kb}\n", 6,
+			"egress.classes[0].cburst: 1kb is less than link.inner.mtu (1500 bytes): a full-size packet could never pass"},
 		{"priority range", "  classes:\n    - {name: a, rate: 2mbit, priority: 8}\n", 6,
 			"egress.classes[0].priority: 8 is out of range [0, 7]"},
 		{"weight range", "  classes:\n    - {name: a, rate: 2mbit, weight: 0}\n", 6,
 			"egress.classes[0].weight: 0 is out of range"},
+		{"weight on some siblings", "  classes:\n    - {name: site, rate: 10mbit, ceil: 20mbit}\n    - {name: a, parent: site, rate: 4mbit, ceil: 10mbit, weight: 3}\n" +
+			"    - {name: b, parent: site, rate: 4mbit, ceil: 10mbit}\n    - {name: c, parent: site, rate: 1mbit, ceil: 10mbit}\n", 7,
+			"egress.classes[1].weight: a gives a weight and b and c do not: weights are relative among the siblings that borrow at one priority " +
+				"(here the children of site at priority 4), and a class without one weighs its rate in kbit/s (b 4000, c 1000): give a weight to all of them or to none"},
+		{"weight on top-level siblings", "  classes:\n    - {name: a, rate: 4mbit, ceil: 10mbit, weight: 3, priority: 1}\n    - {name: b, rate: 4mbit, ceil: 10mbit, weight: 1, priority: 1}\n" +
+			"  default: {rate: 1mbit, ceil: 10mbit, priority: 1}\n", 6,
+			"egress.classes[0].weight: a and b give a weight and default does not: weights are relative among the siblings that borrow at one priority (here the top-level classes of egress at priority 1)"},
+		{"weight on a class that does not borrow", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit}\n    - {name: b, rate: 2mbit, weight: 2}\n", 7,
+			`egress.classes[1].weight: "b" does not borrow (its ceil is its rate): weight shares spare among borrowing siblings, so it does not apply: give the class a ceil above its rate, or remove the weight`},
+		{"cburst on a leaf that does not borrow", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit}\n    - {name: b, rate: 2mbit, cburst: 64kb}\n", 7,
+			`egress.classes[1].cburst: "b" does not borrow (its ceil is its rate): cburst is the burst of a ceil above the rate (or of an inner class), so it does not apply: give the class a ceil above its rate, or remove the cburst`},
+		{"priority in a flat direction", "  classes:\n    - {name: a, rate: 2mbit, priority: 1}\n    - {name: b, rate: 2mbit}\n", 6,
+			"egress.classes[0].priority: priority only matters in a tree, and egress is none (no class names a parent or has a ceil above its rate): remove it, or give the classes that may borrow a ceil"},
+		{"weight in a flat direction", "  classes:\n    - {name: a, rate: 2mbit}\n  default: {rate: 2mbit, weight: 5}\n", 7,
+			"egress.default.weight: weight only matters in a tree, and egress is none"},
+		{"cburst in a flat direction", "  classes:\n    - {name: a, rate: 2mbit, ceil: 2mbit, cburst: 32kb}\n", 6,
+			"egress.classes[0].cburst: cburst only matters in a tree, and egress is none"},
 		{"capped in a tree", "  classes:\n    - {name: a, rate: 2mbit, ceil: 4mbit, capped: true}\n", 6,
 			"egress.classes[0].capped: capped does not work in a direction whose classes borrow"},
 		{"default as parent", "  classes:\n    - {name: a, parent: default, rate: 1mbit}\n  default: {rate: 1mbit}\n", 7,
@@ -110,6 +131,30 @@ func TestParseTreeErrors(t *testing.T) {
 				t.Errorf("errors\n%v\nwant one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseTreeSettingsApply: the link-sharing settings load where they
+// do something: weights on every borrowing sibling of one priority (a
+// sibling at another priority, or one that does not borrow, needs none),
+// a cburst on an inner class whose ceil is its rate (its ceil bucket),
+// and a ceil equal to the rate in a flat direction (no borrowing, as it
+// reads).
+func TestParseTreeSettingsApply(t *testing.T) {
+	for _, y := range []string{
+		`  rate: 20mbit
+  classes:
+    - {name: site, rate: 10mbit, cburst: 100kb}
+    - {name: a, parent: site, rate: 4mbit, ceil: 10mbit, weight: 3}
+    - {name: b, parent: site, rate: 4mbit, ceil: 10mbit, weight: 1}
+    - {name: c, parent: site, rate: 1mbit, ceil: 10mbit, priority: 1}
+    - {name: d, parent: site, rate: 1mbit}
+`,
+		"  rate: 20mbit\n  classes:\n    - {name: a, rate: 2mbit, ceil: 2mbit}\n",
+	} {
+		if _, err := config.Parse("ok.yaml", []byte(treeBase+"egress:\n"+y)); err != nil {
+			t.Errorf("%s: %v", y, err)
+		}
 	}
 }
 

@@ -42,14 +42,15 @@ type autoRun struct {
 	held     bool // the direction held traffic back over the last tick
 }
 
-// autoSettings converts a direction's autorate section.
+// autoSettings converts a direction's autorate section (validated: its
+// defaults filled in).
 func autoSettings(a *config.AutorateConfig) autorate.Settings {
 	return autorate.Settings{
 		Min: a.Min, Base: a.Base, Max: a.Max,
 		LoadHigh: a.LoadHigh, BloatDelta: a.BloatDelta, BloatDeltaMax: a.BloatDeltaMax,
 		BloatSamples: a.BloatSamples, Window: a.Window,
-		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut, CutDeepest: a.CutDeepest, Drain: a.Drain,
-		GrowHigh: a.Grow, GrowDelta: a.GrowDelta, GrowWhenHeld: !a.GrowUnheld, BloatRefractory: a.Refractory,
+		CutLow: a.CutLow, CutHigh: a.CutHigh, AchievedCut: a.AchievedCut, CutDeepest: *a.CutDeepest, Drain: a.Drain,
+		GrowHigh: a.Grow, GrowDelta: *a.GrowDelta, GrowWhenHeld: !a.GrowUnheld, BloatRefractory: *a.Refractory,
 		DecayStep: a.Decay, DecayEvery: a.DecayEvery,
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,
 		DeadAfter: a.DeadAfter, StallAfter: a.StallAfter, RebaseAfter: a.RebaseAfter,

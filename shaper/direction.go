@@ -168,7 +168,7 @@ func plantTree(classes []builtClass, root *bucket.Bucket) *share.Tree {
 			parent = plant(p)
 			p.st.children = append(p.st.children, b.c)
 		}
-		n := t.Add(parent, b.c.shareOf(b.st), uint8(b.cc.PriorityOf()), b.cc.Weight, b.cc.Ceil > b.cc.Rate)
+		n := t.Add(parent, b.c.shareOf(b.st), uint8(b.cc.PriorityOf()), b.cc.WeightOf(), b.cc.Borrows())
 		nodes[b.cc.Name] = n
 		b.st.gate.node = n
 		return n

@@ -99,7 +99,7 @@ func (ci ClassInfo) stats(bounds []float64) stats.ClassStats {
 	}
 	if cfg.Rate > 0 {
 		s.CeilBytesPerSecond = max(cfg.Ceil, cfg.Rate)
-		s.Weight = cfg.Weight
+		s.Weight = cfg.WeightOf()
 	}
 	if st := ci.state.Load(); st != nil && st.node != nil {
 		s.BorrowedBytes = st.node.Class.Borrowed()

@@ -124,7 +124,9 @@ ingress:
 // TestLinkStatsTree reads a class tree back as package stats sees it: each
 // class's parent, ceil, priority and weight (given or the defaults), and
 // the bytes a leaf sent beyond its rate as borrowed while its idle sibling
-// borrowed nothing.
+// borrowed nothing. The sibling does not borrow (no ceil): a weight on a
+// and none on a borrowing b would be refused (weights are relative
+// among the borrowing siblings).
 func TestLinkStatsTree(t *testing.T) {
 	cfg, err := config.Parse("tree.yaml", []byte(`link:
   inner: {name: st-in}
@@ -134,7 +136,7 @@ egress:
   classes:
     - {name: site, rate: 8mbit, ceil: 20mbit, priority: 2}
     - {name: a, parent: site, match: {proto: udp}, rate: 4mbit, ceil: 20mbit, weight: 7}
-    - {name: b, parent: site, match: {proto: tcp}, rate: 4mbit, ceil: 20mbit}
+    - {name: b, parent: site, match: {proto: tcp}, rate: 4mbit}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +187,7 @@ egress:
 	}{
 		{class: "site", ceil: 2_500_000, priority: 2, weight: config.DefaultWeight(1_000_000)},
 		{class: "a", parent: "site", ceil: 2_500_000, priority: config.DefaultPriority, weight: 7},
-		{class: "b", parent: "site", ceil: 2_500_000, priority: config.DefaultPriority, weight: config.DefaultWeight(500_000)},
+		{class: "b", parent: "site", ceil: 500_000, priority: config.DefaultPriority, weight: config.DefaultWeight(500_000)},
 	} {
 		got, ok := byClass[c.class]
 		if !ok {

@@ -59,6 +59,9 @@ commands:
         change a running class; settings:
           rate=RATE  burst=SIZE  peak=RATE|none  backlog=DURATION
           and the queue settings below (quantum=auto follows the rate)
+          and link sharing (docs/link-sharing.md): parent=CLASS|none
+          ceil=RATE  cburst=SIZE  priority=0-7  weight=N|auto (auto
+          follows the rate); judged on the tree they make
           and the emulation settings below (0 or none removes one;
           delay=0 removes the whole delay line)
           and the global settings below: on a global class they change

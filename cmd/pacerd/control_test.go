@@ -310,6 +310,79 @@ func TestControlReload(t *testing.T) {
 	}
 }
 
+// controlTreeConfig is a config whose egress is a tree and whose ingress
+// is none.
+const controlTreeConfig = `link:
+  inner: {name: ct-in}
+  outer: {name: ct-out}
+egress:
+  rate: 20mbit
+  classes:
+    - {name: site, rate: 10mbit, ceil: 20mbit}
+    - {name: a, parent: site, match: {proto: udp}, rate: 4mbit, ceil: 10mbit}
+    - {name: b, parent: site, match: {proto: tcp}, rate: 4mbit, ceil: 10mbit}
+    - {name: washed, rate: 2mbit, wash: true}
+ingress:
+  classes:
+    - {name: flat, rate: 10mbit}
+`
+
+// TestControlSetSharing: a change of link sharing is judged on the tree
+// it makes, by the rules of the file: a weight on one of two borrowing
+// siblings, a setting that only matters in a tree on a direction that is
+// none, or a child for a class that washes, is refused and leaves the
+// running config; so does a reload of a file that breaks them.
+func TestControlSetSharing(t *testing.T) {
+	d, path, c := newControlDaemonWith(t, controlTreeConfig)
+	ctx := context.Background()
+	running := d.running()
+	for _, tc := range []struct {
+		name      string
+		dir, cls  string
+		req       control.SetRequest
+		errorText string
+	}{
+		{"weight on one of two borrowers", "egress", "a", control.SetRequest{Weight: "5"},
+			"egress.classes[1].weight: a gives a weight and b does not: weights are relative among the siblings that borrow at one priority (here the children of site at priority 4)"},
+		{"cburst below the mtu", "egress", "a", control.SetRequest{CBurst: "1kb"}, "cburst: 1kb is less than link.inner.mtu (1500 bytes)"},
+		{"priority in a flat direction", "ingress", "flat", control.SetRequest{Priority: "1"},
+			"ingress.classes[0].priority: priority only matters in a tree, and ingress is none"},
+		{"weight in a flat direction", "ingress", "flat", control.SetRequest{Weight: "2"}, "ingress.classes[0].weight: weight only matters in a tree"},
+		{"a child for a class that washes", "egress", "b", control.SetRequest{Parent: "washed"},
+			`egress.classes[3].wash: "washed" is an inner class (a parent): it takes no packets of its own, so wash does not apply`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Set(ctx, tc.dir, tc.cls, tc.req)
+			wantStatus(t, err, http.StatusBadRequest, tc.errorText)
+		})
+	}
+	if d.running() != running {
+		t.Errorf("a refused change replaced the running config")
+	}
+	// Moved to a priority of its own, a's weight is its alone.
+	if _, err := c.Set(ctx, "egress", "a", control.SetRequest{Weight: "5", Priority: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.link.Load().Class("egress", "a").Config(); got.Weight != 5 || got.PriorityOf() != 2 {
+		t.Errorf("a: weight %d priority %d, want 5 and 2", got.Weight, got.PriorityOf())
+	}
+	// A ceil above its rate makes ingress a tree, and then a priority
+	// matters.
+	if _, err := c.Set(ctx, "ingress", "flat", control.SetRequest{Ceil: "20mbit", Priority: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.link.Load().Class("ingress", "flat").Config(); got.Ceil != 2_500_000 || got.PriorityOf() != 1 || !d.running().Ingress.IsTree() {
+		t.Errorf("flat: ceil %d priority %d, want 2500000 and 1 in a tree", got.Ceil, got.PriorityOf())
+	}
+	running = d.running()
+	writeFile(t, path, strings.Replace(controlTreeConfig, "ceil: 10mbit}", "ceil: 10mbit, weight: 3}", 1))
+	_, err := c.Reload(ctx)
+	wantStatus(t, err, http.StatusBadRequest, path+":8: egress.classes[1].weight: a gives a weight and b does not")
+	if d.running() != running {
+		t.Errorf("a refused reload replaced the running config")
+	}
+}
+
 func TestControlUnknownRoute(t *testing.T) {
 	_, _, c := newControlDaemon(t)
 	// The client only calls known routes; a wrong direction/class shape

@@ -53,7 +53,8 @@ const (
 //     compares each second the page shows (the table cell carries the
 //     times of the two samples it comes from) with the two scrapes
 //     nearest those times;
-//   - `pacerctl set egress bulk rate=5mbit` shows on the page within 2 s,
+//   - `pacerctl set egress bulk rate=5mbit per_rate=5mbit` (a key's rate
+//     may not exceed its class's) shows on the page within 2 s,
 //     and a class added and removed with pacerctl appears and goes within
 //     2 s, without a reload;
 //   - screenshots at 1280×800 and 390×844 are not blank (many colours,
@@ -66,7 +67,7 @@ func TestDashboardBrowser(t *testing.T) {
 	chromium := tuntest.RequireCommand(t, "chromium", "Debian package chromium: make deps")
 	td := startTestDaemon(t, `egress:
   classes:
-    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms, per: {key: src, rate: 20mbit}}
+    - {name: bulk, match: {dst: [198.18.0.2/32], proto: tcp, dport: 5201}, rate: 10mbit, backlog: 200ms, per: {key: src, rate: 10mbit}}
     - {name: voip, match: {proto: udp, dport: 5060}, rate: 1mbit, overhead: docsis}
 ingress:
   classes:
@@ -124,7 +125,7 @@ ingress:
 
 	// pacerctl set shows within 2 s.
 	setAt := time.Now()
-	td.pacerctl(t, "set", "egress", "bulk", "rate=5mbit")
+	td.pacerctl(t, "set", "egress", "bulk", "rate=5mbit", "per_rate=5mbit")
 	returned := time.Now()
 	shown := b.waitFor(t, "bulk's new rate on the page", 5*time.Second,
 		`(() => { const c = document.querySelector('tr[data-direction="egress"][data-class="bulk"] td[data-field="rate"]');

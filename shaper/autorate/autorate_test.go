@@ -332,6 +332,48 @@ func TestCutDeepest(t *testing.T) {
 	}
 }
 
+// TestZeroRefractory: with BloatRefractory 0 (config refractory: 0s) every
+// bloated sample cuts (down to Min), where the default 300 ms lets one of
+// six on the 50 ms grid.
+func TestZeroRefractory(t *testing.T) {
+	steps := cat(repeat(4, step{delays: []float64{10}, achieved: 0}),
+		repeat(12, step{delays: []float64{100}, achieved: 0}))
+	def, _ := run(t, settings(), steps)
+	s := settings()
+	s.BloatRefractory = 0
+	zero, rates := run(t, s, steps)
+	if zero.Counts().Decreases <= def.Counts().Decreases {
+		t.Errorf("refractory 0: %d cuts, default: %d; want more with 0", zero.Counts().Decreases, def.Counts().Decreases)
+	}
+	first := slices.IndexFunc(rates, func(r uint64) bool { return r < s.Base })
+	for k := first + 1; k < len(rates); k++ {
+		if rates[k] >= rates[k-1] && rates[k-1] > s.Min {
+			t.Errorf("refractory 0, step %d: bloated and not cut (%d -> %d)", k, rates[k-1], rates[k])
+		}
+	}
+}
+
+// TestZeroGrowDelta: with GrowDelta 0 (config grow_delta: 0s) a raise is
+// GrowHigh only at no rise at all and falls linearly to 1 at BloatDelta,
+// with no division by zero.
+func TestZeroGrowDelta(t *testing.T) {
+	s := settings()
+	s.GrowDelta = 0
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	c := New(s, 1, 0)
+	for _, tc := range []struct {
+		delta time.Duration
+		want  float64
+	}{{0, s.GrowHigh}, {s.BloatDelta / 2, 1 + (s.GrowHigh-1)/2}, {s.BloatDelta, 1}, {2 * s.BloatDelta, 1}} {
+		c.delta = float64(tc.delta)
+		if got := c.growFactor(); math.Abs(got-tc.want) > 1e-12 || math.IsNaN(got) {
+			t.Errorf("grow_delta 0, delta %v: factor %v, want %v", tc.delta, got, tc.want)
+		}
+	}
+}
+
 func TestBaselineTracksDownFast(t *testing.T) {
 	steps := cat(repeat(5, step{delays: []float64{80}, achieved: 0}),
 		repeat(5, step{delays: []float64{20}, achieved: 0}))
@@ -370,13 +412,17 @@ func TestCheck(t *testing.T) {
 
 // FuzzController feeds arbitrary samples and checks the invariants: the
 // rate stays within [Min, Max], baselines and deltas stay finite and not
-// negative.
+// negative. Half the inputs run with the settings that may be 0 at 0
+// (refractory, grow_delta, cut_deepest).
 func FuzzController(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 200, 5, 9, 0, 255, 7})
 	f.Add([]byte{0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := DefaultSettings(1, 1000, 1<<40)
 		s.Window, s.BloatSamples = 1+int(len(data)%64), 1
+		if len(data) > 0 && data[0]&1 == 1 {
+			s.BloatRefractory, s.GrowDelta, s.CutDeepest = 0, 0, 0
+		}
 		c := New(s, len(data)%4, 0) // 0 to 3 reflectors
 		now := int64(0)
 		for i := 0; i+2 < len(data); i += 3 {

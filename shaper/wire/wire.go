@@ -41,8 +41,8 @@ func (f Framing) String() string {
 // nothing: Cost returns the IP length. It is a value, safe to share.
 //
 // The cost of an IP packet of n bytes is, in CAKE's order: n + Add, raised
-// to MPU if below it, then framed (ATM: ceil(len/48)*53; PTM: len +
-// ceil(len/64)). It is never below 0.
+// to MPU if below it and to MinCost, then framed (ATM: ceil(len/48)*53;
+// PTM: len + ceil(len/64)). So no packet is free, whatever Add.
 type Overhead struct {
 	// Add is the number of bytes the link adds to every packet (CAKE's
 	// overhead, -64..256 in a config); it may be negative.
@@ -53,14 +53,23 @@ type Overhead struct {
 	Framing Framing
 }
 
+// MinCost is the least a packet costs before framing, in bytes: a
+// negative Add of at least a packet's length (ROHC-like header
+// compression, overhead -64 with 40-byte ACKs) must not make the packet
+// free, for a packet that costs nothing passes every bucket unheld, at
+// any rate. One byte is the least a packet can take on a link; framed, it
+// is one ATM cell (53 bytes) or 2 bytes of PTM. Set an MPU for a truer
+// least cost.
+const MinCost = 1
+
 // On reports whether o changes any cost (it is not the zero value).
 func (o Overhead) On() bool { return o != Overhead{} }
 
 // Cost returns what an IP packet of ipLen bytes costs on the link. It is
-// monotone in ipLen and never negative; with the zero Overhead it is
-// max(ipLen, 0).
+// monotone in ipLen and at least MinCost; with the zero Overhead it is
+// max(ipLen, MinCost).
 func (o Overhead) Cost(ipLen int) int {
-	n := max(ipLen+o.Add, o.MPU, 0)
+	n := max(ipLen+o.Add, o.MPU, MinCost)
 	switch o.Framing {
 	case ATM:
 		return (n + 47) / 48 * 53
@@ -74,6 +83,8 @@ func (o Overhead) Cost(ipLen int) int {
 // segment as CAKE does: segments-1 full segments of segLen IP bytes (IP and
 // L4 headers included) and a last segment of the rest of total, the IP
 // bytes of all segments together. With segments <= 1 it is Cost(total).
+// Every segment costs at least MinCost, so the sum is at least segments
+// (also for lengths that do not add up).
 func (o Overhead) GSOCost(segments, segLen, total int) int {
 	if segments <= 1 {
 		return o.Cost(total)

@@ -50,12 +50,38 @@ func TestCost(t *testing.T) {
 		{name: "mpu before atm", o: Overhead{Add: 10, MPU: 96, Framing: ATM}, ip: 40, want: 106},
 		{name: "mpu before ptm", o: Overhead{MPU: 128, Framing: PTM}, ip: 64, want: 130},
 		{name: "mpu 128 of 64", o: Overhead{MPU: 128}, ip: 64, want: 128},
-		{name: "negative overhead clamps at 0", o: Overhead{Add: -64}, ip: 20, want: 0},
+		{name: "negative overhead stops at MinCost", o: Overhead{Add: -64}, ip: 20, want: 1},
+		{name: "negative overhead at the length", o: Overhead{Add: -40}, ip: 40, want: 1},
+		{name: "negative overhead, one byte left", o: Overhead{Add: -39}, ip: 40, want: 1},
 		{name: "negative overhead", o: Overhead{Add: -20}, ip: 100, want: 80},
+		{name: "negative overhead under an mpu", o: Overhead{Add: -64, MPU: 64}, ip: 40, want: 64},
+		{name: "negative overhead, atm: one cell", o: Overhead{Add: -64, Framing: ATM}, ip: 40, want: 53},
+		{name: "negative overhead, ptm", o: Overhead{Add: -64, Framing: PTM}, ip: 40, want: 2},
+		{name: "zero value, empty", o: Overhead{}, ip: 0, want: 1},
 	}
 	for _, tt := range tests {
 		if got := tt.o.Cost(tt.ip); got != tt.want {
 			t.Errorf("%s: %v.Cost(%d) = %d, want %d", tt.name, tt.o, tt.ip, got, tt.want)
+		}
+	}
+}
+
+// TestNegativeOverheadNotFree pins issue 40's bug: overhead -64 (the
+// config's least) made every packet of 64 IP bytes or fewer cost 0, and
+// a packet that costs nothing passes every bucket unheld: a flood of
+// TCP ACKs through a shaped class at no rate at all. Every packet, and
+// every segment of a GSO packet, now costs at least MinCost.
+func TestNegativeOverheadNotFree(t *testing.T) {
+	for _, f := range []Framing{None, ATM, PTM} {
+		o := Overhead{Add: -64, Framing: f}
+		for ip := 0; ip <= 64; ip++ {
+			if c := o.Cost(ip); c < MinCost {
+				t.Errorf("%v.Cost(%d) = %d, want at least %d", o, ip, c, MinCost)
+			}
+		}
+		// 40 segments of 40 bytes (ACK-sized): each at least MinCost.
+		if c := o.GSOCost(40, 40, 1600); c < 40*MinCost {
+			t.Errorf("%v.GSOCost(40, 40, 1600) = %d, want at least %d", o, c, 40*MinCost)
 		}
 	}
 }
@@ -75,15 +101,15 @@ func TestGSOCost(t *testing.T) {
 	}
 }
 
-// reference is Cost the slow way: add, raise, then count cells or
-// 64-byte blocks one by one.
+// reference is Cost the slow way: add, raise to the MPU and to the least
+// cost, then count cells or 64-byte blocks one by one.
 func reference(o Overhead, ipLen int) int {
 	n := ipLen + o.Add
 	if n < o.MPU {
 		n = o.MPU
 	}
-	if n < 0 {
-		n = 0
+	if n < 1 {
+		n = 1 // MinCost: no packet is free
 	}
 	switch o.Framing {
 	case ATM:
@@ -103,8 +129,11 @@ func reference(o Overhead, ipLen int) int {
 }
 
 // FuzzCost checks the arithmetic's invariants over config ranges: never
-// negative, monotone in the length, equal to the brute-force reference, and
-// a GSO packet's cost the sum of its segments'.
+// below MinCost (no packet is free, whatever the overhead), monotone in
+// the length, equal to the brute-force reference, a GSO packet's cost the
+// sum of its segments', and, for lengths that do not add up (a total
+// short of its full segments), still at least MinCost per segment and
+// never wrapped below 0.
 func FuzzCost(f *testing.F) {
 	f.Add(int16(10), uint16(0), uint8(1), uint16(100), uint16(1448), uint8(3))
 	f.Add(int16(-64), uint16(256), uint8(2), uint16(0), uint16(1), uint8(1))
@@ -113,8 +142,8 @@ func FuzzCost(f *testing.F) {
 		o := Overhead{Add: min(max(int(add)%321, -64), 256), MPU: int(mpu) % 257, Framing: Framing(framing % 3)}
 		n := int(ipLen)
 		c := o.Cost(n)
-		if c < 0 {
-			t.Fatalf("%v.Cost(%d) = %d < 0", o, n, c)
+		if c < MinCost {
+			t.Fatalf("%v.Cost(%d) = %d, below MinCost", o, n, c)
 		}
 		if next := o.Cost(n + 1); next < c {
 			t.Fatalf("%v: Cost(%d) = %d > Cost(%d) = %d", o, n, c, n+1, next)
@@ -132,6 +161,9 @@ func FuzzCost(f *testing.F) {
 		sum += reference(o, last)
 		if got := o.GSOCost(s, l, total); got != sum {
 			t.Fatalf("%v.GSOCost(%d, %d, %d) = %d, segments sum to %d", o, s, l, total, got, sum)
+		}
+		if got := o.GSOCost(s, l, n); got < s*MinCost {
+			t.Fatalf("%v.GSOCost(%d, %d, %d) = %d, below MinCost a segment", o, s, l, n, got)
 		}
 	})
 }

@@ -325,7 +325,7 @@ func (m *Match) IsZero() bool {
 // removes the peak rate. The queue settings are ClassConfig's: a change of
 // Queue to "fifo" clears the fq settings, and one to "fq" starts from their
 // defaults; Quantum "auto" (or "0") makes the quantum follow the rate
-// again.
+// again, as Weight "auto" does the weight.
 //
 // The Per fields change a class's per-key limit (a class without one
 // refuses them; add it with the class) without losing its keys: PerRate,
