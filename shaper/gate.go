@@ -70,6 +70,19 @@ func (g *gate) wakeSlack(limit time.Duration, batch uint64) time.Duration {
 	return max(limit, min(time.Duration(float64(batch)/float64(r)*float64(time.Second)), g.budget))
 }
 
+// drainTime is how long the class takes to send n bytes at most: at its
+// ceil if it borrows, else at its rate.
+func (g *gate) drainTime(n uint64) time.Duration {
+	b := g.rate
+	if g.ceil != nil {
+		b = g.ceil
+	}
+	if b == nil || n == 0 {
+		return 0
+	}
+	return b.DurationFor(n)
+}
+
 // wait is how long a grab of n bytes now would wait in the gate's buckets
 // and the direction's (link; nil: none). The direction's is a lower
 // bound for a packet that waits for its class first: it grabs there only

@@ -112,16 +112,17 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 			name     string
 			dir      *atomic.Pointer[direction]
 			src, dst tun.Queue
+			srcDev   tun.Device
 			dstDev   tun.Device
 		}{
-			{Egress, &l.egress, qi[i], qo[i], outer},
-			{Ingress, &l.ingress, qo[i], qi[i], inner},
+			{Egress, &l.egress, qi[i], qo[i], inner, outer},
+			{Ingress, &l.ingress, qo[i], qi[i], outer, inner},
 		} {
 			src, ok := side.src.(DeadlineQueue)
 			if !ok {
 				return nil, fmt.Errorf("link: %s queue %d does not support read deadlines", side.name, i)
 			}
-			w := newWorker(i, side.dir, src, side.dst, inner.Offload() || outer.Offload())
+			w := newWorker(i, side.dir, src, side.dst, readSize(side.srcDev, inner.Offload() || outer.Offload()))
 			w.clock, w.start, w.stopping = l.now, l.start, &l.stopping
 			w.slack, w.batch, w.ownThread = lo.wakeSlack, lo.wakeBatch, lo.wait == config.WaitThread
 			w.lose = l.lose

@@ -55,9 +55,9 @@ link:
   io_uring: %v
   wake_slack: %s
   wait: %s
-  inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d}
-  outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d}
-`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen)
+  inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d, mtu: %d}
+  outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d, mtu: %d}
+`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
 	yml := linkYAML + policy
 	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
@@ -92,8 +92,13 @@ type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*config.Config) *global.Client
 	noGRO, ioUring                                   bool
-	txQueueLen                                       int
+	txQueueLen, mtu                                  int
 	wakeSlack                                        string
+}
+
+// withMTU sets both devices' MTU (link.inner.mtu, link.outer.mtu).
+func withMTU(n int) linkOption {
+	return func(o *linkOptions) { o.mtu = n }
 }
 
 // withWakeSlack sets link.wake_slack (a duration in YAML).

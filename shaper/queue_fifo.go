@@ -1,5 +1,7 @@
 package shaper
 
+import "github.com/pacer-dev/pacer/shaper/share"
+
 // enqueue takes a packet into a FIFO: it leaves in arrival order, once
 // the gate has its tokens. A packet that would wait longer than the
 // class's backlog is dropped on arrival, grabbing nothing.
@@ -11,6 +13,11 @@ func (fifoQueue) enqueue(q *queues, a *arrival) {
 	// bucket (the direction's is a lower bound: it grabs there only once
 	// its class lets it go).
 	wait := st.wait(link, cost, now)
+	if st.node != nil {
+		// In a tree a packet asks its node only once it heads the
+		// queue: the buckets do not know the packets ahead of it yet.
+		wait += st.drainTime(uint64(max(sh.backlogBytes.Load(), 0)))
+	}
 	if a.key != nil && !a.paid {
 		wait = max(wait, a.key.Hold(cost, now))
 	}
@@ -79,6 +86,21 @@ func (unthrottled) enqueue(q *queues, a *arrival) {
 func (q *queues) serviceFIFO(c *Class, sh *shard, ln *lane, now int64) {
 	for ln.held.len() > 0 && !q.out.full() {
 		hp := ln.held.front()
+		if hp.g.node != nil && !hp.passed && now-hp.arrival > int64(hp.st.backlog) {
+			// A tree's packet waited longer than its class's backlog
+			// (its node let the class send less than the estimate on
+			// arrival assumed): dropped, as it would have been on
+			// arrival, and what its key and peak claimed given back.
+			h := ln.held.pop()
+			h.g.refund(nil, h.key, h.key != nil, share.None, uint64(h.pkt.Cost))
+			sh.drops[DropBacklog].Add(1)
+			q.unhold(sh, &h)
+			if h.key != nil {
+				h.key.Dropped()
+			}
+			q.slabs.put(h.buf)
+			continue
+		}
 		hp.planned = max(hp.planned, ln.aheadPlanned)
 		if wait := hp.advance(uint64(hp.pkt.Cost), now); wait > 0 {
 			hp.planned = now + int64(wait)

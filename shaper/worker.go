@@ -99,13 +99,28 @@ type worker struct {
 	hold    holder           // what the stages hold: buffers, the next wake-up
 }
 
-func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, offload bool) *worker {
+// readSize is the size of a worker's read buffers (without headroom) for
+// packets read from dev: a GSO super-packet with offloads on, else the
+// device's MTU (at least 2048; the largest packet if it does not say). A
+// 2048-byte buffer cut every packet of a 9000-byte MTU link without
+// offloads: its classes carried 0.03 Mbit/s.
+func readSize(dev tun.Device, offload bool) int {
+	if offload {
+		return tun.MaxPacketSize
+	}
+	mtu, err := dev.MTU()
+	if err != nil || mtu <= 0 {
+		return tun.MaxPacketSize
+	}
+	return min(max(2048, mtu), tun.MaxPacketSize)
+}
+
+// newWorker returns a worker that reads from src into buffers of size
+// bytes (readSize) and writes to dst.
+func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, size int) *worker {
 	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}}
 	w.out.flushAt = maxFlush
-	size := tun.Headroom + 2048
-	if offload {
-		size = tun.Headroom + tun.MaxPacketSize
-	}
+	size += tun.Headroom
 	w.bufs = make([][]byte, batchSize)
 	for i := range w.bufs {
 		w.bufs[i] = make([]byte, size)

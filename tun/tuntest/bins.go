@@ -46,6 +46,8 @@ type binSample struct {
 	counts []uint64
 	stalls uint64
 	late   []uint64 // the pipeline's lateness histogram then (nil: none)
+	stw    uint64   // the process's stop-the-world pauses then (stwPauses)
+	waits  uint64   // its goroutines' long waits for a processor then (schedWaits)
 	cpu    CPUTimes
 	slow   bool
 }
@@ -68,6 +70,11 @@ type binTally struct {
 	// while the machine (the stall probe) did not.
 	late      []uint64
 	ownStalls int
+	// from, to are the first and last sample's times; stw and waits the
+	// process's stop-the-world pauses and its goroutines' waits for a
+	// processor of ProbeStall or more between them.
+	from, to   time.Time
+	stw, waits uint64
 }
 
 // machineStall reports whether the machine stood still between a and b
@@ -88,7 +95,7 @@ func badBin(a, b binSample, maxSteal float64, machine machineStall) bool {
 	if a.slow || b.slow || Stolen(a.cpu, b.cpu) > maxSteal {
 		return true
 	}
-	return stalledBin(a, b) && (machine == nil || machine(a.at.Add(-BinLength), b.at))
+	return stalledBin(a, b) && (machine == nil || b.stw != a.stw || b.waits != a.waits || machine(a.at.Add(-BinLength), b.at))
 }
 
 // tallyBins sums the bins between consecutive samples, leaving out every
@@ -107,6 +114,8 @@ func tallyBins(s []binSample, maxSteal float64, machine machineStall) binTally {
 	if s[0].late != nil {
 		t.late = make([]uint64, len(s[0].late))
 	}
+	last := s[len(s)-1]
+	t.from, t.to, t.stw, t.waits = s[0].at, last.at, last.stw-s[0].stw, last.waits-s[0].waits
 	bad := make([]bool, len(s)-1) // bin i is s[i] to s[i+1]
 	for i := range bad {
 		bad[i] = badBin(s[i], s[i+1], maxSteal, machine)
@@ -158,10 +167,14 @@ type Lateness struct {
 }
 
 // stalls returns how many of its packets went later than StallLate.
-func (l Lateness) stalls() uint64 {
+func (l Lateness) stalls() uint64 { return l.Beyond(StallLate) }
+
+// Beyond returns how many of its packets went later than d (d one of its
+// bounds: those in the buckets above it).
+func (l Lateness) Beyond(d time.Duration) uint64 {
 	var n uint64
 	for i := 1; i < len(l.Counts); i++ {
-		if l.Bounds[i-1] >= StallLate {
+		if l.Bounds[i-1] >= d {
 			n += l.Counts[i]
 		}
 	}
@@ -192,8 +205,12 @@ type LateLimits struct {
 // packet went more than StallLate late is left out as a stolen one is,
 // if the stall probe saw the machine stand still then (the machine kept
 // the process off its CPUs, with or without steal, and a token bucket
-// lost what it could not save up); otherwise the stall is the
-// pipeline's own and the bin counts. The lateness over the kept bins is
+// lost what it could not save up), or the test process's runtime
+// stopped the world or left a goroutine waiting for a processor for
+// ProbeStall or more (the test process runs the test's own loads and
+// samplers beside the shaper's workers, on as many processors as
+// pacerd alone would have); otherwise the stall is the pipeline's own
+// and the bin counts. The lateness over the kept bins is
 // then judged against limits: the test fails if the pipeline let
 // packets go later than they allow, or went past StallLate on its own.
 func RatesJudged(t testing.TB, what string, want, limit time.Duration, maxSteal float64, probe *StallProbe, limits LateLimits, counters func() (counts []uint64, late Lateness)) []float64 {
@@ -205,6 +222,9 @@ func RatesJudged(t testing.TB, what string, want, limit time.Duration, maxSteal 
 		return c, time.Time{}, l.stalls(), l.Counts
 	}
 	rates, tally := ratesSampled(t, what, want, limit, maxSteal, probe.StalledBetween, read)
+	if n, d := probe.StallsBetween(tally.from, tally.to); n > 0 || tally.stw > 0 || tally.waits > 0 {
+		t.Logf("%s: the machine stood still %d times (%v in all: the stall probe); in the test process the runtime stopped the world for %v or more %d times, and goroutines waited that long for a processor %d times", what, n, d, ProbeStall, tally.stw, tally.waits)
+	}
 	judgeLateness(t, what, Lateness{Bounds: bounds, Counts: tally.late}, tally.ownStalls, limits)
 	return rates
 }
@@ -299,11 +319,12 @@ func ratesSampled(t testing.TB, what string, want, limit time.Duration, maxSteal
 		t0 := time.Now()
 		c, at, stalls, late := counters()
 		cpu, err := ReadCPUTimes()
+		stw, waits := stwPauses(), schedWaits()
 		t1 := time.Now()
 		if !at.IsZero() {
-			return binSample{at: at, counts: c, stalls: stalls, late: late, cpu: cpu, slow: err != nil}
+			return binSample{at: at, counts: c, stalls: stalls, late: late, stw: stw, waits: waits, cpu: cpu, slow: err != nil}
 		}
-		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, stalls: stalls, late: late, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
+		return binSample{at: t0.Add(t1.Sub(t0) / 2), counts: c, stalls: stalls, late: late, stw: stw, waits: waits, cpu: cpu, slow: err != nil || t1.Sub(t0) > binReadSlack}
 	}
 	start := time.Now()
 	samples := []binSample{read()}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,12 +175,58 @@ func (p *StallProbe) StalledBetween(a, b time.Time) bool {
 	return false
 }
 
-// Stalls returns how many stalls the probe saw and their total length.
-func (p *StallProbe) Stalls() (n int, total time.Duration) {
+// StallsBetween returns how many stalls the probe saw between a and b,
+// and their total length.
+func (p *StallProbe) StallsBetween(a, b time.Time) (n int, total time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, s := range p.stalls {
-		total += s[1].Sub(s[0])
+		if s[0].Before(b) && s[1].After(a) {
+			n++
+			total += s[1].Sub(s[0])
+		}
 	}
-	return len(p.stalls), total
+	return n, total
+}
+
+// stwPauses returns how many of the test process's stop-the-world pauses
+// (the Go runtime's, for its collector or otherwise) took ProbeStall or
+// longer so far: the runtime stopped every goroutine, the shaper's
+// workers with them, and such a pause is as much the machine's as a
+// stall the probe sees (a thread the kernel did not run holds up the
+// others at the pause's start).
+func stwPauses() uint64 {
+	s := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}, {Name: "/sched/pauses/total/other:seconds"}}
+	metrics.Read(s)
+	var n uint64
+	for _, x := range s {
+		if x.Value.Kind() != metrics.KindFloat64Histogram {
+			continue
+		}
+		h := x.Value.Float64Histogram()
+		for i, c := range h.Counts {
+			if h.Buckets[i] >= ProbeStall.Seconds() {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// schedWaits returns how many times a goroutine of the test process
+// waited ProbeStall or longer for a processor (the runtime's run queue:
+// runnable, not running) so far.
+func schedWaits() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	var n uint64
+	if s[0].Value.Kind() == metrics.KindFloat64Histogram {
+		h := s[0].Value.Float64Histogram()
+		for i, c := range h.Counts {
+			if h.Buckets[i] >= ProbeStall.Seconds() {
+				n += c
+			}
+		}
+	}
+	return n
 }
