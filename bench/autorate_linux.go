@@ -77,6 +77,13 @@ var arVariants = []arVariant{
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n  default: {rate: 1gbit}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
 	}},
+	// noclass is auto as a new user writes it: no class, so that the
+	// direction's implicit default class (config: implicitDefault) holds
+	// its traffic (issue 40: before it, one FIFO held seconds).
+	{"noclass", "auto, no classes (the implicit default class)", false, true, func(_ uint64, extra string) string {
+		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n",
+			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
+	}},
 	{"probes", "auto, probes alone (passive: false)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s], passive: false%s}\n  default: {rate: 1gbit}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
