@@ -147,13 +147,15 @@ func rttsIn(rs []tuntest.PingReply, from, to time.Time) []time.Duration {
 }
 
 // autoPolicy is the client side: egress auto, 5 to 80 Mbit/s from 20,
-// probing the given reflectors (with the given extra autorate keys).
+// probing the given reflectors (with the given extra autorate keys), as
+// a new user writes it: no classes, so that the direction's implicit
+// default class holds its traffic (issue 40: without one, a FIFO held
+// seconds behind a cut rate).
 func autoPolicy(reflectors []string, extra string) string {
 	return fmt.Sprintf(`
 egress:
   rate: auto
   autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [%s]%s}
-  default: {rate: 1gbit}
 `, strings.Join(reflectors, ", "), extra)
 }
 
