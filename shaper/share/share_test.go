@@ -630,3 +630,26 @@ func TestFittingTreeNotContended(t *testing.T) {
 		}
 	}
 }
+
+// TestTrySuperPacket: GSO super-packets of 64 KiB, larger than every
+// bucket of a leaf of a 20 Mbit/s tree (bursts of 10 ms: 12.5 and 25 kB),
+// still pass, at the leaf's ceil (issue 40: a FIFO leaf with offloads on
+// carried 0.03 Mbit/s of 20 when a claim had to fit in its buckets).
+func TestTrySuperPacket(t *testing.T) {
+	const sp = 65536
+	root := bucket.New(2_500_000, 25_000, bucket.WithStart(0))
+	tr := &Tree{Root: root, Spare: root}
+	c := &Class{Rate: bucket.New(1_250_000, 12_500, bucket.WithStart(0)), Ceil: bucket.New(2_500_000, 25_000, bucket.WithStart(0))}
+	n := tr.Add(nil, c, 0, 1, true)
+	tr.Finish()
+	var sent uint64
+	const d = 2 * time.Second
+	for now := int64(0); now <= int64(d); now += int64(100 * time.Microsecond) {
+		if lent, _ := n.Try(sp, now, nil); lent != None {
+			sent += sp
+		}
+	}
+	if want := 2_500_000 * d.Seconds(); float64(sent) < want-sp || float64(sent) > want+25_000+sp {
+		t.Errorf("sent %d bytes of 64 KiB packets in %v, want %.0f (20 Mbit/s) within a packet and the burst", sent, d, want)
+	}
+}
