@@ -321,12 +321,14 @@ func (n *Node) borrow(cost uint64, now int64) (Lender, time.Duration) {
 		if d := x.yield(now); d > 0 {
 			return None, d
 		}
-		if x == n {
-			// Marked active as a borrower first (yield), so that other
-			// borrowers keep its share while it waits here.
-			if d := n.yieldToWithin(now); d > 0 {
-				return None, d
-			}
+		// Marked active as a borrower first (yield), so that other
+		// borrowers keep its share while it waits here. It waits only
+		// for the classes that wait within their rates for what x's
+		// parent lends: x's siblings and those of the classes between n
+		// and x. To the classes above x's parent its packet is within
+		// their rates too.
+		if d := n.yieldToWithin(x, now); d > 0 {
+			return None, d
 		}
 		x.Class.Ceil.Replenish(now)
 		if d := x.Class.Ceil.WaitFor(cost); d > 0 {
