@@ -472,8 +472,8 @@ func (b *Bucket) refund(n uint64) uint64 {
 // current rate (TryGrab would take it): until the bucket holds n tokens,
 // or for n above the limit until it is half full. 0 if it conforms now (after
 // the last Replenish), else the time the missing tokens take to accrue
-// (DurationFor). A Grab of n now would wait that long, plus the time of
-// n's excess over the limit.
+// (DurationFor). A Grab of n waits GrabWait(n), longer for n above half
+// the limit.
 func (b *Bucket) WaitFor(n uint64) time.Duration {
 	av := b.Available()
 	if av >= int64(n) {
@@ -484,6 +484,18 @@ func (b *Bucket) WaitFor(n uint64) time.Duration {
 		return 0
 	}
 	return b.DurationFor(uint64(int64(need) - av))
+}
+
+// GrabWait returns how long a Grab of n tokens now would wait to clear
+// (after the last Replenish): the time until the bucket has put in all
+// n, which for n above the limit is longer than WaitFor's (a Grab takes
+// its whole cost as a deficiency; TryGrab goes from a half-full bucket).
+func (b *Bucket) GrabWait(n uint64) time.Duration {
+	av := b.Available()
+	if av >= int64(n) {
+		return 0
+	}
+	return b.DurationFor(uint64(int64(n) - av))
 }
 
 // DurationFor returns the time it takes n more tokens to accrue at the

@@ -22,7 +22,7 @@ package bucket
 // Replenish at now): it returns true with the tokens claimed, or false with
 // nothing claimed. This is the policing decision: a packet that does not
 // conform is dropped, not queued. A claim larger than the limit conforms
-// when the bucket is full (see above).
+// when the bucket is half full (see above).
 func (b *Bucket) TryGrab(n uint64, now int64) bool {
 	return b.TryGrabLeaving(n, 0, now)
 }

@@ -201,7 +201,7 @@ func (cc *ClassConfig) defaultBurst(mtu int) uint64 {
 // most that may leave at once): two packets of mtu bytes, or what the
 // peak rate brings in PeakBurstTime (1 ms) if that is more, so that a
 // worker that wakes some hundreds of microseconds late still finds the
-// peak's tokens. A larger packet (a GSO super-packet) passes a full peak
+// peak's tokens. A larger packet (a GSO super-packet) passes a half-full peak
 // bucket and leaves a deficiency that clears at the peak rate: in
 // shape mode its departure is paced at the peak rate, in police mode the
 // packets after it are dropped until the deficiency clears.

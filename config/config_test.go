@@ -75,7 +75,7 @@ func TestLoadConfigFull(t *testing.T) {
 				Per: &config.PerConfig{Kind: config.PerDst, Prefix4: 32, Prefix6: 48, Rate: 625_000, Burst: 16 << 10, Peak: 1_250_000, PeakBurst: 8 << 10,
 					Mode: config.ModePolice, Keys: 4096, Idle: 2 * time.Minute, Overrides: []config.PerOverride{
 						{Match: netip.MustParsePrefix("198.18.0.2/32"), Rate: 1_250_000, Burst: 24 << 10},
-						{Match: netip.MustParsePrefix("2001:db8::/32"), Rate: 1_000_000, Burst: 10_000},
+						{Match: netip.MustParsePrefix("2001:db8::/32"), Rate: 1_000_000, Burst: 1_000_000},
 					}},
 				Emulate: config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond,
 					Distribution: config.DistNormal, Reorder: true,

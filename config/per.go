@@ -285,6 +285,9 @@ func (p *PerConfig) setDefaults(mtu int) {
 	for i := range p.Overrides {
 		if o := &p.Overrides[i]; o.Rate > 0 && o.Burst == 0 {
 			o.Burst = DefaultBurst(o.Rate, mtu)
+			if p.Mode == ModePolice {
+				o.Burst = DefaultPoliceBurst(o.Rate, mtu)
+			}
 		}
 	}
 	if p.Keys == 0 {

@@ -330,7 +330,7 @@ func fqParams(cfg config.ClassConfig) fq.Params {
 
 // peakBurst is the size of a class's peak bucket (config.DefaultPeakBurst
 // of its peak and its link's MTU). A larger packet (a GSO super-packet)
-// still passes: its grab (or, policed, a claim from a full bucket)
+// still passes: its grab (or, policed, a claim from a half-full bucket)
 // leaves a deficiency that clears at the peak rate, which is the pacing
 // the peak rate asks for.
 func peakBurst(cfg config.ClassConfig) uint64 {

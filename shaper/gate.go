@@ -88,22 +88,28 @@ func (g *gate) drainTime(n uint64) time.Duration {
 // bound for a packet that waits for its class first: it grabs there only
 // once its class lets it go.
 func (g *gate) wait(link *bucket.Bucket, n uint64, now int64) time.Duration {
+	// A packet Grabs from the direction's bucket, its rate's outside a
+	// tree and its peak, taking its whole cost as a deficiency
+	// (GrabWait); a tree's buckets let it go on a TryGrab (WaitFor).
 	var wait time.Duration
 	if link != nil {
 		link.Replenish(now)
-		wait = link.WaitFor(n)
+		wait = link.GrabWait(n)
 	}
-	r := g.rate
-	if g.ceil != nil {
-		r = g.ceil // it may borrow: no sooner than its ceil lets it
-	}
-	if r != nil {
-		r.Replenish(now)
-		wait = max(wait, r.WaitFor(n))
+	switch {
+	case g.ceil != nil: // it may borrow: no sooner than its ceil lets it
+		g.ceil.Replenish(now)
+		wait = max(wait, g.ceil.WaitFor(n))
+	case g.node != nil && g.rate != nil:
+		g.rate.Replenish(now)
+		wait = max(wait, g.rate.WaitFor(n))
+	case g.rate != nil:
+		g.rate.Replenish(now)
+		wait = max(wait, g.rate.GrabWait(n))
 	}
 	if g.peak != nil {
 		g.peak.Replenish(now)
-		wait = max(wait, g.peak.WaitFor(n))
+		wait = max(wait, g.peak.GrabWait(n))
 	}
 	return wait
 }

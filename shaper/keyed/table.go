@@ -150,10 +150,10 @@ func (e *Entry) Buckets() (rate, peak *bucket.Bucket) { return e.rate, e.peak.Lo
 // queue (fq.Gate). It replenishes; it claims nothing.
 func (e *Entry) Hold(cost uint64, now int64) time.Duration {
 	e.rate.Replenish(now)
-	wait := e.rate.WaitFor(cost)
+	wait := e.rate.GrabWait(cost) // a shaped key's packets Grab
 	if p := e.peak.Load(); p != nil {
 		p.Replenish(now)
-		wait = max(wait, p.WaitFor(cost))
+		wait = max(wait, p.GrabWait(cost))
 	}
 	return wait
 }
