@@ -162,9 +162,12 @@ egress:
 
 // rowResult is what a row's measurement found.
 type rowResult struct {
-	rate float64         // bytes per second over the kept bins
-	rtts []time.Duration // the probe's round trips in the window
-	lost int
+	rate    float64         // bytes per second over the kept bins
+	offered float64         // bytes per second its flow offered the class
+	rtts    []time.Duration // the probe's round trips in the window
+	lost    int
+	// counters are the class's at the end, for a row that fails.
+	counters Counters
 }
 
 func runMatrix(t *testing.T, mc matrixCase, rows []matrixRow, redisAddr string) {
@@ -252,11 +255,13 @@ func runMatrix(t *testing.T, mc matrixCase, rows []matrixRow, redisAddr string) 
 		}
 	}
 	rates := tuntest.RatesJudged(t, mc.String(), window, tuntest.BinLimit(window), tuntest.BinStealBusy, tuntest.SharedStallProbe(t), lateLimits, func() ([]uint64, tuntest.Lateness) {
-		out := make([]uint64, len(classes))
+		// Each row's sent bytes, then each row's received bytes (what
+		// its flow offered).
+		out := make([]uint64, 2*len(classes))
 		var late tuntest.Lateness
 		for i, c := range classes {
 			cc := c.Counters()
-			out[i] = cc.SentBytes
+			out[i], out[len(classes)+i] = cc.SentBytes, cc.ReceivedBytes
 			if rows[i].charged {
 				out[i] = cc.ChargedBytes
 			}
@@ -267,8 +272,9 @@ func runMatrix(t *testing.T, mc matrixCase, rows []matrixRow, redisAddr string) 
 	probes.Wait()
 	stop()
 	for i, c := range classes {
-		results[i].rate = rates[i]
+		results[i].rate, results[i].offered = rates[i], rates[len(classes)+i]
 		cc := c.Counters()
+		results[i].counters = cc
 		if n := lateness(cc).Beyond(tuntest.StallLate); n > 0 {
 			t.Logf("%s: %d packets went more than %v late (in all, bins left out included)", rows[i].name, n, tuntest.StallLate)
 		}
@@ -296,12 +302,27 @@ func judgeMatrix(t *testing.T, mc matrixCase, rows []matrixRow, results []rowRes
 		lo, hi := 0.98*want, 1.02*want
 		if r.burst > 0 {
 			// A policer passes up to its burst at once beyond its rate:
-			// a TCP flow that paused spends it after.
+			// a TCP flow that paused spends it after. It can pass no
+			// more than it is offered: a TCP flow that waits for its
+			// retransmission timer after a tail drop offers less than
+			// the rate for a while (over 5 s with offloads off, 96.5-
+			// 98% of the rate came in some runs), which is the
+			// sender's shortfall, not the policer's. A TCP flow's
+			// bursts and pauses also move tokens between the bins kept
+			// and those left out, so a policed TCP row is judged to 5%
+			// (7.81 of 8 Mbit/s was seen with 8.76 offered); the UDP
+			// rows judge the policer itself to 2%.
 			hi = want + r.burst/window.Seconds() + 0.02*want
+			lo = 0.98 * min(want, res.offered)
+			if mc.proto == "tcp" {
+				lo = 0.95 * min(want, res.offered)
+			}
 		}
-		t.Logf("%-12s %8.3f Mbit/s (want %.3f), probe p99 %v of %d (lost %d, budget %v)", r.name, res.rate*8/1e6, want*8/1e6, p99.Round(100*time.Microsecond), len(res.rtts), res.lost, budget.Round(100*time.Microsecond))
+		t.Logf("%-12s %8.3f Mbit/s (want %.3f, offered %.3f), probe p99 %v of %d (lost %d, budget %v)", r.name, res.rate*8/1e6, want*8/1e6, res.offered*8/1e6, p99.Round(100*time.Microsecond), len(res.rtts), res.lost, budget.Round(100*time.Microsecond))
 		if res.rate < lo || res.rate > hi {
-			t.Errorf("%s: %s: %.3f Mbit/s, want %.3f to %.3f", mc, r.name, res.rate*8/1e6, lo*8/1e6, hi*8/1e6)
+			c := res.counters
+			t.Errorf("%s: %s: %.3f Mbit/s, want %.3f to %.3f (in all: received %d packets, sent %d, dropped %v, held %d bytes)",
+				mc, r.name, res.rate*8/1e6, lo*8/1e6, hi*8/1e6, c.ReceivedPackets, c.SentPackets, c.Dropped, c.BacklogBytes)
 		}
 		if r.burst == 0 && len(res.rtts) < 10 {
 			t.Errorf("%s: %s: the probe got %d replies (lost %d)", mc, r.name, len(res.rtts), res.lost)
