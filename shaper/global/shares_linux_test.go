@@ -195,6 +195,20 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("the replica has no ledger (%d, %v): replication not working", n, err)
 	}
 
+	// Sentinel learns of the replica from the master's INFO, which it
+	// asks for every 10 s: a master killed before that leaves it no
+	// replica to promote (a make test run under load failed so: no
+	// promotion in 15 s).
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		reps, err := sentinel.Client().Do(ctx, "SENTINEL", "REPLICAS", "pacer").Slice()
+		if err == nil && len(reps) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel knows no replica of pacer after 15s (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	before := l.Status().Grants
 	master.Kill()
 	killed := time.Now()
