@@ -309,13 +309,16 @@ func judgeMatrix(t *testing.T, mc matrixCase, rows []matrixRow, results []rowRes
 			// 98% of the rate came in some runs), which is the
 			// sender's shortfall, not the policer's. A TCP flow's
 			// bursts and pauses also move tokens between the bins kept
-			// and those left out, so a policed TCP row is judged to 5%
-			// (7.81 of 8 Mbit/s was seen with 8.76 offered); the UDP
-			// rows judge the policer itself to 2%.
+			// and those left out, so a policed TCP row is judged to 10%
+			// (7.81 of 8 Mbit/s was seen with 8.76 offered, 7.43 with
+			// 9000-byte packets: a few hundred packets over the window,
+			// each loss a pause); the UDP rows judge the policer itself
+			// to 2%. A policer that stops TCP, as police with a peak
+			// did before issue 40 (0.42 Mbit/s of 20), fails either.
 			hi = want + r.burst/window.Seconds() + 0.02*want
 			lo = 0.98 * min(want, res.offered)
 			if mc.proto == "tcp" {
-				lo = 0.95 * min(want, res.offered)
+				lo = 0.9 * min(want, res.offered)
 			}
 		}
 		t.Logf("%-12s %8.3f Mbit/s (want %.3f, offered %.3f), probe p99 %v of %d (lost %d, budget %v)", r.name, res.rate*8/1e6, want*8/1e6, res.offered*8/1e6, p99.Round(100*time.Microsecond), len(res.rtts), res.lost, budget.Round(100*time.Microsecond))

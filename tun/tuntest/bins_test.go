@@ -189,8 +189,8 @@ func TestTallyBinsOwnStalls(t *testing.T) {
 	}
 	never := func(a, b time.Time) bool { return false }
 	tl = tallyBins(mk(), BinSteal, never)
-	if tl.left != 0 || tl.ownStalls != 1 || tl.bytes[0] != 8750 || tl.late[1] != 1 || tl.late[0] != 90 {
-		t.Errorf("own stall: %+v, want every bin kept, one stall of its own, its late packet counted", tl)
+	if tl.left != 3 || tl.ownStalls != 1 || tl.bytes[0] != 6000 || tl.late[1] != 0 {
+		t.Errorf("own stall: %+v, want bins 3-5 left out and one stall of its own counted", tl)
 	}
 }
 
@@ -209,11 +209,12 @@ func TestJudgeLateness(t *testing.T) {
 		{"1% over 1 ms", []uint64{990, 10, 0}, 0, 0},
 		{"2% over 1 ms", []uint64{980, 20, 0}, 0, 1},
 		{"p99 beyond 10 ms", []uint64{985, 0, 15}, 0, 2},
-		{"a stall of its own", []uint64{1000, 0, 0}, 1, 1},
+		{"a stall of its own in 1 of 10 bins", []uint64{1000, 0, 0}, 1, 0},
+		{"stalls of its own in 2 of 10 bins", []uint64{1000, 0, 0}, 2, 1},
 		{"nothing waited", []uint64{0, 0, 0}, 0, 0},
 	} {
 		e := &errTB{logTB: logTB{TB: t}}
-		judgeLateness(e, tc.name, Lateness{Bounds: bounds, Counts: tc.counts}, tc.own, limits)
+		judgeLateness(e, tc.name, Lateness{Bounds: bounds, Counts: tc.counts}, tc.own, 10, limits)
 		if len(e.errs) != tc.errs {
 			t.Errorf("%s: %d errors %q, want %d", tc.name, len(e.errs), e.errs, tc.errs)
 		}
