@@ -375,7 +375,12 @@ func (w *worker) serviceHeld(now int64) {
 				publishFlows(ln, now, false)
 			}
 			if ln.empty() {
+				// Off the list it holds nothing: it is idle, so its
+				// weight says so (fairWait), whichever way its queue's
+				// loop ended (a full write batch ends serviceFQ's
+				// before it can see its queue empty).
 				ln.listed = false
+				ln.weight.Store(0)
 				publishFlows(ln, now, true)
 				q.active[i] = nil
 				gone++
