@@ -59,7 +59,7 @@ egress:
 	now := int64(time.Second)
 	var ws [2]*worker
 	for i := range ws {
-		w := newWorker(i, &dir, in.Queues()[i].(DeadlineQueue), out.Queues()[i], false)
+		w := newWorker(i, &dir, in.Queues()[i].(DeadlineQueue), out.Queues()[i], 2048)
 		w.clock = func() int64 { return now }
 		w.stopping = new(atomic.Bool)
 		w.log = slog.New(slog.DiscardHandler)
