@@ -167,7 +167,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		}
 	}
 	st.queue = queueOf(st)
-	st.budget = budgetOf(st.fqParams.Target, st.backlog)
+	st.budget = budgetOf(wakeTarget(st, cfg), st.backlog)
 	rate := c.rateOf(cfg)
 	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
 		st.rate = old.rate
@@ -214,6 +214,24 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		}
 	}
 	return st
+}
+
+// wakeTarget is the AQM target a class's wake budget is a share of
+// (budgetOf; 0: none, a FIFO class): its fair queue's, as raised for the
+// most the class may send at. A class that borrows sends at up to its
+// ceil, and its queue's target raised for its rate says nothing of how
+// late its worker may come back: a leaf of 40 kbit/s (target 450 ms, 1.5
+// MTU-times) borrowing 3.3 Mbit/s had a budget of 45 ms, and its worker
+// slept past its packets' due times until the next arrival woke it
+// (TestShareScale: 25-45% of the packets that waited more than 1 ms
+// late).
+func wakeTarget(st *classState, cfg config.ClassConfig) time.Duration {
+	if !st.fq || cfg.Ceil <= cfg.Rate {
+		return st.fqParams.Target
+	}
+	at := cfg
+	at.Rate = cfg.Ceil
+	return fqParams(at).Target
 }
 
 // shareOf returns the class's state for link sharing with st's buckets:

@@ -30,7 +30,8 @@ type gate struct {
 	node *share.Node
 	// budget is how late a worker may wake for the class's held packets
 	// to let a wake batch of tokens accrue (wakeSlack): a fraction of its
-	// AQM target, never past its backlog.
+	// AQM target (at its ceil if it borrows: wakeTarget), never past its
+	// backlog.
 	budget time.Duration
 }
 

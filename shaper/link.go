@@ -173,9 +173,10 @@ type linkSettings struct {
 // slack alone would wake it about once per packet at high rates (one TCP
 // stream's 64 KiB super-packets at 2 Gbit/s are due every 262 us). The
 // wait past the due time is bounded by the class's budget: a tenth of its
-// AQM target (of config.DefaultFQTarget for a FIFO class), never past its
-// backlog, and, as the wake slack, by a quarter of the time its buckets'
-// bursts take to fill. It never shortens the wake slack, and a wake slack
+// AQM target (of config.DefaultFQTarget for a FIFO class; as raised for
+// its ceil, for a class that borrows), never past its backlog, and, as
+// the wake slack, by a quarter of the time its buckets' bursts take to
+// fill. It never shortens the wake slack, and a wake slack
 // of 0 (a wake-up per packet at its time) turns it off too. The default
 // is config.DefaultWakeBatch; 0 turns it off. The config's
 // link.wake_batch sets it.

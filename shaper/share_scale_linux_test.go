@@ -79,6 +79,18 @@ func (tl *testLink) udpToPorts(t *testing.T, ports []int, bytesPerSec float64) f
 	}
 }
 
+// scaleLateLimits bound the lateness in TestShareScale/all, where all
+// 1000 leaves hold packets that wait for tokens and each wake-up of a
+// worker asks every one it holds (some 500) again: measured 0.9-2.5% of
+// the packets that waited more than 1 ms late, p99 at most 1-2.5 ms, and
+// 3.4-7.6%, p99 at most 5 ms, while another engineer's traffic tests ran
+// on the machine (2026-11-28). (Before, 40-45% in both subtests: a
+// borrowing leaf's wake budget was a tenth of the AQM target at its rate
+// of 40 kbit/s, 45 ms, see wakeTarget.) TestShareScale/five, five
+// leaves busy, takes the other rate tests' lateLimits (measured
+// 0.01-0.19%, p99 at most 1 ms).
+var scaleLateLimits = tuntest.LateLimits{Over: time.Millisecond, Share: 0.15, P99: 5 * time.Millisecond}
+
 // TestShareScale: a 3-level tree of 1,000 leaves (2 sites x 10 access
 // points x 50 subscribers, equal rates). All leaves saturated with UDP:
 // the aggregate is the root's rate within 1% and Jain's index over the
@@ -86,13 +98,6 @@ func (tl *testLink) udpToPorts(t *testing.T, ports []int, bytesPerSec float64) f
 // under another of the same site, one in the other site): each gets an
 // equal share of its ancestors' spare (HTB's weights default to the
 // rates, equal here) within 2%: 20/2/3, 20/2 and 20 Mbit/s.
-// scaleLateLimits bound the lateness of TestShareScale's tree of 1000
-// leaves, which lets packets go later than the other rate tests: 40-45%
-// of those that waited more than 1 ms late, p99 at most 2.5-5 ms
-// (2026-11-28), in both subtests (five leaves busy of the 1000 too).
-// Noticed, not explained yet: the limits only keep it from growing.
-var scaleLateLimits = tuntest.LateLimits{Over: time.Millisecond, Share: 0.6, P99: 10 * time.Millisecond}
-
 func TestShareScale(t *testing.T) {
 	skipShort(t) // 10,000 packets a second from this process: alone
 	tl := newTestLink(t, false, scaleTree())
@@ -151,7 +156,7 @@ func TestShareScale(t *testing.T) {
 			}
 			names = append(names, scaleLeaf(a.i, a.j, a.k))
 		}
-		rates := tl.classRatesUnder(t, tuntest.BinSteal, scaleLateLimits, 2*time.Second, 4*time.Second, tl.udpToPorts(t, ports, 1.5*5e6), names...)
+		rates := tl.classRatesUnder(t, tuntest.BinSteal, lateLimits, 2*time.Second, 4*time.Second, tl.udpToPorts(t, ports, 1.5*5e6), names...)
 		for n, a := range active {
 			t.Logf("%s: %.3f Mbit/s, want %.3f", names[n], rates[n]*8/1e6, a.want*8/1e6)
 			if rates[n] < 0.98*a.want || rates[n] > 1.02*a.want {
