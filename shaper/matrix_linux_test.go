@@ -218,7 +218,7 @@ func runMatrix(t *testing.T, mc matrixCase, rows []matrixRow, redisAddr string) 
 			})
 		}
 	}
-	warmup, window := 3*time.Second, 5*time.Second
+	warmup, window := 2*time.Second, 4*time.Second
 	results := make([]rowResult, len(rows))
 	var probes sync.WaitGroup
 	probe := func(ctx context.Context) {
@@ -305,7 +305,7 @@ func judgeMatrix(t *testing.T, mc matrixCase, rows []matrixRow, results []rowRes
 			// a TCP flow that paused spends it after. It can pass no
 			// more than it is offered: a TCP flow that waits for its
 			// retransmission timer after a tail drop offers less than
-			// the rate for a while (over 5 s with offloads off, 96.5-
+			// the rate for a while (over 4-5 s with offloads off, 96.5-
 			// 98% of the rate came in some runs), which is the
 			// sender's shortfall, not the policer's. A TCP flow's
 			// bursts and pauses also move tokens between the bins kept
