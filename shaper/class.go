@@ -70,6 +70,9 @@ type classState struct {
 	fqParams fq.Params
 	hosts    *fq.Hosts
 	splitGSO bool
+	// wholeUpTo is the largest super-packet (cost) kept whole while its
+	// flow is alone (wholeUpTo; queue_fq.go).
+	wholeUpTo int
 	// Per-key limit: the table, what it keys on, and whether a key's excess
 	// is dropped at once (per.mode police) rather than waiting.
 	keys      *keyed.Table
@@ -159,6 +162,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		st.fq = true
 		st.fqParams = fqParams(cfg)
 		st.splitGSO = cfg.Rate < SplitGSOBelow
+		st.wholeUpTo = wholeUpTo(cfg.Rate, st.fqParams)
 		if cfg.FQ.Isolate != config.IsolateFlows {
 			if c.hosts == nil {
 				c.hosts = fq.NewHosts(fqHostSlots)
@@ -307,6 +311,18 @@ func (st *classState) keyOf(h *classify.Headers) keyed.Key {
 // the class would wait. Splitting costs a copy and checksums per segment,
 // which the CPU affords at these rates.
 const SplitGSOBelow = 125_000_000
+
+// wholeUpTo is the largest super-packet (its cost in bytes) a fair-queued
+// class at rate (bytes per second) with fair-queue settings p keeps whole while its flow is alone in the class (queue_fq.go):
+// what the class sends in its AQM's target (5 ms by default: 12.5 KB at
+// 20 Mbit/s, more than a TCP sender there puts in one super-packet). A
+// larger one would hold a flow that comes along for longer than the AQM
+// lets a queue stand, and a drop would take that much at once: it is
+// split as it arrives.
+func wholeUpTo(rate uint64, p fq.Params) int {
+	n := float64(rate) * p.Resolve().Target.Seconds()
+	return int(min(n, float64(tun.MaxPacketSize)))
+}
 
 // fqHostSlots is the size of a class's host table for host isolation.
 const fqHostSlots = 1024

@@ -135,37 +135,71 @@ egress:
 	}
 }
 
-// TestFQSplitsGSO: a fair-queued class below 1 Gbit/s splits a GSO
-// super-packet into its segments before it queues; a faster class passes
-// it whole.
+// TestFQSplitsGSO: a fair-queued class below shaper.SplitGSOBelow keeps a
+// GSO super-packet whole while its flow is alone in the class (one write,
+// one wake-up: splitting buys no other flow anything), and cuts it into
+// its segments once another flow waits: whether that flow was there first
+// (cut when picked) or comes while the whole one waits for its tokens (the
+// picked one is cut, and the other flow's packet goes before the rest of
+// it). A class at 2 Gbit/s never cuts.
 func TestFQSplitsGSO(t *testing.T) {
+	g := tun.GSOInfo{Type: tun.GSOTCPv4, HdrLen: 40, Size: 1000, CsumStart: 20, CsumOffset: 16, Flags: tun.FlagNeedsCsum}
+	super := rawIPv4(6, 4000, 4000) // four 1040-byte segments
+	other := rawIPv4(6, 5000, 1000) // another flow's 1040-byte packet
 	for _, tc := range []struct {
-		rate string
-		want int // packets written
+		name, rate string
+		before     int  // packets of the other flow injected first
+		after      bool // one of the other flow's injected after the super-packet
+		want       int  // packets written
 	}{
-		{"20mbit", 4},
-		{"2gbit", 1},
+		{"alone-20mbit", "20mbit", 0, false, 1},
+		{"alone-2gbit", "2gbit", 0, false, 1},
+		// Longer than the class's AQM target (1 ms) at its rate: split
+		// as it arrives, alone or not.
+		{"longer-than-target", "20mbit, target: 1ms", 0, false, 4},
+		// The first of the other flow's goes at once (a full bucket), the
+		// second is picked and waits, the third is queued: the
+		// super-packet comes to a class that is not its flow's alone.
+		{"beside", "2mbit, target: 20ms", 3, false, 3 + 4},
+		// The super-packet alone waits whole as the picked packet for
+		// the tokens a packet before it took; the other flow's packet
+		// arrives meanwhile.
+		{"interrupted", "2mbit, target: 20ms", 0, true, 4 + 1},
 	} {
-		t.Run(tc.rate, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			// GRO off: it would merge the segments again.
 			_, inner, out, _ := fakeLink(t, true, `  gro: false
 egress:
   classes:
-    - {name: c, match: {proto: tcp}, rate: `+tc.rate+`}
+    - {name: c, match: {proto: tcp}, rate: `+tc.rate+`, burst: 1514}
 `)
-			pkt := rawIPv4(6, 4000, 4000)
-			g := tun.GSOInfo{Type: tun.GSOTCPv4, HdrLen: 40, Size: 1000, CsumStart: 20, CsumOffset: 16, Flags: tun.FlagNeedsCsum}
-			if err := inner.Inject(0, pkt, g); err != nil {
-				t.Fatal(err)
+			inject := func(pkt []byte, g tun.GSOInfo) {
+				t.Helper()
+				if err := inner.Inject(0, pkt, g); err != nil {
+					t.Fatal(err)
+				}
 			}
-			total := 0
+			for range tc.before {
+				inject(other, tun.GSOInfo{})
+				time.Sleep(time.Millisecond)
+			}
+			if tc.after {
+				inject(rawIPv4(6, 6000, 400), tun.GSOInfo{}) // empties the bucket
+				time.Sleep(2 * time.Millisecond)
+			}
+			inject(super, g)
+			if tc.after {
+				time.Sleep(2 * time.Millisecond)
+				inject(other, tun.GSOInfo{})
+			}
+			var got []tuntest.FakePacket
+			if tc.after {
+				got = append(got, <-out) // the 440-byte packet
+			}
 			for i := 0; i < tc.want; i++ {
 				select {
 				case p := <-out:
-					total += len(p.Data)
-					if tc.want > 1 && (p.GSO.IsGSO() || len(p.Data) != 1040) {
-						t.Errorf("segment %d: %d bytes, GSO %+v; want a plain 1040-byte packet", i, len(p.Data), p.GSO)
-					}
+					got = append(got, p)
 				case <-time.After(5 * time.Second):
 					t.Fatalf("%d of %d packets written", i, tc.want)
 				}
@@ -175,8 +209,31 @@ egress:
 				t.Errorf("an extra packet: %d bytes", len(p.Data))
 			case <-time.After(100 * time.Millisecond):
 			}
-			if tc.want == 1 && total != len(pkt) {
-				t.Errorf("wrote %d bytes, want the %d-byte super-packet whole", total, len(pkt))
+			if tc.want == 1 {
+				if p := got[0]; !p.GSO.IsGSO() || len(p.Data) != len(super) {
+					t.Errorf("wrote %d bytes (GSO %v), want the %d-byte super-packet whole", len(p.Data), p.GSO.IsGSO(), len(super))
+				}
+				return
+			}
+			segs, lastSeg, otherAt := 0, -1, -1
+			for i, p := range got {
+				sport := binary.BigEndian.Uint16(p.Data[20:])
+				switch {
+				case sport == 4000:
+					if p.GSO.IsGSO() || len(p.Data) != 1040 {
+						t.Errorf("packet %d of the super-packet's flow: %d bytes, GSO %+v; want a plain 1040-byte segment", i, len(p.Data), p.GSO)
+					}
+					segs++
+					lastSeg = i
+				case sport == 5000:
+					otherAt = i
+				}
+			}
+			if segs != 4 {
+				t.Errorf("%d segments of the super-packet written, want 4", segs)
+			}
+			if tc.after && otherAt > lastSeg {
+				t.Errorf("the other flow's packet went after the whole super-packet (at %d, its last segment at %d)", otherAt, lastSeg)
 			}
 		})
 	}

@@ -97,6 +97,7 @@ type queues struct {
 	hasher   *fq.Hasher        // the link's flow hash
 	segBufs  [][]byte          // buffers for the segments of a split GSO packet
 	segSizes []int
+	segPkts  []fq.Packet // the segments of a super-packet cut when picked (cut)
 }
 
 // maxHeldBytes bounds the bytes one worker holds for all classes together,
@@ -191,6 +192,7 @@ type heldPacket struct {
 	planned int64
 	st      *classState // settings and buckets it grabbed from
 	passage             // its way through the gate
+	ref     fq.Ref      // its flow in its class's fair queue (picked from one)
 }
 
 // out returns the write path's bookkeeping for a held packet of class c

@@ -63,7 +63,7 @@ func (fairQueue) enqueue(q *queues, a *arrival) {
 	case key != nil:
 		gate = key
 	}
-	if st.splitGSO && p.GSO.IsGSO() {
+	if st.splitGSO && p.GSO.IsGSO() && (gate != nil || p.Cost > st.wholeUpTo || !q.alone(ln, fkey, &id)) {
 		q.enqueueSegments(c, sh, ln, buf, p, st.wire, fkey, &id, gate, due, now)
 		return
 	}
@@ -112,6 +112,148 @@ func (q *queues) hold(c *Class, sh *shard, ln *lane, pk fq.Packet, key fq.Key, i
 	}
 	ln.fq.Enqueue(pk, key, id, now)
 	q.list(c, ln) // serviceHeld, right after the batch, picks from it
+}
+
+// Super-packets in a slow class. Below SplitGSOBelow a class's fair queue
+// holds a GSO super-packet's segments one by one (as CAKE's split-gso), so
+// that another flow waits behind one segment, not behind 64 KiB (26 ms at
+// 20 Mbit/s). Splitting costs a wake-up and a write per segment, and buys
+// nothing while the super-packet's flow is alone in the class: then it is
+// queued whole (alone) and sent whole. Once another flow has packets
+// waiting, a whole one is cut when it is picked (splitPicked), and the
+// picked one still waiting for its tokens is cut too (splitPending): the
+// rest of its segments go back to the head of their flow (fq.Requeue), and
+// the scheduler serves the flows by their segments again. A sparse flow's
+// small packet (pickSparse) goes ahead of a whole picked one as of any.
+// Packets of a per-key class are always split (their keys' buckets are
+// claimed per packet when picked, and a whole one would wait for its key
+// with its flow's later packets behind it).
+
+// aloneBesides is how many bytes of other flows a class's fair queue may
+// hold for a super-packet to stay whole: a sparse flow's packet or two
+// (pure ACKs, pings), which pickSparse sends ahead of it anyway.
+const aloneBesides = 2 * sparseCost
+
+// alone reports whether the flow k (5-tuple id) is alone in the class's
+// fair queue on this worker: no other flow holds more than aloneBesides
+// bytes in it, and the picked packet, if any, is the flow's.
+func (q *queues) alone(ln *lane, k fq.Key, id *fq.FlowID) bool {
+	ref := fq.RefOf(k, id)
+	if ln.hasPending && !ln.pending.ref.Same(ref) {
+		return false
+	}
+	return ln.fq.QueuedBesides(ref) <= aloneBesides
+}
+
+// cut splits the whole GSO super-packet p (held in its own buffer, which
+// goes back to the slabs) into its segments, each costing what o (the
+// class's compensation; nil: none) says, into q.segPkts, and reports
+// whether it could (a malformed one is counted and dropped).
+func (q *queues) cut(sh *shard, p *fq.Packet, o *wire.Overhead) bool {
+	q.segPkts = q.segPkts[:0]
+	pkt := p.Buf[tun.Headroom : tun.Headroom+p.Pkt.Size]
+	segs, hdrLen, err := tun.GSOSegments(pkt, p.Pkt.GSO)
+	if err != nil || segs > cap(q.segBufs) {
+		return false
+	}
+	size := tun.Headroom + hdrLen + int(p.Pkt.GSO.Size)
+	q.segBufs, q.segSizes = q.segBufs[:segs], q.segSizes[:segs]
+	for k := range q.segBufs {
+		q.segBufs[k] = q.slabs.get(size)
+	}
+	n, err := tun.SplitGSO(pkt, p.Pkt.GSO, q.segBufs, q.segSizes, tun.Headroom)
+	if err != nil {
+		for k, b := range q.segBufs {
+			q.slabs.put(b)
+			q.segBufs[k] = nil
+		}
+		return false
+	}
+	for k := range n {
+		sz := q.segSizes[k]
+		cost := sz
+		if o != nil {
+			cost = o.Cost(sz)
+		}
+		q.segPkts = append(q.segPkts, fq.Packet{Buf: q.segBufs[k], Pkt: tun.Packet{Size: sz, Segments: 1, Cost: cost, IPBytes: sz},
+			Arrival: p.Arrival, Due: p.Due, Gate: p.Gate})
+		q.segBufs[k] = nil
+	}
+	for k := n; k < len(q.segBufs); k++ {
+		q.slabs.put(q.segBufs[k])
+		q.segBufs[k] = nil
+	}
+	return n > 0
+}
+
+// requeueRest puts q.segPkts[1:] back at the head of flow ref in the
+// class's fair queue (in order), and counts the change from the whole
+// packet (size bytes, cost) to its segments in the worker's and the
+// class's backlog; q.segPkts[0] is the caller's.
+func (q *queues) requeueRest(sh *shard, ln *lane, ref fq.Ref, size, cost int) {
+	segs := q.segPkts
+	for k := len(segs) - 1; k >= 1; k-- {
+		ln.fq.Requeue(ref, segs[k])
+	}
+	bytes, costs := 0, 0
+	for k := range segs {
+		bytes += segs[k].Pkt.Size
+		costs += segs[k].Pkt.Cost
+	}
+	q.heldBytes += bytes - size
+	sh.backlogBytes.Add(int64(costs - cost))
+	sh.backlogPackets.Add(int64(len(segs) - 1))
+	clear(q.segPkts)
+	q.segPkts = q.segPkts[:0]
+}
+
+// splitPicked cuts p, just dequeued from flow ref, if it is a whole
+// super-packet of a class that splits them and other flows now wait: p
+// becomes its first segment, the rest go back to the flow's head. It
+// reports false if p was malformed (counted and dropped).
+func (q *queues) splitPicked(sh *shard, ln *lane, st *classState, ref fq.Ref, p *fq.Packet) bool {
+	if !st.splitGSO || !p.Pkt.GSO.IsGSO() || ln.fq.QueuedBesides(ref) <= aloneBesides {
+		return true
+	}
+	whole := *p
+	if !q.cut(sh, &whole, st.wire) {
+		q.dropHeld(sh, &whole, DropMalformed)
+		return false
+	}
+	*p = q.segPkts[0]
+	q.requeueRest(sh, ln, ref, whole.Pkt.Size, whole.Pkt.Cost)
+	q.slabs.put(whole.Buf)
+	return true
+}
+
+// splitPending cuts the lane's picked packet if it is a whole super-packet
+// that still waits for its class's tokens while other flows wait: it gives
+// back its claim (stepBack), keeps its first segment, which claims again,
+// and puts the rest back at its flow's head. It reports whether it did.
+func (q *queues) splitPending(sh *shard, ln *lane, now int64) bool {
+	pd := &ln.pending
+	st := pd.st
+	if !st.splitGSO || !pd.pkt.GSO.IsGSO() || ln.fq == nil || ln.fq.QueuedBesides(pd.ref) <= aloneBesides {
+		return false
+	}
+	whole := fq.Packet{Buf: pd.buf, Pkt: pd.pkt, Arrival: pd.arrival, Due: pd.due}
+	cost := uint64(pd.pkt.Cost)
+	if !pd.stepBack(cost, now) {
+		return false // it may go soon, or its claim cannot be undone
+	}
+	if !q.cut(sh, &whole, st.wire) {
+		pd.reclaim(cost)
+		return false
+	}
+	first := q.segPkts[0]
+	pd.buf, pd.pkt = first.Buf, first.Pkt
+	pd.reclaim(uint64(first.Pkt.Cost))
+	if wt := ln.weight.Load(); wt > 0 {
+		ln.vt.Add(-((cost - uint64(first.Pkt.Cost)) << 16 / wt))
+	}
+	q.requeueRest(sh, ln, pd.ref, whole.Pkt.Size, whole.Pkt.Cost)
+	q.slabs.put(whole.Buf)
+	return true
 }
 
 // enqueueSegments splits a GSO super-packet into its segments and queues
@@ -213,6 +355,9 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 		}
 		if ln.hasPending {
 			pd := &ln.pending
+			if pd.pkt.GSO.IsGSO() && q.splitPending(sh, ln, now) {
+				continue // its first segment claimed anew: look again
+			}
 			if wait := pd.advance(uint64(pd.pkt.Cost), now); wait > 0 {
 				pd.planned = now + int64(wait)
 				q.wakeFor(pd.planned, &pd.passage)
@@ -259,7 +404,12 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 			}
 			return
 		}
+		ref := ln.fq.LastRef()
+		if !q.splitPicked(sh, ln, st, ref, &p) {
+			continue
+		}
 		if hp, ok := q.picked(sh, ln, st, link, &p, now); ok {
+			hp.ref = ref
 			ln.pending, ln.hasPending = hp, true
 		}
 	}

@@ -25,11 +25,13 @@ type flow struct {
 	list       uint8
 	tagged     bool
 	tag        uint64
-	deficit    int32
-	packets    int32
-	bytes      int64 // wire cost of the queued packets
-	src, dst   int32 // Hosts slots held while on a list; none
-	aqm        aqmVars
+	// srcHash, dstHash are the host hashes of the flow's Key (Requeue).
+	srcHash, dstHash uint64
+	deficit          int32
+	packets          int32
+	bytes            int64 // wire cost of the queued packets
+	src, dst         int32 // Hosts slots held while on a list; none
+	aqm              aqmVars
 
 	sentPackets, sentBytes, dropped, marked uint64
 	delay                                   int64 // sojourn of the last dequeued packet
@@ -65,6 +67,7 @@ type Sched struct {
 	rnd    uint64
 
 	dropped Packet // the packet being handed to onDrop
+	last    int32  // the flow of the packet Dequeue returned last (none: none)
 
 	weight   uint64 // cached Weight for host isolation
 	weightAt int64
@@ -78,7 +81,7 @@ func New(p Params, hosts *Hosts, onDrop func(*Packet, Reason), c *Counters) *Sch
 	if c == nil {
 		c = new(Counters)
 	}
-	s := &Sched{hosts: hosts, onDrop: onDrop, c: c, free: none, rnd: 0x9e3779b97f4a7c15}
+	s := &Sched{hosts: hosts, onDrop: onDrop, c: c, free: none, last: none, rnd: 0x9e3779b97f4a7c15}
 	s.newList, s.oldList = list{none, none}, list{none, none}
 	s.want, s.wantHosts = p.Resolve(), hosts
 	s.setParams(s.want)
@@ -126,6 +129,7 @@ func (s *Sched) applyPending() {
 	}
 	s.hosts = s.wantHosts
 	s.flows = nil // a new table
+	s.last = none
 	s.setParams(s.want)
 }
 
@@ -280,6 +284,7 @@ func (s *Sched) Dequeue(now, tooOld int64) (p Packet, ok bool) {
 		}
 		if p, ok = s.dequeueFlow(f, now, tooOld); ok {
 			f.deficit -= int32(p.Pkt.Cost)
+			s.last = fi
 			return p, true
 		}
 		// The flow ran empty. A new flow goes to the old list (so that it

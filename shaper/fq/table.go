@@ -33,15 +33,29 @@ func (s *Sched) lookup(k Key, id *FlowID) int32 {
 	for i := uint64(0); i < Ways; i++ {
 		j := base + (idx+i)&(Ways-1)
 		if f := &s.flows[j]; f.list == listNone && f.packets == 0 {
-			s.flows[j] = flow{head: none, tail: none, next: none, src: none, dst: none, tagged: true, tag: k.Flow}
+			s.flows[j] = flow{head: none, tail: none, next: none, src: none, dst: none, tagged: true, tag: k.Flow, srcHash: k.Src, dstHash: k.Dst}
 			s.ids[j] = *id
 			return int32(j)
 		}
 	}
 	s.c.Collisions.Add(1)
 	f := &s.flows[idx]
-	f.tag, s.ids[idx] = k.Flow, *id
+	f.tag, f.srcHash, f.dstHash, s.ids[idx] = k.Flow, k.Src, k.Dst, *id
 	return int32(idx)
+}
+
+// find returns the flow slot of key k if the table holds it, without
+// taking a slot for it (none: it holds none).
+func (s *Sched) find(k Key) int32 {
+	idx := k.Flow & s.mask
+	base := idx &^ (Ways - 1)
+	for i := uint64(0); i < Ways; i++ {
+		j := base + (idx+i)&(Ways-1)
+		if f := &s.flows[j]; f.tagged && f.tag == k.Flow {
+			return int32(j)
+		}
+	}
+	return none
 }
 
 // alloc returns a free node, growing the node slice when none is free.
