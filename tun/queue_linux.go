@@ -34,11 +34,13 @@ type linuxQueue struct {
 	readFn  func(fd uintptr) bool // on the wait set: readReady
 	readCtl func(fd uintptr)      // on the queue's descriptor: readOn
 	rDone   bool
-	rBufs   [][]byte
-	rPkts   []Packet
-	rOff    int
-	rN      int
-	rErr    error
+	// errDeadline is Read's error once the read deadline passed (setup).
+	errDeadline error
+	rBufs       [][]byte
+	rPkts       []Packet
+	rOff        int
+	rN          int
+	rErr        error
 	// Thread mode's callbacks (threadEv, threadRead) and ppoll's
 	// arguments: the queue's descriptor and the wait's eventfd.
 	threadEvFn   func(ev uintptr)
@@ -115,6 +117,11 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 		err = rerr
 	}
 	if err != nil {
+		if err == os.ErrDeadlineExceeded && !q.dev.closed.Load() {
+			// A worker meets this at every wake-up for a held packet:
+			// the error is made once.
+			return n, q.errDeadline
+		}
 		return n, q.wrapErr("read", err)
 	}
 	return n, nil
@@ -150,7 +157,7 @@ func (q *linuxQueue) readBatch(fd uintptr) bool {
 			return true
 		}
 		frame := buf[q.rOff-q.vnetLen:]
-		n, err := unix.Read(int(fd), frame)
+		n, err := rawRead(int(fd), frame)
 		q.rCalls++
 		switch {
 		case err == unix.EAGAIN:
@@ -310,7 +317,7 @@ func (q *linuxQueue) writeFrame(fd int, frame []byte) (wouldBlock bool) {
 // writeRaw is one write(2), retried on EINTR.
 func (q *linuxQueue) writeRaw(fd int, b []byte) (again, failed bool) {
 	for {
-		_, err := unix.Write(fd, b)
+		_, err := rawWrite(fd, b)
 		q.wCalls++
 		switch {
 		case err == nil:

@@ -202,6 +202,7 @@ func (q *linuxQueue) setup() {
 		q.vnetLen = VirtioNetHdrLen
 	}
 	q.readFn = q.readReady
+	q.errDeadline = q.wrapErr("read", os.ErrDeadlineExceeded)
 	q.readCtl = q.readOn
 	q.writeFn = q.writeBatch
 }
