@@ -353,26 +353,40 @@ const (
 
 // sweepKeys forgets idle keys and samples key rates in every class with a
 // per-key limit, a few table shards at a time, until Stop.
+// While no class has one it looks again every keyCheckEvery only, so that
+// a link without per-key limits (most) does not wake for it.
 func (l *Link) sweepKeys() {
 	defer close(l.sweepDone)
-	tick := time.NewTicker(keySweepEvery)
-	defer tick.Stop()
+	timer := time.NewTimer(keySweepEvery)
+	defer timer.Stop()
 	for {
 		select {
 		case <-l.sweepStop:
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 		now := l.now()
+		tables := false
 		for _, d := range []*direction{l.egress.Load(), l.ingress.Load()} {
 			for _, c := range d.all() {
 				if t := c.state.Load().keys; t != nil {
 					t.Sweep(now, keySweepShards)
+					tables = true
 				}
 			}
 		}
+		if tables {
+			timer.Reset(keySweepEvery)
+		} else {
+			timer.Reset(keyCheckEvery)
+		}
 	}
 }
+
+// keyCheckEvery is how often the sweeper looks for per-key tables while
+// there are none. A table made meanwhile (a reload, pacerctl set) is
+// swept from then on: its idle keys are forgotten up to this much later.
+const keyCheckEvery = time.Second
 
 // ClassInfo is a class with its direction, for reporting.
 type ClassInfo struct {
@@ -423,8 +437,10 @@ func (l *Link) Queues() int { return l.queues }
 // CheckEvery is how often a running Link asks its devices whether they are
 // still there (devices that can tell: see Checker). A worker whose Read or
 // Write finds its device gone reports it at once; the check also sees a
-// device that has no traffic, and a namespace deleted by name.
-const CheckEvery = 250 * time.Millisecond
+// device that has no traffic, and a namespace deleted by name. Twice a
+// second: within the second pacerd promises (docs/operations.md), as each
+// check's netlink request wakes an idle pacerd.
+const CheckEvery = 500 * time.Millisecond
 
 // Checker is a device that can tell whether its interface is still there
 // (tun.LinuxDevice). Check returns an error wrapping tun.ErrDetached once

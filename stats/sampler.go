@@ -49,9 +49,15 @@ func NewSampler(src Source, window time.Duration) *Sampler {
 	return &Sampler{src: src, window: window, series: map[Key][]sample{}}
 }
 
-// Run calls Sample every interval until ctx is done.
+// Run calls Sample every interval until ctx is done. While the counters
+// stand still (an idle link) it waits twice as long each time, up to
+// maxIdleInterval, and at interval again once they move: an idle pacerd
+// does not wake ten times a second for nothing. The rates stay exact
+// (they divide by the time between the samples they compare); the first
+// rate after an idle spell is up to maxIdleInterval late to show traffic.
 func (s *Sampler) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	wait := interval
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	s.Sample(time.Now())
 	for {
@@ -59,14 +65,25 @@ func (s *Sampler) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			s.Sample(now)
+			if s.Sample(now) {
+				wait = interval
+			} else {
+				wait = min(2*wait, max(interval, maxIdleInterval))
+			}
+			t.Reset(wait)
 		}
 	}
 }
 
-// Sample reads the Source once and records its counters at time now.
-// Samples must come in increasing time order.
-func (s *Sampler) Sample(now time.Time) {
+// maxIdleInterval is the longest Run waits between samples while nothing
+// moves.
+const maxIdleInterval = time.Second
+
+// Sample reads the Source once and records its counters at time now, and
+// reports whether any class's counters moved since the sample before
+// (or a class came or went). Samples must come in increasing time order.
+func (s *Sampler) Sample(now time.Time) bool {
+	moved := false
 	stats := s.src.ClassStats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,6 +93,9 @@ func (s *Sampler) Sample(now time.Time) {
 		seen[k] = true
 		smp := sample{at: now, sent: cs.SentBytes, received: cs.ReceivedBytes, borrowed: cs.BorrowedBytes}
 		ss := s.series[k]
+		if n := len(ss); n == 0 || smp.sent != ss[n-1].sent || smp.received != ss[n-1].received || smp.borrowed != ss[n-1].borrowed {
+			moved = true
+		}
 		if n := len(ss); n > 0 && (smp.sent < ss[n-1].sent || smp.received < ss[n-1].received || smp.borrowed < ss[n-1].borrowed) {
 			ss = ss[:0] // counters went backwards: a new class of the same name
 		}
@@ -94,8 +114,10 @@ func (s *Sampler) Sample(now time.Time) {
 	for k := range s.series {
 		if !seen[k] {
 			delete(s.series, k)
+			moved = true
 		}
 	}
+	return moved
 }
 
 // Rate returns the achieved rates of a class; the zero Rate if the class

@@ -449,7 +449,11 @@ func TestSampler(t *testing.T) {
 		} else {
 			src.set()
 		}
-		s.Sample(at(step.k))
+		// Sample reports a move, except where the counters stood still
+		// (step 5): Run backs off there.
+		if moved := s.Sample(at(step.k)); moved != (step.k != 21) {
+			t.Errorf("step %d: Sample reports moved %v, want %v", i, moved, step.k != 21)
+		}
 		got := s.Rate("egress", "bulk")
 		if !near(got.SentBytesPerSecond, step.want.SentBytesPerSecond) ||
 			!near(got.ReceivedBytesPerSecond, step.want.ReceivedBytesPerSecond) ||

@@ -91,7 +91,7 @@ func netnsPath(name string) string { return "/run/netns/" + name }
 // the device's netlink handle keeps the namespace alive: the device would
 // go on working, unreachable by name; Check sees the name gone or bound to
 // another namespace.) It costs one netlink request and one stat; callers
-// poll it (pacerd: a few times a second). After Close it returns an error
+// poll it (pacerd: twice a second). After Close it returns an error
 // wrapping os.ErrClosed.
 func (d *LinuxDevice) Check() error {
 	d.mu.Lock()
