@@ -304,8 +304,9 @@ func (st *classState) keyOf(h *classify.Headers) keyed.Key {
 }
 
 // SplitGSOBelow is the class rate (bytes per second, 1 Gbit/s) below which
-// a fair-queued class splits GSO super-packets into their segments before
-// they queue, as CAKE does by default below 1 Gbit/s. A 64 KiB super-packet
+// a fair-queued class splits GSO super-packets into their segments, as
+// CAKE does by default below 1 Gbit/s, once another flow of the class
+// waits beside them (queue_fq.go: a flow alone keeps them whole). A 64 KiB super-packet
 // holds the class for 64 KiB/rate: 0.5 ms at 1 Gbit/s, a tenth of the AQM's
 // 5 ms target, but 26 ms at 20 Mbit/s, during which every other flow of
 // the class would wait. Splitting costs a copy and checksums per segment,
