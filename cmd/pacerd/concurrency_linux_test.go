@@ -188,9 +188,9 @@ ingress:
 	if rate != 1e6 && rate != 750e3 {
 		t.Errorf("class udp's rate after the requests: %d B/s, want 1e6 or 750e3", rate)
 	}
-	b0, t1 := tuntest.RxBytes(t, ns2, outer), time.Now()
+	b0, t1 := tuntest.RxWireBytes(t, ns2, outer), time.Now()
 	time.Sleep(time.Second)
-	got := float64(tuntest.RxBytes(t, ns2, outer)-b0) / time.Since(t1).Seconds()
+	got := float64(tuntest.RxWireBytes(t, ns2, outer)-b0) / time.Since(t1).Seconds()
 	t.Logf("afterwards: class udp at %d B/s delivers %.0f B/s", rate, got)
 	if got > 1.1*float64(rate) || got < 0.5*float64(rate) {
 		t.Errorf("after the requests the udp class delivers %.0f B/s at a rate of %d B/s", got, rate)

@@ -275,7 +275,7 @@ func TestSIGHUPStormAndHalfWrittenConfig(t *testing.T) {
 			p.cmd.Process.Signal(syscall.SIGHUP)
 		}
 	}()
-	got := tuntest.RateUnstolen(t, "storm", 10*time.Second, tuntest.BinLimit(10*time.Second), func() uint64 { return tuntest.RxBytes(t, ns2, outer) })
+	got := tuntest.RateUnstolen(t, "storm", 10*time.Second, tuntest.BinLimit(10*time.Second), func() uint64 { return tuntest.RxWireBytes(t, ns2, outer) })
 	close(stopStorm)
 	sighups := <-stormDone
 	time.Sleep(500 * time.Millisecond) // the last reload

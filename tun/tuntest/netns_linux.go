@@ -207,6 +207,12 @@ func RunIn(nsName string, fn func() error) error {
 // namespace ("" = the caller's): rx/tx packets and bytes, drops. DESIGN §5
 // measures shaping accuracy from the receiving interface's byte counters.
 func LinkStats(nsName, name string) (netlink.LinkStatistics, error) {
+	st, _, err := linkStatsMTU(nsName, name)
+	return st, err
+}
+
+// linkStatsMTU is LinkStats with the interface's MTU.
+func linkStatsMTU(nsName, name string) (netlink.LinkStatistics, int, error) {
 	var h *netlink.Handle
 	var err error
 	if nsName == "" {
@@ -214,21 +220,21 @@ func LinkStats(nsName, name string) (netlink.LinkStatistics, error) {
 	} else {
 		var ns netns.NsHandle
 		if ns, err = netns.GetFromName(nsName); err != nil {
-			return netlink.LinkStatistics{}, fmt.Errorf("netns %s: %w", nsName, err)
+			return netlink.LinkStatistics{}, 0, fmt.Errorf("netns %s: %w", nsName, err)
 		}
 		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 		ns.Close()
 	}
 	if err != nil {
-		return netlink.LinkStatistics{}, err
+		return netlink.LinkStatistics{}, 0, err
 	}
 	defer h.Close()
 	link, err := h.LinkByName(name)
 	if err != nil {
-		return netlink.LinkStatistics{}, fmt.Errorf("link %s: %w", name, err)
+		return netlink.LinkStatistics{}, 0, fmt.Errorf("link %s: %w", name, err)
 	}
 	if link.Attrs().Statistics == nil {
-		return netlink.LinkStatistics{}, fmt.Errorf("link %s: no statistics", name)
+		return netlink.LinkStatistics{}, 0, fmt.Errorf("link %s: no statistics", name)
 	}
-	return *link.Attrs().Statistics, nil
+	return *link.Attrs().Statistics, link.Attrs().MTU, nil
 }
