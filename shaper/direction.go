@@ -193,6 +193,20 @@ func (d *direction) classOf(f *classify.Flow) *Class {
 }
 
 // all returns every class of the direction, unclassified last.
+// soleClass reports whether the direction shapes its packets in one class
+// (its default, implicit or not, or one class and no default) and no tree:
+// no other class shares a bucket with it.
+func (d *direction) soleClass() bool {
+	if d.tree != nil {
+		return false
+	}
+	n := len(d.leaves)
+	if d.def != nil {
+		n++
+	}
+	return n == 1
+}
+
 func (d *direction) all() []*Class {
 	out := append([]*Class(nil), d.classes...)
 	if d.def != nil {

@@ -63,7 +63,7 @@ func (fairQueue) enqueue(q *queues, a *arrival) {
 	case key != nil:
 		gate = key
 	}
-	if st.splitGSO && p.GSO.IsGSO() && (gate != nil || p.Cost > st.wholeUpTo || !q.alone(ln, fkey, &id)) {
+	if st.splitGSO && p.GSO.IsGSO() && (gate != nil || p.Cost > st.wholeUpTo || !q.alone(a.d, c, ln, fkey, &id)) {
 		q.enqueueSegments(c, sh, ln, buf, p, st.wire, fkey, &id, gate, due, now)
 		return
 	}
@@ -118,8 +118,9 @@ func (q *queues) hold(c *Class, sh *shard, ln *lane, pk fq.Packet, key fq.Key, i
 // holds a GSO super-packet's segments one by one (as CAKE's split-gso), so
 // that another flow waits behind one segment, not behind 64 KiB (26 ms at
 // 20 Mbit/s). Splitting costs a wake-up and a write per segment, and buys
-// nothing while the super-packet's flow is alone in the class: then it is
-// queued whole (alone) and sent whole. Once another flow has packets
+// nothing while the super-packet's flow is alone (alone: the only flow of
+// the only class of its direction with packets waiting): then it is queued
+// whole and sent whole. Once another flow has packets
 // waiting, a whole one is cut when it is picked (splitPicked), and the
 // picked one still waiting for its tokens is cut too (splitPending): the
 // rest of its segments go back to the head of their flow (fq.Requeue), and
@@ -134,15 +135,33 @@ func (q *queues) hold(c *Class, sh *shard, ln *lane, pk fq.Packet, key fq.Key, i
 // (pure ACKs, pings), which pickSparse sends ahead of it anyway.
 const aloneBesides = 2 * sparseCost
 
-// alone reports whether the flow k (5-tuple id) is alone in the class's
-// fair queue on this worker: no other flow holds more than aloneBesides
-// bytes in it, and the picked packet, if any, is the flow's.
-func (q *queues) alone(ln *lane, k fq.Key, id *fq.FlowID) bool {
+// alone reports whether the flow k (5-tuple id) is alone: its class is
+// the only one of its direction (no tree: a whole super-packet's claim on
+// a parent's or the direction's bucket would hold other classes' packets,
+// a priority class's voice among them, for as long), no other worker of
+// the class has packets of it (they share its bucket), and in the class's
+// fair queue on this worker no other flow holds more than aloneBesides
+// bytes, and the picked packet, if any, is the flow's.
+func (q *queues) alone(d *direction, c *Class, ln *lane, k fq.Key, id *fq.FlowID) bool {
+	if !d.soleClass() || othersBusy(c, q.idx) {
+		return false
+	}
 	ref := fq.RefOf(k, id)
 	if ln.hasPending && !ln.pending.ref.Same(ref) {
 		return false
 	}
 	return ln.fq.QueuedBesides(ref) <= aloneBesides
+}
+
+// othersBusy reports whether a worker other than idx holds packets of
+// class c in its fair queue (its lane publishes a weight while it does).
+func othersBusy(c *Class, idx int) bool {
+	for j := range c.lanes {
+		if j != idx && c.lanes[j].weight.Load() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // cut splits the whole GSO super-packet p (held in its own buffer, which
@@ -211,8 +230,8 @@ func (q *queues) requeueRest(sh *shard, ln *lane, ref fq.Ref, size, cost int) {
 // super-packet of a class that splits them and other flows now wait: p
 // becomes its first segment, the rest go back to the flow's head. It
 // reports false if p was malformed (counted and dropped).
-func (q *queues) splitPicked(sh *shard, ln *lane, st *classState, ref fq.Ref, p *fq.Packet) bool {
-	if !st.splitGSO || !p.Pkt.GSO.IsGSO() || ln.fq.QueuedBesides(ref) <= aloneBesides {
+func (q *queues) splitPicked(c *Class, sh *shard, ln *lane, st *classState, ref fq.Ref, p *fq.Packet) bool {
+	if !st.splitGSO || !p.Pkt.GSO.IsGSO() || ln.fq.QueuedBesides(ref) <= aloneBesides && !othersBusy(c, q.idx) {
 		return true
 	}
 	whole := *p
@@ -230,10 +249,10 @@ func (q *queues) splitPicked(sh *shard, ln *lane, st *classState, ref fq.Ref, p 
 // that still waits for its class's tokens while other flows wait: it gives
 // back its claim (stepBack), keeps its first segment, which claims again,
 // and puts the rest back at its flow's head. It reports whether it did.
-func (q *queues) splitPending(sh *shard, ln *lane, now int64) bool {
+func (q *queues) splitPending(c *Class, sh *shard, ln *lane, now int64) bool {
 	pd := &ln.pending
 	st := pd.st
-	if !st.splitGSO || !pd.pkt.GSO.IsGSO() || ln.fq == nil || ln.fq.QueuedBesides(pd.ref) <= aloneBesides {
+	if !st.splitGSO || !pd.pkt.GSO.IsGSO() || ln.fq == nil || ln.fq.QueuedBesides(pd.ref) <= aloneBesides && !othersBusy(c, q.idx) {
 		return false
 	}
 	whole := fq.Packet{Buf: pd.buf, Pkt: pd.pkt, Arrival: pd.arrival, Due: pd.due}
@@ -355,7 +374,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 		}
 		if ln.hasPending {
 			pd := &ln.pending
-			if pd.pkt.GSO.IsGSO() && q.splitPending(sh, ln, now) {
+			if pd.pkt.GSO.IsGSO() && q.splitPending(c, sh, ln, now) {
 				continue // its first segment claimed anew: look again
 			}
 			if wait := pd.advance(uint64(pd.pkt.Cost), now); wait > 0 {
@@ -405,7 +424,7 @@ func (q *queues) serviceFQ(c *Class, sh *shard, ln *lane, now int64) {
 			return
 		}
 		ref := ln.fq.LastRef()
-		if !q.splitPicked(sh, ln, st, ref, &p) {
+		if !q.splitPicked(c, sh, ln, st, ref, &p) {
 			continue
 		}
 		if hp, ok := q.picked(sh, ln, st, link, &p, now); ok {
