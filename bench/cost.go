@@ -116,6 +116,34 @@ func tasksCPU(dir string) (time.Duration, error) {
 	return sum, nil
 }
 
+// otherCPU returns the time on CPU of the user processes under proc
+// (/proc) that skip does not exclude: the sum of every thread's schedstat
+// over every process with a command line (kernel threads have none, and
+// are left out: they may be doing the measured traffic's work). A process
+// that exits meanwhile is skipped, so work of short-lived processes is
+// missing from a difference of two readings.
+func otherCPU(proc string, skip func(pid int) bool) time.Duration {
+	dirs, err := os.ReadDir(proc)
+	if err != nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || skip(pid) {
+			continue
+		}
+		dir := filepath.Join(proc, d.Name())
+		if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err != nil || len(cmd) == 0 {
+			continue
+		}
+		if v, err := tasksCPU(filepath.Join(dir, "task")); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
 // busyCores is the machine's busy CPU in cores over a wall-clock window
 // of cpus CPUs that were idle for idle of it in total.
 func busyCores(wall time.Duration, cpus int, idle time.Duration) float64 {

@@ -104,6 +104,7 @@ type costResult struct {
 	DownRate     []float64 // router: bits/s of IP received in ns1
 	Machine      []float64 // cores, the whole machine
 	Own          []float64 // cores, this process (pacer); NaN for htb
+	Other        []float64 // cores, user processes outside the run (otherCPU)
 	Wakeups      []float64 // the workers' wake-ups per second, both directions (NaN for htb)
 	WakesPerPkt  []float64 // wake-ups per packet received (as the devices count them)
 	PingP50      []float64 // router: ms
@@ -113,7 +114,7 @@ type costResult struct {
 	// The idle row also measures a window with no link at all before it
 	// builds pacer's: this process's CPU (the harness alone) and the
 	// machine's.
-	BaseOwn, BaseMachine []float64
+	BaseOwn, BaseMachine, BaseOther []float64
 }
 
 // cpuSample is the machine's and this process's CPU time at an instant.
@@ -122,6 +123,9 @@ type cpuSample struct {
 	idle time.Duration // cpuidle: the CPUs' idle residency; /proc/stat: total - busy
 	cpus int
 	own  time.Duration // this process's threads, schedstat
+	// other is the user processes' outside this run (not this process,
+	// not in its namespaces), schedstat: other people's work.
+	other time.Duration
 }
 
 // cpuSource is where scenario 15's machine figure comes from.
@@ -178,15 +182,17 @@ func wakeCPUs() {
 	wg.Wait()
 }
 
-// readCPUSample wakes every CPU and reads the machine's idle time from src
-// and this process's CPU time.
-func readCPUSample(src cpuSource) (cpuSample, error) {
+// readCPUSample wakes every CPU and reads the machine's idle time from src,
+// this process's CPU time and that of the processes outside the run (skip
+// says which are in it).
+func readCPUSample(src cpuSource, skip func(pid int) bool) (cpuSample, error) {
+	other := otherCPU("/proc", skip)
 	wakeCPUs()
 	own, err := tasksCPU("/proc/self/task")
 	if err != nil {
 		return cpuSample{}, err
 	}
-	s := cpuSample{own: own}
+	s := cpuSample{own: own, other: other}
 	if src == sourceCPUIdle {
 		s.idle, s.cpus, err = idleResidency("/sys/devices/system/cpu")
 		s.at = time.Now()
@@ -200,6 +206,30 @@ func readCPUSample(src cpuSource) (cpuSample, error) {
 	busy, total, err := procStatBusy(b)
 	s.idle, s.cpus = total-busy, runtime.NumCPU()
 	return s, err
+}
+
+// runProcs returns a function that tells whether a process belongs to
+// this run: this process, or one in namespace ns1 or ns2 (iperf3, ping).
+func (e *env) runProcs() (func(pid int) bool, error) {
+	inodes := map[uint64]bool{}
+	for _, ns := range []string{e.ns1, e.ns2} {
+		var st unix.Stat_t
+		if err := unix.Stat("/run/netns/"+ns, &st); err != nil {
+			return nil, fmt.Errorf("netns %s: %w", ns, err)
+		}
+		inodes[st.Ino] = true
+	}
+	self := os.Getpid()
+	return func(pid int) bool {
+		if pid == self {
+			return true
+		}
+		var st unix.Stat_t
+		if unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) != nil {
+			return false
+		}
+		return inodes[st.Ino]
+	}, nil
 }
 
 // machineCores is the machine's busy CPU in cores from s0 to s1.
@@ -256,6 +286,9 @@ func (r *runner) runCost(ctx context.Context) error {
 		return fmt.Errorf("netlink in %s: %w", r.e.ns1, err)
 	}
 	defer h1.Close()
+	if r.costSkip, err = r.e.runProcs(); err != nil {
+		return err
+	}
 	byKey := map[string]*costResult{}
 	for rep := range r.p.costReps {
 		for _, row := range costRows() {
@@ -378,7 +411,7 @@ type costCounts struct {
 func (r *runner) readCostCounts(src cpuSource, h1 *netlink.Handle, p *path) (costCounts, error) {
 	var c costCounts
 	var err error
-	if c.cpu, err = readCPUSample(src); err != nil {
+	if c.cpu, err = readCPUSample(src, r.costSkip); err != nil {
 		return c, err
 	}
 	if p.link != nil {
@@ -459,7 +492,9 @@ func (r *runner) costOnce(ctx context.Context, src cpuSource, h1 *netlink.Handle
 	}
 	up := float64(c1.upBytes-c0.upBytes) * 8 / wall
 	dn := float64(c1.dnBytes-c0.dnBytes) * 8 / wall
+	other := (c1.cpu.other - c0.cpu.other).Seconds() / wall
 	res.Machine = append(res.Machine, machine)
+	res.Other = append(res.Other, other)
 	res.Own = append(res.Own, own)
 	res.Wakeups = append(res.Wakeups, wps)
 	res.WakesPerPkt = append(res.WakesPerPkt, wpp)
@@ -481,29 +516,31 @@ func (r *runner) costOnce(ctx context.Context, src cpuSource, h1 *netlink.Handle
 	if variant == "pacer" {
 		extra += fmt.Sprintf(", own %.4f cores, %.0f wake-ups/s, %.3f per packet", own, wps, wpp)
 	}
-	r.progress("  rep %d %s, %s: %.1f Mbit/s%s, machine %.4f cores%s",
-		rep+1, row.name, variant, up/1e6, dnText, machine, extra)
+	r.progress("  rep %d %s, %s: %.1f Mbit/s%s, machine %.4f cores (other work %.4f)%s",
+		rep+1, row.name, variant, up/1e6, dnText, machine, other, extra)
 	return nil
 }
 
 // costBaseline measures a window with no link and no traffic: this
 // process's CPU and the machine's, the floor under the idle row.
 func (r *runner) costBaseline(ctx context.Context, src cpuSource, rep int, res *costResult) error {
-	s0, err := readCPUSample(src)
+	s0, err := readCPUSample(src, r.costSkip)
 	if err != nil {
 		return err
 	}
 	if err := sleep(ctx, r.p.costWindow); err != nil {
 		return err
 	}
-	s1, err := readCPUSample(src)
+	s1, err := readCPUSample(src, r.costSkip)
 	if err != nil {
 		return err
 	}
-	own := (s1.own - s0.own).Seconds() / s1.at.Sub(s0.at).Seconds()
+	wall := s1.at.Sub(s0.at).Seconds()
+	own, other := (s1.own-s0.own).Seconds()/wall, (s1.other-s0.other).Seconds()/wall
 	machine := machineCores(s0, s1)
 	res.BaseOwn = append(res.BaseOwn, own)
 	res.BaseMachine = append(res.BaseMachine, machine)
-	r.progress("  rep %d no link, no traffic: machine %.4f cores, this process %.4f cores", rep+1, machine, own)
+	res.BaseOther = append(res.BaseOther, other)
+	r.progress("  rep %d no link, no traffic: machine %.4f cores (other work %.4f), this process %.4f cores", rep+1, machine, other, own)
 	return nil
 }

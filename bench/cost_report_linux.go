@@ -62,14 +62,14 @@ func (r *rep) cost(res *results, p params) {
 	r.p("Issue 41. One shaped direction (ns1 → ns2) at 20 Mbit/s, 100 Mbit/s, 1 Gbit/s and 10 Gbit/s, filled by one cubic flow, eight cubic flows (`iperf3 -P 8`) or one BBR flow (`-C bbr`), each through **pacer** with its defaults (`offload: true`, a queue per CPU, the policy `egress: {rate: R}`: an implicit default class with fair queueing at R, in this process) and through **htb** on a veth pair with the kernel's defaults (offloads on; in ns1 on the sending end `tc qdisc add dev X root handle 1: htb default 1` and `tc class add dev X parent 1: classid 1:1 htb rate R`; htb counts the Ethernet header, so it delivers about 0.9%% fewer IP bytes than pacer at the same R, and its class's leaf is the kernel's default FIFO, where pacer's is fair queueing with AQM). Then an **idle pacer link** at %s (no traffic), and a **router profile**: both directions shaped, %s down (ingress, ns2 → ns1) and %s up (egress), %d downloads (`iperf3 -R -P %d`) and %d uploads (`-P %d`), all cubic, and a ping every %v from ns1 to ns2; for htb a class on each end of the veth (the upload's in ns1, the download's in ns2). The router profile uses the harness's two namespaces, not gateway mode's.",
 		fmtRate(costIdleRateBits), fmtRate(costRouterDown), fmtRate(costRouterUp), costDownloads, costDownloads, costUploads, costUploads, costPingInterval)
 	r.p("")
-	r.p("Each run warms up for %v and measures a %v window; the variants of a row run one after the other, the rows in turn, %s. Figures are medians (min–max). *Machine* is the whole machine's busy CPU in cores over the window %s; it includes iperf3's sender and receiver the kernel's softirq work (where htb runs) and whatever else the machine runs meanwhile, and is the figure to compare. *pacer's own* is this process's threads' time on CPU (Σ first field of `/proc/self/task/*/schedstat`: the link's workers, the Go runtime, and the harness's own few goroutines). *pacer / htb* is the ratio of the machine medians. *Wake-ups* are the workers' returns from their waits, both directions, with packets and at a held packet's due time (`DirectionStats`: `WakeupsPackets + WakeupsDeadline`), per second and per packet received on the receiving device(s) over the window (as the device counts them: a GRO or GSO super-packet is one; for the router both ends' devices). *Delivered* is the IP bitrate the receiving device counted, with its share of R.",
+	r.p("Each run warms up for %v and measures a %v window; the variants of a row run one after the other, the rows in turn, %s. Figures are medians (min–max). *Machine* is the whole machine's busy CPU in cores over the window %s; it includes iperf3's sender and receiver the kernel's softirq work (where htb runs) and whatever else the machine runs meanwhile, and is the figure to compare. *pacer's own* is this process's threads' time on CPU (Σ first field of `/proc/self/task/*/schedstat`: the link's workers, the Go runtime, and the harness's own few goroutines). *pacer / htb* is the ratio of the machine medians. *Wake-ups* are the workers' returns from their waits, both directions, with packets and at a held packet's due time (`DirectionStats`: `WakeupsPackets + WakeupsDeadline`), per second and per packet received on the receiving device(s) over the window (as the device counts them: a GRO or GSO super-packet is one; for the router both ends' devices). *Delivered* is the IP bitrate the receiving device counted, with its share of R. *Other work* is the CPU of user processes outside this run over the window (Σ schedstat of every thread of every process with a command line, except this process and those in its two namespaces; kernel threads are left out, and processes that ended within the window are missing): what others running on the machine added to *machine* (another engineer's tests, for one); a row where it is not small has a machine figure to distrust. It misses the kernel's work for others' traffic (softirq in no process's context or in kernel threads), so a disturbed row may show only as a wide range or a machine figure far above its repetitions'.",
 		p.costWarm, p.costWindow, plural(p.costReps, "repetition"), costSourceText(res.CostSource))
 	r.p("")
 	for _, n := range res.CostNotes {
 		r.p("> %s", n)
 		r.p("")
 	}
-	t := newTable("row", "variant", "delivered, Mbit/s", "machine, cores", "pacer's own, cores", "pacer / htb", "wake-ups/s", "wake-ups/packet")
+	t := newTable("row", "variant", "delivered, Mbit/s", "machine, cores", "pacer's own, cores", "pacer / htb", "wake-ups/s", "wake-ups/packet", "other work, cores")
 	var idle, router []*costResult
 	for _, c := range res.Cost {
 		switch c.Kind {
@@ -85,7 +85,7 @@ func (r *rep) cost(res *results, p params) {
 			rt = fmtRatio(costRatio(res.Cost, c.Row))
 		}
 		t.add(c.Row, c.Variant, fmtDelivered(c.Delivered, c.RateBits), fmtCores(summarize(c.Machine)), fmtCores(summarize(c.Own)),
-			rt, fmtRange(summarize(c.Wakeups), 0), fmtPerPacket(summarize(c.WakesPerPkt)))
+			rt, fmtRange(summarize(c.Wakeups), 0), fmtPerPacket(summarize(c.WakesPerPkt)), fmtCores(summarize(c.Other)))
 	}
 	if len(t.rows) > 0 {
 		r.p("%s", t)
@@ -93,7 +93,7 @@ func (r *rep) cost(res *results, p params) {
 	if len(router) > 0 {
 		r.p("**Router profile** (%s down, %s up; the ping's RTT over the window):", fmtRate(costRouterDown), fmtRate(costRouterUp))
 		r.p("")
-		t := newTable("variant", "down, Mbit/s", "up, Mbit/s", "machine, cores", "pacer's own, cores", "pacer / htb", "wake-ups/s", "wake-ups/packet", "ping p50, ms", "ping p99, ms", "ping lost")
+		t := newTable("variant", "down, Mbit/s", "up, Mbit/s", "machine, cores", "pacer's own, cores", "pacer / htb", "wake-ups/s", "wake-ups/packet", "ping p50, ms", "ping p99, ms", "ping lost", "other work, cores")
 		for _, c := range router {
 			rt := ""
 			if c.Variant == "pacer" {
@@ -101,7 +101,7 @@ func (r *rep) cost(res *results, p params) {
 			}
 			t.add(c.Variant, fmtDelivered(c.DownRate, c.DownBits), fmtDelivered(c.Delivered, c.RateBits), fmtCores(summarize(c.Machine)),
 				fmtCores(summarize(c.Own)), rt, fmtRange(summarize(c.Wakeups), 0), fmtPerPacket(summarize(c.WakesPerPkt)),
-				fmtRange(summarize(c.PingP50), 2), fmtRange(summarize(c.PingP99), 2), fmt.Sprintf("%d of %d", c.PingLost, c.PingSent))
+				fmtRange(summarize(c.PingP50), 2), fmtRange(summarize(c.PingP99), 2), fmt.Sprintf("%d of %d", c.PingLost, c.PingSent), fmtCores(summarize(c.Other)))
 		}
 		r.p("%s", t)
 	}
@@ -111,9 +111,9 @@ func (r *rep) cost(res *results, p params) {
 		if !own.ok() || own.Median > costIdleFloorCore {
 			verdict = "**above**"
 		}
-		r.p("**Idle link** (pacer at %s, no traffic): this process's CPU %s of a core (median %s the issue's floor of %.1f%%), the machine's %s cores, %s wake-ups/s. Before the link was built, a window with no link and no traffic: this process (the harness alone: its sampling, the Go runtime) %s of a core, the machine %s cores; the difference is pacer's.",
+		r.p("**Idle link** (pacer at %s, no traffic): this process's CPU %s of a core (median %s the issue's floor of %.1f%%), the machine's %s cores, %s wake-ups/s. Before the link was built, a window with no link and no traffic: this process (the harness alone: its sampling, the Go runtime) %s of a core, the machine %s cores (other work %s in that window, %s in the idle link's).",
 			fmtRate(c.RateBits), fmtPctCore(own), verdict, 100*costIdleFloorCore, fmtCores(summarize(c.Machine)), fmtRange(summarize(c.Wakeups), 1),
-			fmtPctCore(summarize(c.BaseOwn)), fmtCores(summarize(c.BaseMachine)))
+			fmtPctCore(summarize(c.BaseOwn)), fmtCores(summarize(c.BaseMachine)), fmtCores(summarize(c.BaseOther)), fmtCores(summarize(c.Other)))
 		r.p("")
 		r.headline("Idle pacer link: %s of a core (issue 41's floor: %.1f%%)", fmtPctCore(own), 100*costIdleFloorCore)
 	}

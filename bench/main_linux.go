@@ -167,6 +167,8 @@ type runner struct {
 	// autorate, if set, are more settings for scenario 14's auto variant
 	// (YAML flow-map entries: "bloat_samples: 4, window: 4").
 	autorate string
+	// costSkip tells scenario 15 which processes are the run's own.
+	costSkip func(pid int) bool
 	// cc is the TCP congestion control of scenario 14's flows ("":
 	// tcpCongestion, cubic).
 	cc string
