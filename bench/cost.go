@@ -116,18 +116,16 @@ func tasksCPU(dir string) (time.Duration, error) {
 	return sum, nil
 }
 
-// otherCPU returns the time on CPU of the user processes under proc
-// (/proc) that skip does not exclude: the sum of every thread's schedstat
-// over every process with a command line (kernel threads have none, and
-// are left out: they may be doing the measured traffic's work). A process
-// that exits meanwhile is skipped, so work of short-lived processes is
-// missing from a difference of two readings.
-func otherCPU(proc string, skip func(pid int) bool) time.Duration {
+// otherCPU returns the time on CPU so far of each user process under proc
+// (/proc) that skip does not exclude, by PID: the sum of its threads'
+// schedstat, for every process with a command line (kernel threads have
+// none, and are left out: they may be doing the measured traffic's work).
+func otherCPU(proc string, skip func(pid int) bool) map[int]time.Duration {
+	out := map[int]time.Duration{}
 	dirs, err := os.ReadDir(proc)
 	if err != nil {
-		return 0
+		return out
 	}
-	var sum time.Duration
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil || skip(pid) {
@@ -138,8 +136,21 @@ func otherCPU(proc string, skip func(pid int) bool) time.Duration {
 			continue
 		}
 		if v, err := tasksCPU(filepath.Join(dir, "task")); err == nil {
-			sum += v
+			out[pid] = v
 		}
+	}
+	return out
+}
+
+// otherDelta is the CPU the processes of two otherCPU readings used
+// between them: per process the growth of its time, all of it for one
+// that started in between, none for one that ended (its last stretch is
+// missing) and never less than zero (a process's exited threads take
+// their time with them).
+func otherDelta(before, after map[int]time.Duration) time.Duration {
+	var sum time.Duration
+	for pid, t := range after {
+		sum += max(t-before[pid], 0)
 	}
 	return sum
 }

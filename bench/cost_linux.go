@@ -125,7 +125,7 @@ type cpuSample struct {
 	own  time.Duration // this process's threads, schedstat
 	// other is the user processes' outside this run (not this process,
 	// not in its namespaces), schedstat: other people's work.
-	other time.Duration
+	other map[int]time.Duration
 }
 
 // cpuSource is where scenario 15's machine figure comes from.
@@ -492,7 +492,7 @@ func (r *runner) costOnce(ctx context.Context, src cpuSource, h1 *netlink.Handle
 	}
 	up := float64(c1.upBytes-c0.upBytes) * 8 / wall
 	dn := float64(c1.dnBytes-c0.dnBytes) * 8 / wall
-	other := (c1.cpu.other - c0.cpu.other).Seconds() / wall
+	other := otherDelta(c0.cpu.other, c1.cpu.other).Seconds() / wall
 	res.Machine = append(res.Machine, machine)
 	res.Other = append(res.Other, other)
 	res.Own = append(res.Own, own)
@@ -536,7 +536,7 @@ func (r *runner) costBaseline(ctx context.Context, src cpuSource, rep int, res *
 		return err
 	}
 	wall := s1.at.Sub(s0.at).Seconds()
-	own, other := (s1.own-s0.own).Seconds()/wall, (s1.other-s0.other).Seconds()/wall
+	own, other := (s1.own-s0.own).Seconds()/wall, otherDelta(s0.other, s1.other).Seconds()/wall
 	machine := machineCores(s0, s1)
 	res.BaseOwn = append(res.BaseOwn, own)
 	res.BaseMachine = append(res.BaseMachine, machine)

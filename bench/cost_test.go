@@ -106,3 +106,28 @@ func TestCostFormat(t *testing.T) {
 		t.Errorf("ratio = %q, want 8.00×", got)
 	}
 }
+
+func TestOtherCPU(t *testing.T) {
+	proc := t.TempDir()
+	writeFile(t, proc, "10/cmdline", "iperf3\x00-s\x00")
+	writeFile(t, proc, "10/task/10/schedstat", "4000000 0 1\n")
+	writeFile(t, proc, "10/task/11/schedstat", "1000000 0 1\n")
+	writeFile(t, proc, "11/cmdline", "") // a kernel thread
+	writeFile(t, proc, "11/task/11/schedstat", "9000000 0 1\n")
+	writeFile(t, proc, "12/cmdline", "pacer-bench")
+	writeFile(t, proc, "12/task/12/schedstat", "7000000 0 1\n")
+	writeFile(t, proc, "self/cmdline", "x")
+	got := otherCPU(proc, func(pid int) bool { return pid == 12 })
+	if len(got) != 1 || got[10] != 5*time.Millisecond {
+		t.Errorf("otherCPU = %v, want only pid 10 with 5ms", got)
+	}
+	before := map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 3 * time.Second}
+	after := map[int]time.Duration{
+		1: 1500 * time.Millisecond, // grew 0.5 s
+		2: time.Second,             // lost an exited thread's time: 0
+		4: 200 * time.Millisecond,  // started in between: all of it
+	} // 3 ended: nothing
+	if d := otherDelta(before, after); d != 700*time.Millisecond {
+		t.Errorf("otherDelta = %v, want 700ms", d)
+	}
+}
