@@ -21,7 +21,8 @@
 // CPU), the bare copy loop (tuntest.BareCopy, also in this process), and a
 // veth pair, with `tc qdisc tbf` (and fq_codel, cake and netem, where the
 // kernel has them) where a shaper or emulator is compared, and `tc htb`
-// where a class tree is (scenario 12). Traffic is
+// where a class tree is (scenario 12) or a rate's CPU cost (scenario 15,
+// issue 41, only with -only 15: cost_linux.go). Traffic is
 // iperf3, ping and the harness's UDP probe between 198.18.0.1 and
 // 198.18.0.2 only, except in scenario 14 (autorate, issue 29), which adds
 // a third namespace between them with two pacer links (the variant and
@@ -84,6 +85,9 @@ type params struct {
 	shareIdle      time.Duration // scenario 12: probes before the traffic starts
 	arStep         time.Duration // scenario 14: each of the three steps
 	arTrace        time.Duration // scenario 14: the LTE trace's run
+	costReps       int           // scenario 15
+	costWarm       time.Duration // scenario 15: from the traffic's start to the window
+	costWindow     time.Duration
 }
 
 var fullParams = params{
@@ -98,6 +102,7 @@ var fullParams = params{
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
 	shareReps: 3, shareTime: 10 * time.Second, shareWarm: 3 * time.Second, shareIdle: time.Second,
 	arStep: 20 * time.Second, arTrace: 120 * time.Second,
+	costReps: 3, costWarm: 3 * time.Second, costWindow: 5 * time.Second,
 }
 
 var quickParams = params{
@@ -112,6 +117,7 @@ var quickParams = params{
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 	shareReps: 1, shareTime: 6 * time.Second, shareWarm: 2 * time.Second, shareIdle: time.Second,
 	arStep: 5 * time.Second, arTrace: 20 * time.Second,
+	costReps: 2, costWarm: 3 * time.Second, costWindow: 5 * time.Second,
 }
 
 // results is everything a run measured, for the report.
@@ -133,8 +139,13 @@ type results struct {
 	// AutorateCC is scenario 14's TCP congestion control, AutorateExtra
 	// the settings its auto variant added (-cc, -autorate).
 	AutorateCC, AutorateExtra string
-	Plots                     map[string]string // plot name → path relative to the report
-	Errors                    []string
+	Cost                      []*costResult // scenario 15, by row then variant
+	// CostSource is where scenario 15's machine CPU came from (cpuidle,
+	// /proc/stat), CostNotes what it left out and why.
+	CostSource string
+	CostNotes  []string
+	Plots      map[string]string // plot name → path relative to the report
+	Errors     []string
 }
 
 // runner runs the scenarios.
@@ -144,17 +155,20 @@ type runner struct {
 	modDir string
 	res    results
 	start  time.Time
-	// variants, if set, are the only variants scenarios 3, 7, 13 and 14
+	// variants, if set, are the only variants scenarios 3, 7, 13, 14 and 15
 	// run (by key: bare, pacer-on, pacer-on-uring, ..., auto, mean), for
 	// development.
 	variants []string
 	// rows, if set, are the only rows scenario 13 runs (by a part of
 	// their name: "2 Gbit/s", "UDP") and the only links scenario 14 runs
-	// (steps, lte), for development and profiling.
+	// (steps, lte) and the only rows scenario 15 runs ("100 Mbit/s",
+	// "bbr", "router"), for development and profiling.
 	rows []string
 	// autorate, if set, are more settings for scenario 14's auto variant
 	// (YAML flow-map entries: "bloat_samples: 4, window: 4").
 	autorate string
+	// costSkip tells scenario 15 which processes are the run's own.
+	costSkip func(pid int) bool
 	// cc is the TCP congestion control of scenario 14's flows ("":
 	// tcpCongestion, cubic).
 	cc string
@@ -171,14 +185,14 @@ func run() int {
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13,14), for development; default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13,14,15), for development; default all but 13 and 15, which run only when named")
 	soak := flag.Bool("soak", false, "soak mode instead of the benchmarks: pacerd under changing rates and reloads for -duration; writes -out (default SOAK.md) and soak.csv and soak.png into -plots (default docs/)")
 	duration := flag.Duration("duration", 20*time.Minute, "soak: how long the changes run (whole multiples of 10s)")
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
-	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13 and 14 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, probes, passive, mean, min, max, none, and unloaded, the ping alone, only when named), for development and profiling; default all")
-	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP) or the links scenario 14 runs (steps, lte), for development and profiling; default all")
+	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13, 14 and 15 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, probes, passive, mean, min, max, none, and unloaded, the ping alone, only when named; 15: pacer, htb), for development and profiling; default all")
+	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), the links scenario 14 runs (steps, lte) or the rows scenario 15 runs (\"20 Mbit/s\", \"8 cubic\", bbr, idle, router), for development and profiling; default all")
 	autorate := flag.String("autorate", "", "more autorate settings for scenario 14's auto variant, as YAML flow-map entries (\"bloat_samples: 4, window: 4\"), for development")
 	cc := flag.String("cc", "", "TCP congestion control of scenario 14's flows (default cubic; bbr, as users run it), for development")
 	flag.Parse()
@@ -294,12 +308,13 @@ func run() int {
 		{[]string{"12"}, "scenario 12", r.runShare},
 		{[]string{"13"}, "scenario 13", r.runWakeups},
 		{[]string{"14"}, "scenario 14", r.runAutorate},
+		{[]string{"15"}, "scenario 15", r.runCost},
 	} {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.ids[0] == "13" && *only == "" {
-			continue // a development comparison: run it with -only 13
+		if (s.ids[0] == "13" || s.ids[0] == "15") && *only == "" {
+			continue // a development comparison (13) or a cost study (15): run it with -only
 		}
 		if want(s.ids...) {
 			fail(s.name, s.fn(ctx))

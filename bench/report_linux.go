@@ -75,6 +75,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.share(res, p)
 	r.wakeups(res)
 	r.autorate(res, p)
+	r.cost(res, p)
 	r.method(p)
 
 	h := &rep{w: w}
