@@ -157,7 +157,7 @@ func (q *linuxQueue) readBatch(fd uintptr) bool {
 			return true
 		}
 		frame := buf[q.rOff-q.vnetLen:]
-		n, err := rawRead(int(fd), frame)
+		n, err := unix.Read(int(fd), frame)
 		q.rCalls++
 		switch {
 		case err == unix.EAGAIN:
@@ -317,7 +317,7 @@ func (q *linuxQueue) writeFrame(fd int, frame []byte) (wouldBlock bool) {
 // writeRaw is one write(2), retried on EINTR.
 func (q *linuxQueue) writeRaw(fd int, b []byte) (again, failed bool) {
 	for {
-		_, err := rawWrite(fd, b)
+		_, err := unix.Write(fd, b)
 		q.wCalls++
 		switch {
 		case err == nil:
