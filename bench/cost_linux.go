@@ -33,7 +33,11 @@ import (
 // and repetition by repetition.
 
 // costVariants are scenario 15's variants by key.
-var costVariants = []string{"pacer", "htb"}
+// pacer-thread (pacer with link.wait: thread) runs only when named.
+var costVariants = []string{"pacer", "htb", "pacer-thread"}
+
+// costPacerLinks are the link settings of scenario 15's pacer variants.
+var costPacerLinks = map[string][]string{"pacer": nil, "pacer-thread": {"wait: thread"}}
 
 // costRowKind is what a row of scenario 15 runs.
 type costRowKind int
@@ -299,7 +303,8 @@ func (r *runner) runCost(ctx context.Context) error {
 				continue
 			}
 			for _, v := range costVariants {
-				if r.variants != nil && !slices.Contains(r.variants, v) || row.kind == costIdle && v != "pacer" {
+				named := r.variants != nil && slices.Contains(r.variants, v)
+				if !named && (r.variants != nil || v == "pacer-thread") || row.kind == costIdle && !isPacer(v) {
 					continue
 				}
 				key := row.name + "/" + v
@@ -322,12 +327,12 @@ func (r *runner) runCost(ctx context.Context) error {
 // rates as direction rates, or a veth pair (offloads on) with htb on the
 // sending end of each shaped direction.
 func (r *runner) buildCost(ctx context.Context, row costRow, variant string) (*path, error) {
-	if variant == "pacer" {
+	if isPacer(variant) {
 		policy := fmt.Sprintf("egress: {rate: %dbit}\n", row.rateBits)
 		if row.downBits != 0 {
 			policy += fmt.Sprintf("ingress: {rate: %dbit}\n", row.downBits)
 		}
-		return r.e.pacerPath(true, 0, policy)
+		return r.e.pacerPath(true, 0, policy, costPacerLinks[variant]...)
 	}
 	p, err := r.e.vethPath(ctx, true)
 	if err != nil {
@@ -483,7 +488,7 @@ func (r *runner) costOnce(ctx context.Context, src cpuSource, h1 *netlink.Handle
 	if row.kind == costBulk {
 		pkts = float64(c1.upPackets - c0.upPackets) // ns1's device also gets the ACKs
 	}
-	if variant == "pacer" {
+	if isPacer(variant) {
 		own = (c1.cpu.own - c0.cpu.own).Seconds() / wall
 		wps = float64(c1.wakes-c0.wakes) / wall
 		if pkts > 0 {
@@ -513,7 +518,7 @@ func (r *runner) costOnce(ctx context.Context, src cpuSource, h1 *netlink.Handle
 		dnText = fmt.Sprintf(" up, %.1f Mbit/s down, ping p50 %.2f ms p99 %.2f ms (%d lost)",
 			dn/1e6, percentile(po.rtts, 50), percentile(po.rtts, 99), po.lost)
 	}
-	if variant == "pacer" {
+	if isPacer(variant) {
 		extra += fmt.Sprintf(", own %.4f cores, %.0f wake-ups/s, %.3f per packet", own, wps, wpp)
 	}
 	r.progress("  rep %d %s, %s: %.1f Mbit/s%s, machine %.4f cores (other work %.4f)%s",
@@ -544,3 +549,6 @@ func (r *runner) costBaseline(ctx context.Context, src cpuSource, rep int, res *
 	r.progress("  rep %d no link, no traffic: machine %.4f cores (other work %.4f), this process %.4f cores", rep+1, machine, other, own)
 	return nil
 }
+
+// isPacer reports whether a scenario 15 variant runs pacer.
+func isPacer(variant string) bool { _, ok := costPacerLinks[variant]; return ok }

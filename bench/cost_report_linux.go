@@ -8,16 +8,16 @@ import (
 	"strings"
 )
 
-// costRatio is a row's pacer machine CPU over its htb machine CPU
-// (medians), NaN where either is missing.
-func costRatio(all []*costResult, row string) float64 {
+// costRatio is a row's machine CPU under a pacer variant over its htb
+// machine CPU (medians), NaN where either is missing.
+func costRatio(all []*costResult, row, variant string) float64 {
 	var pacer, htb summary
 	for _, c := range all {
 		if c.Row != row {
 			continue
 		}
 		switch c.Variant {
-		case "pacer":
+		case variant:
 			pacer = summarize(c.Machine)
 		case "htb":
 			htb = summarize(c.Machine)
@@ -81,8 +81,8 @@ func (r *rep) cost(res *results, p params) {
 			continue
 		}
 		rt := ""
-		if c.Variant == "pacer" {
-			rt = fmtRatio(costRatio(res.Cost, c.Row))
+		if isPacer(c.Variant) {
+			rt = fmtRatio(costRatio(res.Cost, c.Row, c.Variant))
 		}
 		t.add(c.Row, c.Variant, fmtDelivered(c.Delivered, c.RateBits), fmtCores(summarize(c.Machine)), fmtCores(summarize(c.Own)),
 			rt, fmtRange(summarize(c.Wakeups), 0), fmtPerPacket(summarize(c.WakesPerPkt)), fmtCores(summarize(c.Other)))
@@ -96,8 +96,8 @@ func (r *rep) cost(res *results, p params) {
 		t := newTable("variant", "down, Mbit/s", "up, Mbit/s", "machine, cores", "pacer's own, cores", "pacer / htb", "wake-ups/s", "wake-ups/packet", "ping p50, ms", "ping p99, ms", "ping lost", "other work, cores")
 		for _, c := range router {
 			rt := ""
-			if c.Variant == "pacer" {
-				rt = fmtRatio(costRatio(res.Cost, c.Row))
+			if isPacer(c.Variant) {
+				rt = fmtRatio(costRatio(res.Cost, c.Row, c.Variant))
 			}
 			t.add(c.Variant, fmtDelivered(c.DownRate, c.DownBits), fmtDelivered(c.Delivered, c.RateBits), fmtCores(summarize(c.Machine)),
 				fmtCores(summarize(c.Own)), rt, fmtRange(summarize(c.Wakeups), 0), fmtPerPacket(summarize(c.WakesPerPkt)),
@@ -120,7 +120,7 @@ func (r *rep) cost(res *results, p params) {
 	var lines []string
 	for _, c := range res.Cost {
 		if c.Variant == "pacer" && c.Kind == costBulk && strings.HasSuffix(c.Row, "1 cubic") {
-			if rt := costRatio(res.Cost, c.Row); !math.IsNaN(rt) {
+			if rt := costRatio(res.Cost, c.Row, c.Variant); !math.IsNaN(rt) {
 				lines = append(lines, fmt.Sprintf("%s %s", strings.TrimSuffix(c.Row, ", 1 cubic"), fmtRatio(rt)))
 			}
 		}

@@ -268,9 +268,9 @@ func (e *env) endpoint(side int, name string) tun.LinkConfig {
 // pacerPath opens and starts a pacer Link between the namespaces with the
 // given offload setting and policy (YAML for the egress and ingress
 // sections; "" for none: everything passes unclassified).
-func (e *env) pacerPath(offload bool, queues int, policy string) (*path, error) {
+func (e *env) pacerPath(offload bool, queues int, policy string, link ...string) (*path, error) {
 	inner, outer := tuntest.RandomName("pbi"), tuntest.RandomName("pbo")
-	cfg, err := e.pacerConfig(inner, outer, offload, queues, policy)
+	cfg, err := e.pacerConfig(inner, outer, offload, queues, policy, link...)
 	if err != nil {
 		return nil, err
 	}
@@ -294,8 +294,8 @@ func (e *env) pacerPath(offload bool, queues int, policy string) (*path, error) 
 }
 
 // pacerConfig builds the config of a link between the two namespaces.
-func (e *env) pacerConfig(inner, outer string, offload bool, queues int, policy string) (*config.Config, error) {
-	yml := e.pacerYAML(inner, outer, offload, queues, policy)
+func (e *env) pacerConfig(inner, outer string, offload bool, queues int, policy string, link ...string) (*config.Config, error) {
+	yml := e.pacerYAML(inner, outer, offload, queues, policy, link...)
 	cfg, err := config.Parse("bench.yaml", []byte(yml))
 	if err != nil {
 		return nil, fmt.Errorf("pacer config: %w\n%s", err, yml)
@@ -304,15 +304,20 @@ func (e *env) pacerConfig(inner, outer string, offload bool, queues int, policy 
 }
 
 // pacerYAML is the config file of a link between the two namespaces:
-// the link section and then rest (the policy, or any other sections).
-func (e *env) pacerYAML(inner, outer string, offload bool, queues int, rest string) string {
+// the link section (with the settings link, "key: value" each) and then
+// rest (the policy, or any other sections).
+func (e *env) pacerYAML(inner, outer string, offload bool, queues int, rest string, link ...string) string {
+	var more strings.Builder
+	for _, l := range link {
+		more.WriteString("  " + l + "\n")
+	}
 	return fmt.Sprintf(`
 link:
   queues: %d
   offload: %v
   inner: {name: %s, netns: %s, mtu: 1500, addresses: [%s/32], peer: %s}
   outer: {name: %s, netns: %s, mtu: 1500, addresses: [%s/32], peer: %s}
-%s`, queues, offload, inner, e.ns1, addr1, addr2, outer, e.ns2, addr2, addr1, rest)
+%s%s`, queues, offload, inner, e.ns1, addr1, addr2, outer, e.ns2, addr2, addr1, more.String(), rest)
 }
 
 // applyPolicy installs a new policy on a running pacer path.

@@ -73,6 +73,9 @@ type classState struct {
 	// wholeUpTo is the largest super-packet (cost) kept whole while its
 	// flow is alone (wholeUpTo; queue_fq.go).
 	wholeUpTo int
+	// sharedUpTo is the largest super-packet (cost) kept whole beside
+	// other flows of a direction's sole class (sharedUpTo; queue_fq.go).
+	sharedUpTo int
 	// Per-key limit: the table, what it keys on, and whether a key's excess
 	// is dropped at once (per.mode police) rather than waiting.
 	keys      *keyed.Table
@@ -163,6 +166,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		st.fqParams = fqParams(cfg)
 		st.splitGSO = cfg.Rate < SplitGSOBelow
 		st.wholeUpTo = wholeUpTo(cfg.Rate, st.fqParams)
+		st.sharedUpTo = sharedUpTo(cfg.Rate, st.fqParams)
 		if cfg.FQ.Isolate != config.IsolateFlows {
 			if c.hosts == nil {
 				c.hosts = fq.NewHosts(fqHostSlots)
@@ -322,6 +326,28 @@ const SplitGSOBelow = 125_000_000
 // split as it arrives.
 func wholeUpTo(rate uint64, p fq.Params) int {
 	n := float64(rate) * p.Resolve().Target.Seconds()
+	return int(min(n, float64(tun.MaxPacketSize)))
+}
+
+// sharedShare is the part of its AQM's target a direction's sole
+// fair-queued class may send as one super-packet while other flows of the
+// class wait (sharedUpTo).
+const sharedShare = 4
+
+// sharedUpTo is the largest super-packet (its cost in bytes) a direction's
+// sole fair-queued class at rate (bytes per second) with fair-queue
+// settings p keeps whole while other flows of the class wait beside it
+// (queue_fq.go): what the class sends in a quarter of its AQM's target
+// (1.25 ms by default: 3.1 KB at 20 Mbit/s, 15.6 KB at 100 Mbit/s). A
+// flow that comes along waits behind it at most that long, where behind
+// one segment it would wait a segment's time (0.6 ms at 20 Mbit/s). A
+// TCP sender puts about a millisecond of its pacing rate in a
+// super-packet (two segments at least), so flows that share a class of
+// 20 Mbit/s and more mostly keep theirs whole: one wake-up and one write
+// each instead of one per segment. Below 2 segments' worth (under about
+// 19 Mbit/s) every super-packet is split beside other flows, as before.
+func sharedUpTo(rate uint64, p fq.Params) int {
+	n := float64(rate) * p.Resolve().Target.Seconds() / sharedShare
 	return int(min(n, float64(tun.MaxPacketSize)))
 }
 

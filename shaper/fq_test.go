@@ -141,30 +141,39 @@ egress:
 // its segments once another flow waits: whether that flow was there first
 // (cut when picked) or comes while the whole one waits for its tokens (the
 // picked one is cut, and the other flow's packet goes before the rest of
-// it). A class at 2 Gbit/s never cuts.
+// it). A class at 2 Gbit/s never cuts. A direction's sole class keeps a
+// super-packet whole beside other flows too while it is at most a quarter
+// of the AQM's target at the class's rate (sharedUpTo), and cuts it
+// beside them once the direction has another class.
 func TestFQSplitsGSO(t *testing.T) {
 	g := tun.GSOInfo{Type: tun.GSOTCPv4, HdrLen: 40, Size: 1000, CsumStart: 20, CsumOffset: 16, Flags: tun.FlagNeedsCsum}
 	super := rawIPv4(6, 4000, 4000) // four 1040-byte segments
 	other := rawIPv4(6, 5000, 1000) // another flow's 1040-byte packet
 	for _, tc := range []struct {
 		name, rate string
-		before     int  // packets of the other flow injected first
-		after      bool // one of the other flow's injected after the super-packet
-		want       int  // packets written
+		before     int    // packets of the other flow injected first
+		after      bool   // one of the other flow's injected after the super-packet
+		want       int    // packets written
+		whole      bool   // the super-packet is written whole among them
+		more       string // more classes
 	}{
-		{"alone-20mbit", "20mbit", 0, false, 1},
-		{"alone-2gbit", "2gbit", 0, false, 1},
+		{"alone-20mbit", "20mbit", 0, false, 1, true, ""},
+		{"alone-2gbit", "2gbit", 0, false, 1, true, ""},
 		// Longer than the class's AQM target (1 ms) at its rate: split
 		// as it arrives, alone or not.
-		{"longer-than-target", "20mbit, target: 1ms", 0, false, 4},
+		{"longer-than-target", "20mbit, target: 1ms", 0, false, 4, false, ""},
 		// The first of the other flow's goes at once (a full bucket), the
 		// second is picked and waits, the third is queued: the
 		// super-packet comes to a class that is not its flow's alone.
-		{"beside", "2mbit, target: 20ms", 3, false, 3 + 4},
+		{"beside", "2mbit, target: 20ms", 3, false, 3 + 4, false, ""},
 		// The super-packet alone waits whole as the picked packet for
 		// the tokens a packet before it took; the other flow's packet
 		// arrives meanwhile.
-		{"interrupted", "2mbit, target: 20ms", 0, true, 4 + 1},
+		{"interrupted", "2mbit, target: 20ms", 0, true, 4 + 1, false, ""},
+		// A quarter of 80 ms at 2 Mbit/s is 5000 bytes: the 4040-byte
+		// super-packet goes whole beside the other flow.
+		{"beside-shared", "2mbit, target: 80ms", 3, false, 3 + 1, true, ""},
+		{"beside-two-classes", "2mbit, target: 80ms", 3, false, 3 + 4, false, "    - {name: d, match: {proto: udp}, rate: 1mbit}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// GRO off: it would merge the segments again.
@@ -172,7 +181,7 @@ func TestFQSplitsGSO(t *testing.T) {
 egress:
   classes:
     - {name: c, match: {proto: tcp}, rate: `+tc.rate+`, burst: 1514}
-`)
+`+tc.more)
 			inject := func(pkt []byte, g tun.GSOInfo) {
 				t.Helper()
 				if err := inner.Inject(0, pkt, g); err != nil {
@@ -209,9 +218,19 @@ egress:
 				t.Errorf("an extra packet: %d bytes", len(p.Data))
 			case <-time.After(100 * time.Millisecond):
 			}
-			if tc.want == 1 {
-				if p := got[0]; !p.GSO.IsGSO() || len(p.Data) != len(super) {
-					t.Errorf("wrote %d bytes (GSO %v), want the %d-byte super-packet whole", len(p.Data), p.GSO.IsGSO(), len(super))
+			if tc.whole {
+				n := 0
+				for _, p := range got {
+					if binary.BigEndian.Uint16(p.Data[20:]) != 4000 {
+						continue
+					}
+					n++
+					if !p.GSO.IsGSO() || len(p.Data) != len(super) {
+						t.Errorf("wrote %d bytes (GSO %v), want the %d-byte super-packet whole", len(p.Data), p.GSO.IsGSO(), len(super))
+					}
+				}
+				if n != 1 {
+					t.Errorf("%d packets of the super-packet's flow written, want it whole", n)
 				}
 				return
 			}

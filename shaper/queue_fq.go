@@ -63,7 +63,7 @@ func (fairQueue) enqueue(q *queues, a *arrival) {
 	case key != nil:
 		gate = key
 	}
-	if st.splitGSO && p.GSO.IsGSO() && (gate != nil || p.Cost > st.wholeUpTo || !q.alone(a.d, c, ln, fkey, &id)) {
+	if st.splitGSO && p.GSO.IsGSO() && (gate != nil || p.Cost > st.wholeUpTo || !q.alone(a.d, c, ln, fkey, &id) && !sharedWhole(a.d, st, p.Cost)) {
 		q.enqueueSegments(c, sh, ln, buf, p, st.wire, fkey, &id, gate, due, now)
 		return
 	}
@@ -153,6 +153,15 @@ func (q *queues) alone(d *direction, c *Class, ln *lane, k fq.Key, id *fq.FlowID
 	return ln.fq.QueuedBesides(ref) <= aloneBesides
 }
 
+// sharedWhole reports whether a super-packet of cost bytes of class state
+// st stays whole though other flows wait beside it: st is the sole class
+// of direction d and the packet is at most st.sharedUpTo (its rate's
+// quarter of the AQM target). A per-key packet is split all the same
+// (its caller checks).
+func sharedWhole(d *direction, st *classState, cost int) bool {
+	return cost <= st.sharedUpTo && d.soleClass()
+}
+
 // othersBusy reports whether a worker other than idx holds packets of
 // class c in its fair queue (its lane publishes a weight while it does).
 func othersBusy(c *Class, idx int) bool {
@@ -231,7 +240,8 @@ func (q *queues) requeueRest(sh *shard, ln *lane, ref fq.Ref, size, cost int) {
 // becomes its first segment, the rest go back to the flow's head. It
 // reports false if p was malformed (counted and dropped).
 func (q *queues) splitPicked(c *Class, sh *shard, ln *lane, st *classState, ref fq.Ref, p *fq.Packet) bool {
-	if !st.splitGSO || !p.Pkt.GSO.IsGSO() || ln.fq.QueuedBesides(ref) <= aloneBesides && !othersBusy(c, q.idx) {
+	if !st.splitGSO || !p.Pkt.GSO.IsGSO() || ln.fq.QueuedBesides(ref) <= aloneBesides && !othersBusy(c, q.idx) ||
+		p.Gate == nil && sharedWhole(q.dir.Load(), st, p.Pkt.Cost) {
 		return true
 	}
 	whole := *p
@@ -252,7 +262,8 @@ func (q *queues) splitPicked(c *Class, sh *shard, ln *lane, st *classState, ref 
 func (q *queues) splitPending(c *Class, sh *shard, ln *lane, now int64) bool {
 	pd := &ln.pending
 	st := pd.st
-	if !st.splitGSO || !pd.pkt.GSO.IsGSO() || ln.fq == nil || ln.fq.QueuedBesides(pd.ref) <= aloneBesides && !othersBusy(c, q.idx) {
+	if !st.splitGSO || !pd.pkt.GSO.IsGSO() || ln.fq == nil || ln.fq.QueuedBesides(pd.ref) <= aloneBesides && !othersBusy(c, q.idx) ||
+		pd.key == nil && sharedWhole(q.dir.Load(), st, pd.pkt.Cost) {
 		return false
 	}
 	whole := fq.Packet{Buf: pd.buf, Pkt: pd.pkt, Arrival: pd.arrival, Due: pd.due}
