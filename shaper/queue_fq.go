@@ -162,6 +162,17 @@ func sharedWhole(d *direction, st *classState, cost int) bool {
 	return cost <= st.sharedUpTo && d.soleClass()
 }
 
+// keepsWhole reports whether the picked packet p of flow ref (keyed: of a
+// per-key class) stays as it is, once picked: it is no super-packet of a
+// class that splits them, or its flow is alone (no other flow of the
+// class waits here or on another worker), or it is small enough to stay
+// whole beside them (sharedWhole; a keyed one never is).
+func (q *queues) keepsWhole(c *Class, ln *lane, st *classState, ref fq.Ref, p *tun.Packet, keyed bool) bool {
+	return !st.splitGSO || !p.GSO.IsGSO() ||
+		ln.fq.QueuedBesides(ref) <= aloneBesides && !othersBusy(c, q.idx) ||
+		!keyed && sharedWhole(q.dir.Load(), st, p.Cost)
+}
+
 // othersBusy reports whether a worker other than idx holds packets of
 // class c in its fair queue (its lane publishes a weight while it does).
 func othersBusy(c *Class, idx int) bool {
@@ -240,8 +251,7 @@ func (q *queues) requeueRest(sh *shard, ln *lane, ref fq.Ref, size, cost int) {
 // becomes its first segment, the rest go back to the flow's head. It
 // reports false if p was malformed (counted and dropped).
 func (q *queues) splitPicked(c *Class, sh *shard, ln *lane, st *classState, ref fq.Ref, p *fq.Packet) bool {
-	if !st.splitGSO || !p.Pkt.GSO.IsGSO() || ln.fq.QueuedBesides(ref) <= aloneBesides && !othersBusy(c, q.idx) ||
-		p.Gate == nil && sharedWhole(q.dir.Load(), st, p.Pkt.Cost) {
+	if q.keepsWhole(c, ln, st, ref, &p.Pkt, p.Gate != nil) {
 		return true
 	}
 	whole := *p
@@ -262,8 +272,7 @@ func (q *queues) splitPicked(c *Class, sh *shard, ln *lane, st *classState, ref 
 func (q *queues) splitPending(c *Class, sh *shard, ln *lane, now int64) bool {
 	pd := &ln.pending
 	st := pd.st
-	if !st.splitGSO || !pd.pkt.GSO.IsGSO() || ln.fq == nil || ln.fq.QueuedBesides(pd.ref) <= aloneBesides && !othersBusy(c, q.idx) ||
-		pd.key == nil && sharedWhole(q.dir.Load(), st, pd.pkt.Cost) {
+	if ln.fq == nil || q.keepsWhole(c, ln, st, pd.ref, &pd.pkt, pd.key != nil) {
 		return false
 	}
 	whole := fq.Packet{Buf: pd.buf, Pkt: pd.pkt, Arrival: pd.arrival, Due: pd.due}
