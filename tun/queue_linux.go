@@ -66,11 +66,6 @@ type linuxQueue struct {
 	rCalls, rEmpty, rWaits uint64
 	wCalls, wWaits         uint64
 	io                     ioCounters
-	// rRaw, wRaw: the Read or Write under way may make raw calls
-	// (rawsys_linux.go); lastRead is how many packets the last Read
-	// returned.
-	rRaw, wRaw bool
-	lastRead   int
 }
 
 // ioCounters are a queue's IOCounts.
@@ -105,7 +100,6 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 	}
 	q.rBufs, q.rPkts, q.rOff, q.rN, q.rErr = bufs[:count], pkts, offset, 0, nil
 	q.rCalls, q.rEmpty, q.rWaits = 0, 0, 0
-	q.rRaw = q.lastRead <= rawBatchMax
 	var err error
 	if q.thread != nil {
 		err = q.readThread()
@@ -118,7 +112,6 @@ func (q *linuxQueue) Read(bufs [][]byte, pkts []Packet, offset int) (int, error)
 	q.io.emptyReads.Add(q.rEmpty)
 	q.io.pollWaits.Add(q.rWaits)
 	n, rerr := q.rN, q.rErr
-	q.lastRead = n
 	q.rBufs, q.rPkts, q.rErr = nil, nil, nil
 	if err == nil {
 		err = rerr
@@ -164,13 +157,7 @@ func (q *linuxQueue) readBatch(fd uintptr) bool {
 			return true
 		}
 		frame := buf[q.rOff-q.vnetLen:]
-		var n int
-		var err error
-		if q.rRaw && q.rCalls < rawCallsPerBatch {
-			n, err = rawRead(int(fd), frame)
-		} else {
-			n, err = unix.Read(int(fd), frame)
-		}
+		n, err := unix.Read(int(fd), frame)
 		q.rCalls++
 		switch {
 		case err == unix.EAGAIN:
@@ -226,7 +213,6 @@ func (q *linuxQueue) Write(bufs [][]byte, pkts []Packet, offset int) (int, error
 	q.wBufs, q.wPkts, q.wOff = bufs[:count], pkts[:count], offset
 	q.wNext, q.wSeg, q.wPrepared, q.wN, q.wErr = 0, 0, false, 0, nil
 	q.wCalls, q.wWaits = 0, 0
-	q.wRaw = count <= rawBatchMax
 	err := q.rc.Write(q.writeFn)
 	q.io.writes.Add(q.wCalls)
 	if q.wWaits > 0 {
@@ -331,12 +317,7 @@ func (q *linuxQueue) writeFrame(fd int, frame []byte) (wouldBlock bool) {
 // writeRaw is one write(2), retried on EINTR.
 func (q *linuxQueue) writeRaw(fd int, b []byte) (again, failed bool) {
 	for {
-		var err error
-		if q.wRaw && q.wCalls < rawCallsPerBatch {
-			_, err = rawWrite(fd, b)
-		} else {
-			_, err = unix.Write(fd, b)
-		}
+		_, err := unix.Write(fd, b)
 		q.wCalls++
 		switch {
 		case err == nil:
