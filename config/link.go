@@ -16,7 +16,9 @@ import (
 // they share.
 type LinkPairConfig struct {
 	// Queues is the number of queues (and worker goroutines) per TUN
-	// device; 0 means one per CPU (GOMAXPROCS). At most MaxQueues.
+	// device; 0 means Config.AutoQueues: one where every direction is
+	// shaped below OneQueueBelow, else one per CPU (GOMAXPROCS). At most
+	// MaxQueues.
 	Queues int
 	// Offload enables IFF_VNET_HDR and TUNSETOFFLOAD (GSO super-packets).
 	// Parse defaults it to true; the zero Config has it false.
@@ -253,4 +255,44 @@ func (v *validator) listen(path, s string) {
 			v.errorf(path, "host %q is not an IP address or localhost", host)
 		}
 	}
+}
+
+// OneQueueBelow is the rate under which a link with queues: 0 gets one
+// queue per device rather than one per CPU (Config.AutoQueues). Below it
+// one worker per direction carries the traffic for less CPU: the kernel
+// spreads flows over a device's queues, and every worker of a class then
+// wakes for its own share of them. The router profile of BENCHMARKS.md
+// §15 (100 Mbit/s down, 20 up, ten cubic flows and a ping) took 0.37
+// cores of a 2-core VM with one queue against 0.46 with two.
+const OneQueueBelow = 125_000_000 // 1 Gbit/s in bytes per second
+
+// AutoQueues is the queues per device for a link whose config leaves
+// link.queues at 0: 1 if every direction is shaped to at most a rate
+// below OneQueueBelow (Ceiling), else 0, one per CPU. A live change that
+// raises a rate later keeps the queues the link was opened with.
+func (c *Config) AutoQueues() int {
+	if c.Link.Queues != 0 {
+		return c.Link.Queues
+	}
+	for _, d := range []*DirectionConfig{&c.Egress, &c.Ingress} {
+		if top := d.Ceiling(); top == 0 || top >= OneQueueBelow {
+			return 0
+		}
+	}
+	return 1
+}
+
+// Ceiling is the highest rate, in bytes per second, the direction can be
+// shaped to without a change of its config: its rate, or an autorate's
+// max where that is higher. 0 means unbounded: no rate, or a trace or rate
+// schedule (whose rates it does not read).
+func (d *DirectionConfig) Ceiling() uint64 {
+	if d.Rate == 0 || d.Emulate.Scheduled() {
+		return 0
+	}
+	top := d.Rate
+	if d.Autorate != nil {
+		top = max(top, d.Autorate.Max)
+	}
+	return top
 }

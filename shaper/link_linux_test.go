@@ -47,9 +47,13 @@ func newTestLink(t *testing.T, offload bool, policy string, opts ...linkOption) 
 	}
 	ns1, ns2 := tuntest.NewNetnsIPv4(t), tuntest.NewNetnsIPv4(t)
 	inner, outer := tuntest.RandomName("pi"), tuntest.RandomName("po")
+	queues := 2
+	if lo.autoQueues {
+		queues = 0
+	}
 	linkYAML := fmt.Sprintf(`
 link:
-  queues: 2
+  queues: %d
   offload: %v
   gro: %v
   io_uring: %v
@@ -57,7 +61,7 @@ link:
   wait: %s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d, mtu: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d, mtu: %d}
-`, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
+`, queues, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
 	yml := linkYAML + policy
 	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
@@ -91,9 +95,15 @@ func testWait() string {
 type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*config.Config) *global.Client
-	noGRO, ioUring                                   bool
+	noGRO, ioUring, autoQueues                       bool
 	txQueueLen, mtu                                  int
 	wakeSlack                                        string
+}
+
+// withAutoQueues leaves link.queues at 0 (config.AutoQueues), where the
+// test links have two queues per device.
+func withAutoQueues() linkOption {
+	return func(o *linkOptions) { o.autoQueues = true }
 }
 
 // withMTU sets both devices' MTU (link.inner.mtu, link.outer.mtu).

@@ -26,7 +26,7 @@ func Open(cfg *config.Config, log *slog.Logger, opts ...OpenOption) (*Link, erro
 	for _, o := range opts {
 		o(&oo)
 	}
-	topts := tun.Options{Queues: cfg.Link.Queues, Offload: cfg.Link.Offload, ThreadWait: cfg.Link.Wait == config.WaitThread, Logger: log}
+	topts := tun.Options{Queues: cfg.AutoQueues(), Offload: cfg.Link.Offload, ThreadWait: cfg.Link.Wait == config.WaitThread, Logger: log}
 	var devs []*tun.LinuxDevice
 	closeAll := func() {
 		for _, d := range devs {

@@ -96,7 +96,7 @@ func runShell(args []string, stderr io.Writer) int {
 	passive := fs.Bool("passive", false, "auto rates follow the round trips of the shell's TCP flows alone when no -reflectors are given (the passive voter is on by default beside reflectors)")
 	metrics := fs.String("metrics", "", "metrics `address` (default: the file's metrics.listen, else 127.0.0.1 with a free port)")
 	controlSocket := fs.String("control", "", "control `socket` (default: the file's control.socket, else /run/pacer-shell-ID.sock)")
-	queues := fs.Int("queues", 0, "queues per device (0: one per CPU)")
+	queues := fs.Int("queues", 0, "queues per device (0: one where both directions are shaped below 1 Gbit/s, else one per CPU)")
 	offload := fs.Bool("offload", true, "GSO super-packets between the devices (turn off for kernels that reject some GSO writes)")
 	delay := fs.Duration("delay", 0, "one-way `delay` added in each direction, as mm-delay (e.g. 40ms)")
 	loss := fs.String("loss", "", "`percent` of packets lost in each direction, as mm-loss (e.g. 1%)")
