@@ -67,8 +67,13 @@ type Config struct {
 	// Redis, if set, is where the classes with a global limit lease their
 	// rates (see GlobalConfig).
 	Redis *RedisConfig
+	// Circuits, if set, names files of subscriber circuits whose classes
+	// Parse adds to the directions (see CircuitsConfig).
+	Circuits *CircuitsConfig
 
 	src *source
+	// warnings are Parse's own, for Warnings (circuits left out).
+	warnings []error
 }
 
 // Load reads and parses the YAML config file at path; see
@@ -125,6 +130,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	if len(d.errs) > 0 {
 		return nil, joinSorted(d.errs)
 	}
+	if err := c.importCircuits(); err != nil {
+		return nil, err
+	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -168,6 +176,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"ingress", d.direction(&c.Ingress)},
 		d.gatewayField(c),
 		d.redisField(c),
+		d.circuitsField(c),
 	})
 }
 

@@ -384,7 +384,7 @@ func knownNames(index map[string]int) string {
 // priority; what every ceil bounds still holds. A class's tins overcommit
 // it by design (CAKE's thresholds) and are not warned of.
 func (c *Config) Warnings() []error {
-	var out []error
+	out := append([]error(nil), c.warnings...)
 	v := &validator{src: c.src}
 	for _, d := range []struct {
 		path string
