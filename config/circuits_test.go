@@ -54,11 +54,11 @@ func TestCircuitsLibreQoS(t *testing.T) {
 		t.Errorf("imported %d nodes, %d circuits, %d without an address; want 3, 3, 1", got.Nodes, got.Circuits, got.NoAddress)
 	}
 	type want struct {
-		parent         string
-		rate, ceil     uint64 // bytes per second
-		match          []netip.Prefix
-		fifo           bool
-		matchOnSource  bool
+		parent        string
+		rate, ceil    uint64 // bytes per second
+		match         []netip.Prefix
+		fifo          bool
+		matchOnSource bool
 	}
 	check := func(dir string, dc *config.DirectionConfig, wants map[string]want) {
 		t.Helper()
