@@ -46,6 +46,19 @@ type LibreQoSConfig struct {
 	Download string
 }
 
+// Summary says what the files held: "3 nodes and 1200 circuits from
+// FILE (2 without an address left out)".
+func (c *CircuitsConfig) Summary() string {
+	if c == nil || c.LibreQoS == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%d nodes and %d circuits from %s", c.Nodes, c.Circuits, c.LibreQoS.Devices)
+	if c.NoAddress > 0 {
+		s += fmt.Sprintf(" (%d without an address left out)", c.NoAddress)
+	}
+	return s
+}
+
 // CircuitPrefix is what a circuit's class name starts with.
 const CircuitPrefix = "c-"
 

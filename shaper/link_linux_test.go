@@ -197,12 +197,18 @@ func (tl *testLink) classRatesBusy(t *testing.T, warmup, window time.Duration, l
 
 func (tl *testLink) classRatesUnder(t *testing.T, maxSteal float64, limits tuntest.LateLimits, warmup, window time.Duration, load func(ctx context.Context), classes ...string) []float64 {
 	t.Helper()
+	return tl.dirRatesUnder(t, Egress, maxSteal, limits, warmup, window, load, classes...)
+}
+
+// dirRatesUnder is classRatesUnder of direction dir's classes.
+func (tl *testLink) dirRatesUnder(t *testing.T, dir string, maxSteal float64, limits tuntest.LateLimits, warmup, window time.Duration, load func(ctx context.Context), classes ...string) []float64 {
+	t.Helper()
 	defer background(load)()
 	time.Sleep(warmup)
 	cs := make([]*Class, len(classes))
 	for i, name := range classes {
-		if cs[i] = tl.Class(Egress, name); cs[i] == nil {
-			t.Fatalf("no egress class %q", name)
+		if cs[i] = tl.Class(dir, name); cs[i] == nil {
+			t.Fatalf("no %s class %q", dir, name)
 		}
 	}
 	what := fmt.Sprintf("classes %v", classes)

@@ -296,6 +296,9 @@ func (d *daemon) reload() (*config.Config, error) {
 		return nil, err
 	}
 	d.log.Info("reloaded", "config", d.path, "egress_classes", len(cfg.Egress.Classes), "ingress_classes", len(cfg.Ingress.Classes))
+	if s := cfg.Circuits.Summary(); s != "" {
+		d.log.Info("circuits", "read", s)
+	}
 	for _, w := range cfg.Warnings() {
 		d.log.Warn("config", "warning", w)
 	}

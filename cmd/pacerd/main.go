@@ -120,6 +120,9 @@ func run(args []string, stderr io.Writer) int {
 		for _, n := range cfg.WireNotes() {
 			fmt.Fprintf(stderr, "%s: %s\n", *configPath, n)
 		}
+		if s := cfg.Circuits.Summary(); s != "" {
+			fmt.Fprintf(stderr, "%s: circuits: %s\n", *configPath, s)
+		}
 		fmt.Fprintf(stderr, "%s: ok\n", *configPath)
 		return exitOK
 	}
@@ -129,6 +132,9 @@ func run(args []string, stderr io.Writer) int {
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn("config", "warning", w)
+	}
+	if s := cfg.Circuits.Summary(); s != "" {
+		log.Info("circuits", "read", s)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -79,6 +79,15 @@ egress:
     - name: web
       rate: 10mbits
 `)
+	circuits := filepath.Join(dir, "circuits.yaml")
+	writeFile(t, filepath.Join(dir, "ShapedDevices.csv"), `Circuit ID,Parent Node,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps
+1,,198.18.3.1,,1,1,10,5
+2,,,,1,1,10,5
+`)
+	writeFile(t, circuits, "link:\n  inner: {name: pc-in}\n  outer: {name: pc-out}\ncircuits:\n  libreqos: {devices: ShapedDevices.csv}\n")
+	badCircuits := filepath.Join(dir, "bad-circuits.yaml")
+	writeFile(t, filepath.Join(dir, "bad.csv"), "Circuit ID,Parent Node,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps\n1,AP_7,198.18.3.1,,1,1,10,5\n")
+	writeFile(t, badCircuits, "link:\n  inner: {name: pc-in}\n  outer: {name: pc-out}\ncircuits:\n  libreqos: {devices: bad.csv}\n")
 	for _, tc := range []struct {
 		name     string
 		file     string
@@ -86,6 +95,8 @@ egress:
 		wantText string
 	}{
 		{name: "valid", file: good, wantCode: exitOK, wantText: "ok"},
+		{name: "circuits", file: circuits, wantCode: exitOK, wantText: "circuits: 0 nodes and 1 circuits from " + filepath.Join(dir, "ShapedDevices.csv") + " (1 without an address left out)"},
+		{name: "bad circuits", file: badCircuits, wantCode: exitFailure, wantText: badCircuits + ":5: circuits.libreqos.devices: " + filepath.Join(dir, "bad.csv") + `:2: circuit "1": parent node "AP_7", but no network file names the nodes`},
 		{name: "bad unit", file: bad, wantCode: exitFailure, wantText: bad + ":7:"},
 		{name: "missing file", file: filepath.Join(dir, "nope.yaml"), wantCode: exitFailure, wantText: "nope.yaml"},
 	} {
