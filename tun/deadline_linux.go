@@ -98,7 +98,7 @@ func (w *waitSet) set(t time.Time) error {
 	} else {
 		w.due.Store(0)
 	}
-	if err := unix.TimerfdSettime(w.timer, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
+	if err := rawTimerfdSettime(w.timer, unix.TFD_TIMER_ABSTIME, &spec); err != nil {
 		return fmt.Errorf("timerfd_settime: %w", err)
 	}
 	return nil
@@ -117,7 +117,7 @@ func (w *waitSet) expired() bool {
 	// Not by the clock: a firing (read to rearm the wait) must be for an
 	// earlier setting, or the clock read too early by a hair.
 	var b [8]byte
-	n, _ := unix.Read(w.timer, b[:])
+	n, _ := rawRead(w.timer, b[:])
 	return n == 8 && int64(time.Since(w.base))+1 >= due
 }
 

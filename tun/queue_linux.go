@@ -157,7 +157,7 @@ func (q *linuxQueue) readBatch(fd uintptr) bool {
 			return true
 		}
 		frame := buf[q.rOff-q.vnetLen:]
-		n, err := unix.Read(int(fd), frame)
+		n, err := rawRead(int(fd), frame)
 		q.rCalls++
 		switch {
 		case err == unix.EAGAIN:
