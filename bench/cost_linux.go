@@ -22,7 +22,7 @@ import (
 // Scenario 15 (issue 41): what shaping costs at everyday rates. One
 // default class at 20 Mbit/s, 100 Mbit/s, 1 Gbit/s and 10 Gbit/s, filled
 // by one cubic flow, eight cubic flows or one BBR flow, through pacer (its
-// defaults: offloads on, a queue per CPU, `egress: {rate: R}`) and through
+// defaults: offloads on, queues: 0 (config.AutoQueues), `egress: {rate: R}`) and through
 // the kernel's htb on a veth pair (kernel defaults, offloads on); an idle
 // pacer link; and a router's profile (both directions shaped, eight
 // downloads, two uploads and a ping). Per run: the whole machine's CPU in
