@@ -86,6 +86,10 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
+// maxDetailClasses bounds metrics.detail_classes: more classes than a
+// direction can hold (its classifier's memory grows as their square).
+const maxDetailClasses = 1_000_000
+
 // maxValues bounds the work of decoding one config, counted in mapping
 // entries and list items visited: YAML aliases can make a small file stand
 // for a huge one.
@@ -167,6 +171,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 						}
 					})
 				}},
+				{"detail_classes", d.integer(&c.Metrics.DetailClasses, 0, maxDetailClasses)},
 			})
 		}},
 		{"control", func(v *yaml.Node, p string) {

@@ -138,6 +138,11 @@ type MetricsConfig struct {
 	// names anything else is refused (403), so that a web page cannot
 	// read the endpoint through DNS rebinding (see stats.CheckHost).
 	Hosts []string
+	// DetailClasses is how many classes a direction may have for the
+	// metrics to hold every series of every class (stats.WithDetailClasses:
+	// above it, only classes that carried traffic, without their
+	// histograms); 0 means stats.DefaultDetailClasses (100).
+	DetailClasses int
 }
 
 // ControlConfig is the control API's endpoint.

@@ -39,7 +39,7 @@ func TestParseConfigMetricsHosts(t *testing.T) {
 		{name: "empty", yaml: base + "metrics: {hosts: [\"\"]}\n", want: `metrics.hosts[0]: "" is not a host name`},
 		{name: "label dash", yaml: base + "metrics: {hosts: [-pacer]}\n", want: `metrics.hosts[0]: "-pacer" is not a host name`},
 		{name: "not a list", yaml: base + "metrics: {hosts: {a: b}}\n", want: `metrics.hosts: must be a list`},
-		{name: "unknown key", yaml: base + "metrics: {host: pacer}\n", want: `unknown key "host" (known: listen, hosts)`},
+		{name: "unknown key", yaml: base + "metrics: {host: pacer}\n", want: `unknown key "host" (known: listen, hosts, detail_classes)`},
 	} {
 		_, err := config.Parse("bad.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

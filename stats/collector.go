@@ -3,6 +3,7 @@ package stats
 import (
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,20 +84,45 @@ type Collector struct {
 	wakeups                        *prometheus.Desc
 	linkUp                         *prometheus.Desc
 	buildInfo                      *prometheus.Desc
+	classes                        *prometheus.Desc
+	dirDelay, dirLate              *prometheus.Desc
 	global                         globalDescs
 	autorate                       autorateDescs
+
+	// detail is how many classes a direction may have for every class to
+	// be exported in full (WithDetailClasses).
+	detail int
+}
+
+// DefaultDetailClasses is how many classes a direction may have for the
+// collector to export every series of every class (see Collector.Collect).
+// A config of a few dozen classes keeps all it had; ten thousand
+// subscriber circuits, with 60-odd series each, made a 48 MB scrape.
+const DefaultDetailClasses = 100
+
+// CollectorOption configures NewCollector.
+type CollectorOption func(*Collector)
+
+// WithDetailClasses sets how many classes a direction may have for the
+// collector to export each in full; 0 keeps DefaultDetailClasses.
+func WithDetailClasses(n int) CollectorOption {
+	return func(c *Collector) {
+		if n > 0 {
+			c.detail = n
+		}
+	}
 }
 
 // NewCollector returns a collector reading src. up reports whether the
 // link runs (pacer_link_up); nil means always. It builds every descriptor
 // here, once.
-func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
+func NewCollector(src Source, build BuildInfo, up func() bool, opts ...CollectorOption) *Collector {
 	class := []string{"direction", "class"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &Collector{
-		src: src, up: up, build: build,
+	c := &Collector{
+		src: src, up: up, build: build, detail: DefaultDetailClasses,
 		receivedPackets: d("pacer_received_packets_total", "Packets read from the device and classified into the class, dropped ones included.", class...),
 		receivedBytes:   d("pacer_received_bytes_total", "On-wire IP bytes of the packets received into the class.", class...),
 		sentPackets:     d("pacer_sent_packets_total", "Packets of the class written to the other device.", class...),
@@ -131,9 +157,16 @@ func NewCollector(src Source, build BuildInfo, up func() bool) *Collector {
 		writeLag:        d("pacer_write_lag_seconds", "Per write batch, the time from the clock reading its packets were decided at to the return of its write: how much later than decided its last packet left.", "direction"),
 		linkUp:          d("pacer_link_up", "1 while the link runs and shapes traffic, else 0."),
 		buildInfo:       d("pacer_build_info", "pacer's version; always 1.", "version", "revision", "goversion"),
+		classes:         d("pacer_classes", "Classes of the direction, and how their series are exported: detail=\"full\" (every series of every class) or \"compact\" (above the detail limit: classes that carried traffic, without their histograms, drops by reason only where some happened).", "direction", "detail"),
+		dirDelay:        d("pacer_direction_queue_delay_seconds", "Time from read to write of each sent packet, over all the direction's classes.", "direction"),
+		dirLate:         d("pacer_direction_late_seconds", "How much later than planned each packet that waited for tokens (or in a delay line) left, over all the direction's classes.", "direction"),
 		global:          newGlobalDescs(d, class),
 		autorate:        newAutorateDescs(d),
 	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Describe sends every descriptor the collector uses.
@@ -144,6 +177,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.keys, c.keysCreated, c.keysEvicted, c.keysOverflowed,
 		c.delayed, c.duplicated, c.corrupted, c.scheduledRate, c.rate, c.burst, c.peak, c.classInfo, c.borrowed, c.ceil,
 		c.dirRate, c.dirBurst, c.groSuper, c.groPackets, c.writeLag, c.wakeups, c.linkUp, c.buildInfo,
+		c.classes, c.dirDelay, c.dirLate,
 	} {
 		ch <- d
 	}
@@ -151,7 +185,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.autorate.describe(ch)
 }
 
-// Collect reads the Source once and sends the metrics.
+// Collect reads the Source once and sends the metrics. A direction with at
+// most the detail limit of classes (WithDetailClasses) has every series of
+// every class. One with more, a subscriber tree of an ISP, is compact: a
+// class that has not carried a packet has none, the others have their
+// counters and gauges but not their delay and lateness histograms, and
+// their drops and emulation counters only where some happened. Either way
+// each direction has the histograms of all its classes added up
+// (pacer_direction_queue_delay_seconds, pacer_direction_late_seconds) and
+// pacer_classes says which form it has; the control API's status has
+// every class in full.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -183,47 +226,129 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wakeups, ds.WakeupsDeadline, ds.Direction, "deadline")
 		histogram(ch, c.writeLag, ds.WriteLagBounds, ds.WriteLagCounts, ds.WriteLagSumSeconds, []string{ds.Direction})
 	}
-	for _, cs := range c.src.ClassStats() {
-		l := []string{cs.Direction, cs.Class}
-		gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped), cs.Queue, cs.Parent)
-		if cs.CeilBytesPerSecond > 0 {
-			counter(c.borrowed, cs.BorrowedBytes, l...)
-			gauge(c.ceil, float64(cs.CeilBytesPerSecond), l...)
+	all := c.src.ClassStats()
+	dirs := map[string]*dirSum{}
+	var order []string
+	for i := range all {
+		d := dirs[all[i].Direction]
+		if d == nil {
+			d = &dirSum{}
+			dirs[all[i].Direction] = d
+			order = append(order, all[i].Direction)
 		}
-		counter(c.receivedPackets, cs.ReceivedPackets, l...)
-		counter(c.receivedBytes, cs.ReceivedBytes, l...)
-		counter(c.sentPackets, cs.SentPackets, l...)
-		counter(c.sentBytes, cs.SentBytes, l...)
-		counter(c.chargedBytes, cs.ChargedBytes, l...)
-		for reason, n := range cs.Dropped {
+		d.classes++
+	}
+	for _, name := range order {
+		d := dirs[name]
+		d.full = d.classes <= c.detail
+		detail := "full"
+		if !d.full {
+			detail = "compact"
+		}
+		gauge(c.classes, float64(d.classes), name, detail)
+	}
+	for i := range all {
+		cs := &all[i]
+		d := dirs[cs.Direction]
+		d.delay.add(cs.DelayBucketBounds, cs.DelayCounts, cs.DelaySumSeconds)
+		d.late.add(cs.DelayBucketBounds, cs.LateCounts, cs.LateSumSeconds)
+		if !d.full && cs.ReceivedPackets == 0 && cs.SentPackets == 0 && cs.BorrowedBytes == 0 && cs.BacklogPackets == 0 {
+			continue // compact: a class that never carried a packet
+		}
+		c.collectClass(ch, gauge, counter, cs, d.full)
+	}
+	for _, name := range order {
+		d := dirs[name]
+		d.delay.send(ch, c.dirDelay, name)
+		d.late.send(ch, c.dirLate, name)
+	}
+}
+
+// dirSum is what Collect gathers of one direction's classes.
+type dirSum struct {
+	classes     int
+	full        bool // every series of every class (Collector.detail)
+	delay, late histSum
+}
+
+// histSum adds up histograms of the same bounds (the first added sets
+// them; one of other bounds is left out).
+type histSum struct {
+	bounds []float64
+	counts []uint64
+	sum    float64
+}
+
+func (h *histSum) add(bounds []float64, counts []uint64, sum float64) {
+	if len(counts) != len(bounds)+1 {
+		return
+	}
+	if h.counts == nil {
+		h.bounds, h.counts = bounds, make([]uint64, len(counts))
+	} else if !slices.Equal(h.bounds, bounds) {
+		return
+	}
+	for i, n := range counts {
+		h.counts[i] += n
+	}
+	h.sum += sum
+}
+
+func (h *histSum) send(ch chan<- prometheus.Metric, d *prometheus.Desc, direction string) {
+	if h.counts != nil {
+		histogram(ch, d, h.bounds, h.counts, h.sum, []string{direction})
+	}
+}
+
+// collectClass sends one class's series: all of them if full, else
+// (compact) without its histograms, and its drops only for reasons with
+// some.
+func (c *Collector) collectClass(ch chan<- prometheus.Metric, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string), cs *ClassStats, full bool) {
+	l := []string{cs.Direction, cs.Class}
+	gauge(c.classInfo, 1, cs.Direction, cs.Class, cs.Mode, strconv.FormatBool(cs.Capped), cs.Queue, cs.Parent)
+	if cs.CeilBytesPerSecond > 0 {
+		counter(c.borrowed, cs.BorrowedBytes, l...)
+		gauge(c.ceil, float64(cs.CeilBytesPerSecond), l...)
+	}
+	counter(c.receivedPackets, cs.ReceivedPackets, l...)
+	counter(c.receivedBytes, cs.ReceivedBytes, l...)
+	counter(c.sentPackets, cs.SentPackets, l...)
+	counter(c.sentBytes, cs.SentBytes, l...)
+	counter(c.chargedBytes, cs.ChargedBytes, l...)
+	for reason, n := range cs.Dropped {
+		if full || n > 0 {
 			counter(c.dropped, n, cs.Direction, cs.Class, reason)
 		}
-		gauge(c.backlogBytes, float64(cs.BacklogBytes), l...)
-		gauge(c.backlogPackets, float64(cs.BacklogPackets), l...)
-		gauge(c.activeFlows, float64(cs.ActiveFlows), l...)
-		counter(c.marked, cs.MarkedPackets, l...)
+	}
+	gauge(c.backlogBytes, float64(cs.BacklogBytes), l...)
+	gauge(c.backlogPackets, float64(cs.BacklogPackets), l...)
+	gauge(c.activeFlows, float64(cs.ActiveFlows), l...)
+	counter(c.marked, cs.MarkedPackets, l...)
+	if full || cs.DelayedPackets+cs.DuplicatedPackets+cs.CorruptedPackets > 0 {
 		counter(c.delayed, cs.DelayedPackets, l...)
 		counter(c.duplicated, cs.DuplicatedPackets, l...)
 		counter(c.corrupted, cs.CorruptedPackets, l...)
-		if cs.Schedule != "" {
-			gauge(c.scheduledRate, float64(cs.TraceRateBytesPerSecond), l...)
-		}
-		if cs.PerKey != "" {
-			gauge(c.keys, float64(cs.Keys), l...)
-			counter(c.keysCreated, cs.KeysCreated, l...)
-			counter(c.keysEvicted, cs.KeysEvicted, l...)
-			counter(c.keysOverflowed, cs.KeysOverflowedPackets, l...)
-		}
-		if cs.RateBytesPerSecond > 0 {
-			gauge(c.rate, float64(cs.RateBytesPerSecond), l...)
-			gauge(c.burst, float64(cs.BurstBytes), l...)
-		}
-		if cs.PeakBytesPerSecond > 0 {
-			gauge(c.peak, float64(cs.PeakBytesPerSecond), l...)
-		}
-		if cs.Global != nil {
-			c.global.collect(gauge, counter, cs.Global, l)
-		}
+	}
+	if cs.Schedule != "" {
+		gauge(c.scheduledRate, float64(cs.TraceRateBytesPerSecond), l...)
+	}
+	if cs.PerKey != "" {
+		gauge(c.keys, float64(cs.Keys), l...)
+		counter(c.keysCreated, cs.KeysCreated, l...)
+		counter(c.keysEvicted, cs.KeysEvicted, l...)
+		counter(c.keysOverflowed, cs.KeysOverflowedPackets, l...)
+	}
+	if cs.RateBytesPerSecond > 0 {
+		gauge(c.rate, float64(cs.RateBytesPerSecond), l...)
+		gauge(c.burst, float64(cs.BurstBytes), l...)
+	}
+	if cs.PeakBytesPerSecond > 0 {
+		gauge(c.peak, float64(cs.PeakBytesPerSecond), l...)
+	}
+	if cs.Global != nil {
+		c.global.collect(gauge, counter, cs.Global, l)
+	}
+	if full {
 		histogram(ch, c.delay, cs.DelayBucketBounds, cs.DelayCounts, cs.DelaySumSeconds, l)
 		histogram(ch, c.late, cs.DelayBucketBounds, cs.LateCounts, cs.LateSumSeconds, l)
 	}

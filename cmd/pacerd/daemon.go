@@ -179,7 +179,7 @@ func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daem
 		}
 	}()
 
-	collector := stats.NewCollector(d, stats.ReadBuildInfo(), func() bool { return d.state.Load() == stateUp })
+	collector := stats.NewCollector(d, stats.ReadBuildInfo(), func() bool { return d.state.Load() == stateUp }, stats.WithDetailClasses(cfg.Metrics.DetailClasses))
 	reg, err := stats.NewRegistry(collector)
 	if err != nil {
 		return nil, err
