@@ -252,7 +252,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		d := dirs[cs.Direction]
 		d.delay.add(cs.DelayBucketBounds, cs.DelayCounts, cs.DelaySumSeconds)
 		d.late.add(cs.DelayBucketBounds, cs.LateCounts, cs.LateSumSeconds)
-		if !d.full && cs.ReceivedPackets == 0 && cs.SentPackets == 0 && cs.BorrowedBytes == 0 && cs.BacklogPackets == 0 {
+		if !d.full && !cs.Carried() {
 			continue // compact: a class that never carried a packet
 		}
 		c.collectClass(ch, gauge, counter, cs, d.full)

@@ -178,6 +178,13 @@ type ClassStats struct {
 	LateSumSeconds float64  `json:"late_sum_seconds"`
 }
 
+// Carried reports whether the class has carried traffic: received, sent,
+// lent or held a packet (or its bytes). A compact export (Collector,
+// stats/web's History) leaves out the classes that have not.
+func (c *ClassStats) Carried() bool {
+	return c.ReceivedPackets|c.SentPackets|c.ReceivedBytes|c.SentBytes|c.BorrowedBytes != 0 || c.BacklogPackets != 0
+}
+
 // GlobalStats is a global class's lease, as its host last saw it.
 type GlobalStats struct {
 	// Key names the limit the fleet shares; State is "starting" (no

@@ -172,7 +172,7 @@ func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daem
 		o(d)
 	}
 	d.sampler = stats.NewSampler(d, sampleWindow)
-	d.history = web.NewHistory(d, web.DefaultInterval, web.DefaultWindow)
+	d.history = web.NewHistory(d, web.DefaultInterval, web.DefaultWindow, web.WithDetailClasses(cfg.Metrics.DetailClasses))
 	defer func() {
 		if err != nil {
 			d.stopServers()

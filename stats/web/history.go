@@ -33,7 +33,9 @@ const maxReasons = 16
 // exactly the interval since the one before it.
 //
 // Memory is bounded: each class has a fixed ring of samples, allocated
-// when the class first appears (the series a class cannot have, such as
+// when the class first appears, or in a direction with more classes than
+// the detail limit (WithDetailClasses) when it first carries a packet (the
+// series a class cannot have, such as
 // active flows of a class without fair queueing or drops by a reason that
 // never dropped, take no ring), and a class that disappears from the
 // Source is forgotten at once. With n classes a History holds at most
@@ -56,6 +58,27 @@ type History struct {
 	dirs    []stats.DirectionStats
 	// autorate is the auto directions' controllers, by direction.
 	autorate map[string]*autorateHistory
+	// detail is how many classes a direction may have for every class to
+	// be kept; a direction with more keeps only those that have carried
+	// traffic (WithDetailClasses).
+	detail int
+}
+
+// HistoryOption configures NewHistory.
+type HistoryOption func(*History)
+
+// WithDetailClasses sets how many classes a direction may have for the
+// History to keep every class, as the metrics export every class's series
+// (stats.WithDetailClasses); 0 keeps stats.DefaultDetailClasses. In a
+// direction with more (an ISP's circuits) a class gets its rings, and a
+// place in the snapshots, once it has carried a packet: ten thousand idle
+// circuits took 250 MB of rings otherwise.
+func WithDetailClasses(n int) HistoryOption {
+	return func(h *History) {
+		if n > 0 {
+			h.detail = n
+		}
+	}
 }
 
 // classHistory is one class's rings and its newest counters.
@@ -83,7 +106,7 @@ func newRing(size int) ring { return make(ring, size) }
 // NewHistory returns a History of src that keeps window at one sample per
 // interval; zero values take DefaultInterval and DefaultWindow. Call Run
 // (or Sample) to record.
-func NewHistory(src stats.Source, interval, window time.Duration) *History {
+func NewHistory(src stats.Source, interval, window time.Duration, opts ...HistoryOption) *History {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
@@ -91,14 +114,19 @@ func NewHistory(src stats.Source, interval, window time.Duration) *History {
 		window = DefaultWindow
 	}
 	size := max(int(window/interval), 2)
-	return &History{
+	h := &History{
 		src:      src,
 		interval: interval,
 		size:     size,
 		started:  time.Now().UnixNano(),
 		times:    make([]int64, size),
 		classes:  map[stats.Key]*classHistory{},
+		detail:   stats.DefaultDetailClasses,
 	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Interval is the time between two samples; Len the number of samples
@@ -145,11 +173,18 @@ func (h *History) Sample(now time.Time) {
 	h.recordAutorate(slot, ds)
 	h.order = h.order[:0]
 	trees := treeDirections(cs)
+	perDir := map[string]int{}
+	for i := range cs {
+		perDir[cs[i].Direction]++
+	}
 	for i := range cs {
 		c := &cs[i]
 		k := stats.Key{Direction: c.Direction, Class: c.Class}
 		ch := h.classes[k]
 		if ch == nil {
+			if perDir[c.Direction] > h.detail && !c.Carried() {
+				continue // many classes: none for one that never carried a packet
+			}
 			ch = h.newClass(c)
 			h.classes[k] = ch
 		} else if ch.seq == h.seq {

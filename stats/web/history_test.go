@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -454,5 +455,44 @@ func TestHistoryRun(t *testing.T) {
 			t.Errorf("samples %d and %d fall in the same interval or go back: %v", i-1, i, r.Times)
 		}
 		prev = slot
+	}
+}
+
+// TestHistoryDetailClasses: in a direction with more classes than the
+// detail limit only the classes that have carried traffic are kept (and
+// shown), each from the sample it first carried in; a direction within the
+// limit keeps every class.
+func TestHistoryDetailClasses(t *testing.T) {
+	idle := func(name string) stats.ClassStats {
+		c := bulk()
+		c.Class, c.PerKey = name, ""
+		return c
+	}
+	src := newSource(idle("c-1"), idle("c-2"), idle("c-3"), video())
+	h := web.NewHistory(src, time.Second, time.Minute, web.WithDetailClasses(2))
+	h.Sample(at(0))
+	src.update(func(cs []stats.ClassStats) []stats.ClassStats {
+		cs[1].ReceivedPackets, cs[1].ReceivedBytes, cs[1].SentPackets, cs[1].SentBytes = 10, 15000, 10, 15000
+		return cs
+	})
+	h.Sample(at(1))
+	h.Sample(at(2))
+	r := h.Snapshot(0, at(3))
+	var names []string
+	for _, d := range r.Directions {
+		for _, c := range d.Classes {
+			names = append(names, d.Direction+"/"+c.Class)
+		}
+	}
+	if want := []string{"egress/c-2", "ingress/video"}; !slices.Equal(names, want) {
+		t.Errorf("classes in the snapshot: %v, want %v", names, want)
+	}
+	if c := class(t, r, "egress", "c-2"); c.Since != 2 {
+		t.Errorf("c-2 since sample %d, want 2 (the first it carried traffic in)", c.Since)
+	}
+	all := web.NewHistory(src, time.Second, time.Minute, web.WithDetailClasses(3))
+	all.Sample(at(0))
+	if n := len(all.Snapshot(0, at(1)).Directions[0].Classes); n != 3 {
+		t.Errorf("within the limit: %d egress classes, want 3", n)
 	}
 }
