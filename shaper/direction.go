@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/pacer-dev/pacer/bucket"
 	"github.com/pacer-dev/pacer/config"
@@ -30,13 +31,20 @@ type direction struct {
 	// link is its root's cap and its root's spare, the lender of the
 	// top-level classes: one bucket, which every packet takes from once.
 	tree *share.Tree
+	// cfg is the config it was compiled from (the rate as installed), so
+	// that an Apply that leaves it as it is keeps the direction; leafMatch
+	// are its leaves' matches in the classifier's order, so that one that
+	// changes no match keeps the classifier.
+	cfg       config.DirectionConfig
+	leafMatch []config.MatchConfig
 }
 
 // newDirection compiles cfg, reusing classes (and the link bucket) of old
 // by name. It fails only on a classifier error; cfg is validated already.
 func newDirection(name string, cfg config.DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
+	d := &direction{name: name, cfg: cfg}
 	cfg = cfg.Expanded() // tins as classes of their own
-	d := &direction{name: name, emu: emuSettings(cfg.Emulate)}
+	d.emu = emuSettings(cfg.Emulate)
 	if cfg.Global != nil {
 		g := *cfg.Global
 		d.global = &g
@@ -109,11 +117,22 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 			d.leaves = append(d.leaves, d.classes[i])
 		}
 	}
-	cl, err := classify.NewClassifier(leaves)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	d.leafMatch = make([]config.MatchConfig, len(leaves))
+	for i := range leaves {
+		d.leafMatch[i] = leaves[i].Match
 	}
-	d.classifier = cl
+	if old != nil && old.classifier != nil && reflect.DeepEqual(old.leafMatch, d.leafMatch) {
+		// The same matches in the same order: the classifier's answers
+		// (indexes into leaves) stand. Building it takes O(N²/64): 0.1 s
+		// and tens of MB at 10,000 classes.
+		d.classifier = old.classifier
+	} else {
+		cl, err := classify.NewClassifier(leaves)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		d.classifier = cl
+	}
 	if cfg.Rate > 0 {
 		if old != nil && old.link != nil {
 			d.link = old.link

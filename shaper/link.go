@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -252,17 +253,32 @@ func (l *Link) install(egress, ingress config.DirectionConfig) error {
 	defer l.global.rateMu.Unlock()
 	egress.Rate = l.directionRateOf(0, egress)
 	ingress.Rate = l.directionRateOf(1, ingress)
-	e, err := newDirection(Egress, egress, l.egress.Load(), l.queues, now)
+	oldE, oldIn := l.egress.Load(), l.ingress.Load()
+	e, err := l.compile(Egress, egress, oldE, now)
 	if err != nil {
 		return err
 	}
-	in, err := newDirection(Ingress, ingress, l.ingress.Load(), l.queues, now)
+	in, err := l.compile(Ingress, ingress, oldIn, now)
 	if err != nil {
 		return err
 	}
-	l.egress.Store(e)
-	l.ingress.Store(in)
+	if e != oldE {
+		l.egress.Store(e)
+	}
+	if in != oldIn {
+		l.ingress.Store(in)
+	}
 	return nil
+}
+
+// compile is newDirection, or old itself where cfg is what old was
+// compiled from: a change of one circuit among ten thousand then rebuilds
+// one direction, not two.
+func (l *Link) compile(name string, cfg config.DirectionConfig, old *direction, now int64) (*direction, error) {
+	if old != nil && reflect.DeepEqual(old.cfg, cfg) {
+		return old, nil
+	}
+	return newDirection(name, cfg, old, l.queues, now)
 }
 
 // Apply installs new policies while traffic flows. Classes that keep their
