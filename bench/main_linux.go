@@ -7,6 +7,9 @@
 //
 //	go run ./bench [-quick] [-out BENCHMARKS.md] [-plots bench/] [-only 3,7]
 //
+// With -only, the sections run replace theirs in an existing -out (the
+// notes under their headings kept); the rest of it stays.
+//
 // With -soak it runs the soak instead (issue 14; `sudo make soak
 // DURATION=20m`): the pacerd binary under a class change every second
 // and a reload every 10 seconds, its memory, goroutines, open files and
@@ -343,7 +346,16 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+	data := buf.Bytes()
+	if *only != "" {
+		// A partial run updates its sections of the full report, notes
+		// kept, instead of leaving a report of those sections alone.
+		if full, err := os.ReadFile(*out); err == nil {
+			data = spliceReport(full, data)
+			r.progress("-only: the sections run replace theirs in %s (their notes kept); the rest is as it was", *out)
+		}
+	}
+	if err := os.WriteFile(*out, data, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
