@@ -205,7 +205,7 @@ func (c *Config) importCircuits() error {
 func className(s string) string {
 	b := []byte(s)
 	for i, ch := range b {
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+		if !classNameChar(rune(ch)) {
 			b[i] = '_'
 		}
 	}

@@ -459,11 +459,17 @@ func checkClassName(s string) error {
 		return fmt.Errorf("%q is longer than 64 bytes", s)
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+		if !classNameChar(r) {
 			return fmt.Errorf("%q: use letters, digits, '.', '_' and '-' only", s)
 		}
 	}
 	return nil
+}
+
+// classNameChar reports whether a class name may hold r: an ASCII letter
+// or digit, '.', '_' or '-'.
+func classNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 }
 
 func (v *validator) class(path string, cc *ClassConfig, mtu int, from string) {

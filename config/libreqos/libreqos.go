@@ -100,11 +100,12 @@ func (l *errorList) add(line, col int, format string, args ...any) {
 		l.extra++
 		return
 	}
-	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Err: fmt.Errorf(format, args...)})
+	l.push(line, col, format, args...)
 }
 
-// fatal adds the problem that stopped the reading, past the limit too.
-func (l *errorList) fatal(line, col int, format string, args ...any) {
+// push adds a problem past the limit too: the one that stopped the
+// reading (ReadNetwork), or one add lets in.
+func (l *errorList) push(line, col int, format string, args ...any) {
 	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Err: fmt.Errorf(format, args...)})
 }
 

@@ -38,7 +38,7 @@ func ReadNetwork(name string, data []byte) ([]Node, error) {
 		case errors.As(err, &form):
 			line, col = r.position(form.off)
 		}
-		r.errs.fatal(line, col, "%v", err)
+		r.errs.push(line, col, "%v", err)
 		return nil, r.errs.err()
 	}
 	end := r.dec.InputOffset()
