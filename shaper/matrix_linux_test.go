@@ -303,22 +303,31 @@ func judgeMatrix(t *testing.T, mc matrixCase, rows []matrixRow, results []rowRes
 		if r.burst > 0 {
 			// A policer passes up to its burst at once beyond its rate:
 			// a TCP flow that paused spends it after. It can pass no
-			// more than it is offered: a TCP flow that waits for its
-			// retransmission timer after a tail drop offers less than
-			// the rate for a while (over 4-5 s with offloads off, 96.5-
-			// 98% of the rate came in some runs), which is the
-			// sender's shortfall, not the policer's. A TCP flow's
-			// bursts and pauses also move tokens between the bins kept
-			// and those left out, so a policed TCP row is judged to 10%
-			// (7.81 of 8 Mbit/s was seen with 8.76 offered, 7.43 with
-			// 9000-byte packets: a few hundred packets over the window,
-			// each loss a pause); the UDP rows judge the policer itself
-			// to 2%. A policer that stops TCP, as police with a peak
-			// did before issue 40 (0.42 Mbit/s of 20), fails either.
+			// more than it is offered: the UDP rows, which offer 1.5
+			// times the rate at a steady pace, judge the policer itself
+			// to 2% of that.
+			//
+			// A TCP row judges something else: that a policer does not
+			// stop TCP, as police with a peak did before issue 40
+			// (0.42 Mbit/s of 20). What a TCP flow offers is not a
+			// measure of the policer: it holds the retransmissions of
+			// what the policer dropped, and it follows the flow's own
+			// loss response. Unpaced bursts of 9000-byte packets
+			// overrun a peak bucket of two MTUs in every run: 11-13%
+			// of what the flow offers is dropped (7.7-8.3 of 8 Mbit/s
+			// pass from 8.8-9.4 offered); in a run on a loaded
+			// machine, where the flow offered 7.85, 6.84 passed,
+			// the same 13% of it. A tail drop's retransmission timer
+			// pauses a flow (over 4-5 s with offloads off, 96.5-98% of
+			// the rate came in some runs), and a flow's bursts and
+			// pauses move tokens between the bins kept and those left
+			// out. So a policed TCP row is judged against its rate
+			// alone, to 20%: a policer that stops TCP passes a few
+			// percent.
 			hi = want + r.burst/window.Seconds() + 0.02*want
 			lo = 0.98 * min(want, res.offered)
 			if mc.proto == "tcp" {
-				lo = 0.9 * min(want, res.offered)
+				lo = 0.8 * want
 			}
 		}
 		t.Logf("%-12s %8.3f Mbit/s (want %.3f, offered %.3f), probe p99 %v of %d (lost %d, budget %v)", r.name, res.rate*8/1e6, want*8/1e6, res.offered*8/1e6, p99.Round(100*time.Microsecond), len(res.rtts), res.lost, budget.Round(100*time.Microsecond))
