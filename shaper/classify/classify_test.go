@@ -333,6 +333,43 @@ func TestClassifyAgreesWithLinear(t *testing.T) {
 	}
 }
 
+// oneField returns c's match cut down to one field (0 src, 1 dst, 2 sport,
+// 3 dport): the classifier's answer tables (a subscriber's circuits).
+func oneField(c config.ClassConfig, field int) config.ClassConfig {
+	m := c.Match
+	var one config.MatchConfig
+	switch field {
+	case 0:
+		one.Src = m.Src
+	case 1:
+		one.Dst = m.Dst
+	case 2:
+		one.Sport = m.Sport
+	default:
+		one.Dport = m.Dport
+	}
+	return config.ClassConfig{Match: one}
+}
+
+// TestClassifyOneField checks the answer tables, which a classifier whose
+// classes use one port or address field keeps instead of bitsets: classes
+// that nest, overlap, repeat and match everything.
+func TestClassifyOneField(t *testing.T) {
+	for seed := range uint64(200) {
+		g := &gen{rng: rand.New(rand.NewPCG(seed, 3))}
+		n := []int{1, 2, 5, 63, 64, 65, 130}[seed%7]
+		classes := make([]config.ClassConfig, n)
+		for i := range classes {
+			classes[i] = oneField(g.class(), int(seed/7)%4)
+		}
+		flows := make([]classify.Flow, 50)
+		for i := range flows {
+			flows[i] = g.flow()
+		}
+		checkAgainstLinear(t, classes, flows)
+	}
+}
+
 // FuzzClassify checks that the classifier agrees with the linear scan on
 // classes and flows drawn from the fuzzer's bytes.
 func FuzzClassify(f *testing.F) {
@@ -342,8 +379,12 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, n uint8, seed uint64) {
 		g := &gen{data: data, rng: rand.New(rand.NewPCG(seed, 2))}
 		classes := make([]config.ClassConfig, int(n)%140)
+		field := int(seed % 8) // 0-3: one field only (the answer tables)
 		for i := range classes {
 			classes[i] = g.class()
+			if field < 4 {
+				classes[i] = oneField(classes[i], field)
+			}
 		}
 		flows := make([]classify.Flow, 4)
 		for i := range flows {
@@ -540,11 +581,36 @@ func spread(n, nflows int) ([]config.ClassConfig, []classify.Flow) {
 	return classes, flows
 }
 
+// circuits is a subscriber ISP's classes: one circuit each, matched by
+// its destination alone (a /32 and, for one in two, a /64 of IPv6), so
+// the classifier keeps answer tables; flows to circuits and to no one.
+func circuits(n, nflows int) ([]config.ClassConfig, []classify.Flow) {
+	rng := rand.New(rand.NewPCG(uint64(n), 44))
+	classes := make([]config.ClassConfig, n)
+	for i := range classes {
+		m := config.MatchConfig{Dst: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + byte(i>>16), byte(i >> 8), byte(i)}), 32)}}
+		if i%2 == 0 {
+			m.Dst = append(m.Dst, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, byte(i >> 8), byte(i)}), 64))
+		}
+		classes[i] = config.ClassConfig{Name: "c" + strconv.Itoa(i), Match: m}
+	}
+	flows := make([]classify.Flow, nflows)
+	for i := range flows {
+		m := classes[rng.IntN(n)].Match
+		f := classify.Flow{Src: netip.MustParseAddr("198.19.0.1"), Dst: m.Dst[rng.IntN(len(m.Dst))].Addr(), Proto: 6, Sport: 40000, Dport: 443}
+		if i%4 == 3 {
+			f.Dst = netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})
+		}
+		flows[i] = f
+	}
+	return classes, flows
+}
+
 func BenchmarkClassify(b *testing.B) {
 	for _, mix := range []struct {
 		name string
 		gen  func(n, nflows int) ([]config.ClassConfig, []classify.Flow)
-	}{{"realistic", realistic}, {"spread", spread}} {
+	}{{"realistic", realistic}, {"spread", spread}, {"circuits", circuits}} {
 		for _, n := range []int{1, 100, 10000} {
 			benchmarkClassify(b, mix.name, mix.gen, n)
 		}
@@ -590,7 +656,7 @@ func BenchmarkNewClassifier(b *testing.B) {
 	for _, mix := range []struct {
 		name string
 		gen  func(n, nflows int) ([]config.ClassConfig, []classify.Flow)
-	}{{"realistic", realistic}, {"spread", spread}} {
+	}{{"realistic", realistic}, {"spread", spread}, {"circuits", circuits}} {
 		for _, n := range []int{100, 10000} {
 			classes, _ := mix.gen(n, 1)
 			b.Run(fmt.Sprintf("%s/classes=%d", mix.name, n), func(b *testing.B) {
