@@ -421,10 +421,11 @@ func (v *validator) direction(path string, dc *DirectionConfig, mtu int, from st
 	v.directionGlobal(path, dc, mtu, from)
 	v.autorate(path, dc)
 	v.directionTins(path, dc)
-	seen := map[string]int{}
+	seen := make(map[string]int, len(dc.Classes))
+	list := path + ".classes"
 	for i := range dc.Classes {
 		cc := &dc.Classes[i]
-		p := fmt.Sprintf("%s.classes[%d]", path, i)
+		p := v.at(list, i)
 		switch err := checkClassName(cc.Name); {
 		case err != nil:
 			v.errorf(p+".name", "%v", err)

@@ -233,7 +233,16 @@ func (c *Config) SetDefaults() {
 // built in Go, File and Line are empty. Validate does not fill in
 // defaults: a zero MTU or burst is an error (see SetDefaults).
 func (c *Config) Validate() error {
+	if q := (&validator{src: c.src, quiet: true}); !q.validate(c) {
+		return nil
+	}
 	v := &validator{src: c.src}
+	v.validate(c)
+	return joinSorted(v.errs)
+}
+
+// validate checks c and reports whether it found an error.
+func (v *validator) validate(c *Config) bool {
 	v.link(c)
 	v.gateway(c)
 	v.listen("metrics.listen", c.Metrics.Listen)
@@ -248,8 +257,5 @@ func (c *Config) Validate() error {
 	v.direction("egress", &c.Egress, c.Link.Inner.MTU, "link.inner")
 	v.direction("ingress", &c.Ingress, c.Link.Outer.MTU, "link.outer")
 	v.globals(c)
-	if len(v.errs) == 0 {
-		return nil
-	}
-	return joinSorted(v.errs)
+	return v.failed || len(v.errs) > 0
 }

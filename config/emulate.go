@@ -379,7 +379,7 @@ func (v *validator) rateSteps(path string, steps []RateStep) {
 		v.errorf(path+"[0].at", "the first step is at 0s, not %v", steps[0].At)
 	}
 	for i, st := range steps {
-		p := fmt.Sprintf("%s[%d]", path, i)
+		p := v.at(path, i)
 		if i > 0 && st.At <= steps[i-1].At {
 			v.errorf(p+".at", "%v is not after the step before (%v): steps go in order of time", st.At, steps[i-1].At)
 		}

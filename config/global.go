@@ -286,7 +286,7 @@ func (v *validator) globalLimit(path string, g *GlobalConfig, mtu int, from stri
 // share: a redis section, and keys used once (two classes or directions
 // of one host cannot lease one limit as one host).
 func (v *validator) globals(c *Config) {
-	first := ""
+	first, any := "", false
 	keys := map[string]string{}
 	for _, dir := range []struct {
 		name string
@@ -296,8 +296,8 @@ func (v *validator) globals(c *Config) {
 			if g == nil {
 				return
 			}
-			if first == "" {
-				first = p
+			if !any {
+				first, any = p, true
 			}
 			if q, dup := keys[g.Key]; dup {
 				v.errorf(p+".global.key", "%q is also the key of %s: one host leases a limit once", g.Key, q)
@@ -306,7 +306,9 @@ func (v *validator) globals(c *Config) {
 		}
 		each(dir.name, dir.dc.Global)
 		for i := range dir.dc.Classes {
-			each(fmt.Sprintf("%s.classes[%d]", dir.name, i), dir.dc.Classes[i].Global)
+			if dir.dc.Classes[i].Global != nil {
+				each(v.at(dir.name+".classes", i), dir.dc.Classes[i].Global)
+			}
 		}
 		if dir.dc.Default != nil {
 			each(dir.name+".default", dir.dc.Default.Global)
@@ -314,7 +316,7 @@ func (v *validator) globals(c *Config) {
 	}
 	r := c.Redis
 	if r == nil {
-		if first != "" {
+		if any {
 			v.errorf(first+".global", "a global limit needs a redis section (address or sentinel)")
 		}
 		return

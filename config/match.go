@@ -154,10 +154,10 @@ func parsePortRange(s string) (PortRange, error) {
 
 func (v *validator) match(path string, m *MatchConfig) {
 	for i, p := range m.Src {
-		v.prefix(fmt.Sprintf("%s.src[%d]", path, i), p)
+		v.prefix(v.at(path+".src", i), p)
 	}
 	for i, p := range m.Dst {
-		v.prefix(fmt.Sprintf("%s.dst[%d]", path, i), p)
+		v.prefix(v.at(path+".dst", i), p)
 	}
 	fam := families(m.Src) & families(m.Dst)
 	if fam == 0 {

@@ -142,15 +142,16 @@ func (cc *ClassConfig) PriorityOf() int {
 // of at most MaxTreeDepth, ceils at least rates, and no leaf-only setting
 // on an inner class.
 func (v *validator) tree(path string, dc *DirectionConfig, from string) {
-	index := map[string]int{}
+	index := make(map[string]int, len(dc.Classes))
 	for i := range dc.Classes {
 		index[dc.Classes[i].Name] = i
 	}
+	list := path + ".classes"
 	classPath := func(i int) string {
 		if i < 0 {
 			return path + ".default"
 		}
-		return fmt.Sprintf("%s.classes[%d]", path, i)
+		return v.at(list, i)
 	}
 	all := make([]*ClassConfig, 0, len(dc.Classes)+1)
 	paths := make([]string, 0, len(dc.Classes)+1)
@@ -182,7 +183,7 @@ func (v *validator) tree(path string, dc *DirectionConfig, from string) {
 			}
 		}
 		if inner[cc.Name] && k < len(dc.Classes) && cc.Tins == TinsNone {
-			v.innerClass(p, cc)
+			v.innerClass(elemPath(list, k), cc) // it reads the file's lines by path
 		}
 		if dc.IsTree() && cc.Capped {
 			v.errorf(p+".capped", "capped does not work in a direction whose classes borrow (ceil, parent): remove it")
@@ -241,6 +242,15 @@ func (v *validator) sharing(path string, dc *DirectionConfig, all []*ClassConfig
 		}
 	}
 	for _, g := range order {
+		given := 0
+		for _, k := range groups[g] {
+			if all[k].Weight != 0 {
+				given++
+			}
+		}
+		if given == 0 || given == len(groups[g]) {
+			continue
+		}
 		var with, without []string
 		var weighs []string
 		at := -1

@@ -9,10 +9,38 @@ import (
 type validator struct {
 	src  *source
 	errs []error
+	// quiet: the validator only finds whether there is an error, naming
+	// none: an element's path is "" (at), so that the paths built on it
+	// ("" + ".rate") are the constants themselves and allocate nothing,
+	// and errorf notes failed. Validate runs such a pass first and a
+	// naming one only when it failed: at 20,000 classes (10,000
+	// circuits) the names were 2 of every 3 allocations and half the
+	// time of a validation, paid on every live change of one class.
+	quiet  bool
+	failed bool
 }
 
 func (v *validator) errorf(path, format string, args ...any) {
+	if v.quiet {
+		v.failed = true
+		return
+	}
 	v.errs = append(v.errs, v.src.errorf(path, format, args...))
+}
+
+// at returns the path of element i of the list at path, such as
+// egress.classes[3] ("" for a quiet validator). A check whose logic reads
+// a path (not only its errors' text) takes named instead.
+func (v *validator) at(path string, i int) string {
+	if v.quiet {
+		return ""
+	}
+	return elemPath(path, i)
+}
+
+// elemPath returns the path of element i of the list at path.
+func elemPath(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
 }
 
 // prefix reports an invalid prefix or one with host bits set.
