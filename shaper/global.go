@@ -113,7 +113,7 @@ func (l *Link) syncGlobal() {
 	}
 	want := map[string]bool{}
 	for _, ci := range l.Classes() {
-		cfg := ci.Config()
+		cfg := &ci.state.Load().cfg // not Config(): a copy each, of ten thousand circuits
 		if cfg.Global == nil {
 			continue
 		}

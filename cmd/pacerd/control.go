@@ -59,7 +59,7 @@ func (d *daemon) controlHandler() http.Handler {
 		var req control.SetRequest
 		err := decode(r, &req)
 		if err == nil {
-			err = d.change(func(next *config.Config) error { return setClass(next, dir, name, req) })
+			err = d.changeClass(dir, name, func(next *config.Config) error { return setClass(next, dir, name, req) })
 		}
 		d.logChange("set", dir, name, req, err)
 		if err != nil {
@@ -188,13 +188,12 @@ func (d *daemon) classStatus(dir, name string) (*control.Class, error) {
 	if err := checkDirection(dir); err != nil {
 		return nil, err
 	}
-	for _, ci := range l.Classes() {
-		if ci.Direction == dir && ci.Name() == name {
-			c := d.classOf(ci)
-			return &c, nil
-		}
+	ci, ok := l.ClassInfo(dir, name)
+	if !ok {
+		return nil, notFound(dir, name)
 	}
-	return nil, notFound(dir, name)
+	c := d.classOf(ci)
+	return &c, nil
 }
 
 func notFound(dir, name string) error {

@@ -309,18 +309,31 @@ func (d *daemon) reload() (*config.Config, error) {
 // copy (returning a *requestError if the request cannot be met), and
 // apply does the rest.
 func (d *daemon) change(edit func(next *config.Config) error) error {
+	return d.changeClass("", "", edit)
+}
+
+// changeClass is change where edit changes the settings of class name of
+// direction dir alone (a set): the link then builds that class alone
+// (Link.ApplyClass). dir "": edit may change anything.
+func (d *daemon) changeClass(dir, name string, edit func(next *config.Config) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	next := cloneConfig(d.cfg)
 	if err := edit(next); err != nil {
 		return err
 	}
-	return d.applyLocked(next)
+	return d.applyClassLocked(next, dir, name)
 }
 
 // applyLocked is the one path every change of the running config takes:
 // SetDefaults and Validate (pure), Link.Apply, then the swap. d.mu is held.
 func (d *daemon) applyLocked(next *config.Config) error {
+	return d.applyClassLocked(next, "", "")
+}
+
+// applyClassLocked is applyLocked for a change of class name of direction
+// dir alone ("": any change).
+func (d *daemon) applyClassLocked(next *config.Config, dir, name string) error {
 	next.SetDefaults()
 	if err := next.Validate(); err != nil {
 		return &requestError{status: http.StatusBadRequest, err: err}
@@ -329,7 +342,16 @@ func (d *daemon) applyLocked(next *config.Config) error {
 	if l == nil {
 		return &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
 	}
-	if err := l.Apply(next.Egress, next.Ingress); err != nil {
+	var err error
+	switch dir {
+	case config.Egress:
+		err = l.ApplyClass(dir, next.Egress, name)
+	case config.Ingress:
+		err = l.ApplyClass(dir, next.Ingress, name)
+	default:
+		err = l.Apply(next.Egress, next.Ingress)
+	}
+	if err != nil {
 		return &requestError{status: http.StatusInternalServerError, err: fmt.Errorf("apply: %w", err)}
 	}
 	for _, s := range []struct {

@@ -93,16 +93,16 @@ type Class struct {
 // an ancestor, for itself or for a descendant.
 func (c *Class) Borrowed() uint64 { return c.borrowed.Load() }
 
-// Node is a class's place in one compiled tree: immutable, replaced whole
-// when the tree changes.
+// Node is a class's place in one compiled tree: replaced whole when the
+// tree changes, but for its weight (SetWeight).
 type Node struct {
 	Class    *Class
 	Parent   *Node   // nil: a child of the root
 	Children []*Node // in config order
 	Priority uint8   // 0 (first) .. MaxPriority, among its siblings
-	// Weight is its share of spare among borrowing siblings of its
-	// priority (any unit, the same for all siblings; 0 counts as 1).
-	Weight uint64
+	// weight is its share of spare among borrowing siblings of its
+	// priority (any unit, the same for all siblings; at least 1).
+	weight atomic.Uint64
 	// Borrows says the class may exceed its rate (its ceil is above it).
 	Borrows bool
 	tree    *Tree
@@ -111,8 +111,9 @@ type Node struct {
 	// their parent's (the root's) rate, so that their packets within
 	// their rates can run short of a ceil they share; they then go by
 	// priority (withinUntil). contended: n or one of its ancestors is
-	// overcommitted, so n's packets take that path. Both set by Finish.
-	overcommitted, contended bool
+	// overcommitted, so n's packets take that path. Both set by Finish
+	// and Remark.
+	overcommitted, contended atomic.Bool
 	// hops is the node's way up, built by Add: its own class (level 0),
 	// each ancestor, and last the root. take charges these buckets.
 	hops []hop
@@ -167,7 +168,8 @@ type Tree struct {
 // buckets of the class, of parent's and of the tree are fixed from here
 // on: the node keeps its way up to the root.
 func (t *Tree) Add(parent *Node, c *Class, priority uint8, weight uint64, borrows bool) *Node {
-	n := &Node{Class: c, Parent: parent, Priority: min(priority, MaxPriority), Weight: max(weight, 1), Borrows: borrows && c.Ceil != nil, tree: t}
+	n := &Node{Class: c, Parent: parent, Priority: min(priority, MaxPriority), Borrows: borrows && c.Ceil != nil, tree: t}
+	n.weight.Store(max(weight, 1))
 	if parent == nil {
 		t.Top = append(t.Top, n)
 	} else {
@@ -199,31 +201,68 @@ func (t *Tree) Add(parent *Node, c *Class, priority uint8, weight uint64, borrow
 // from the rates their buckets have now. Their packets within their
 // rates then go by priority when a ceil they share runs short (see Try);
 // the nodes of a tree whose rates fit take the plain path, at no cost.
-// A tree whose rates change must be built again (the owner replaces the
-// tree on every change).
+// A node whose rate changes on the same bucket marks its part again
+// (Remark).
 func (t *Tree) Finish() {
-	var rootRate uint64
+	mark(t.Top, t.rootRate(), false)
+}
+
+// rootRate is the rate the top-level classes share: Spare's, or Root's (0:
+// unlimited).
+func (t *Tree) rootRate() uint64 {
 	switch {
 	case t.Spare != nil:
-		rootRate = t.Spare.Rate()
+		return t.Spare.Rate()
 	case t.Root != nil:
-		rootRate = t.Root.Rate()
+		return t.Root.Rate()
 	}
-	var mark func(sibs []*Node, rate uint64, above bool)
-	mark = func(sibs []*Node, rate uint64, above bool) {
-		var sum uint64
-		for _, y := range sibs {
-			sum += y.Class.Rate.Rate()
-		}
-		over := rate > 0 && sum > rate
-		for _, y := range sibs {
-			y.overcommitted = over
-			y.contended = over || above
-			mark(y.Children, y.Class.Rate.Rate(), y.contended)
-		}
-	}
-	mark(t.Top, rootRate, false)
+	return 0
 }
+
+// mark marks the sibling set sibs of a parent with rate rate (0:
+// unlimited), contended above if an ancestor's set is, and their
+// subtrees.
+func mark(sibs []*Node, rate uint64, above bool) {
+	var sum uint64
+	for _, y := range sibs {
+		sum += y.Class.Rate.Rate()
+	}
+	over := rate > 0 && sum > rate
+	for _, y := range sibs {
+		y.overcommitted.Store(over)
+		y.contended.Store(over || above)
+		mark(y.Children, y.Class.Rate.Rate(), over || above)
+	}
+}
+
+// Marks returns what Finish or Remark found: whether n's sibling set
+// is overcommitted (their rates add up to more than their parent's), and
+// whether it or an ancestor's set is (n's packets within its rate go by
+// priority).
+func (n *Node) Marks() (overcommitted, contended bool) {
+	return n.overcommitted.Load(), n.contended.Load()
+}
+
+// Remark marks n's sibling set and their subtrees again, from their
+// buckets' rates now, as Finish did: after a change of n's rate on the
+// same bucket (a live change of one class), whose sum may now exceed the
+// parent's rate or fit it. Packets meanwhile may see some of the set
+// marked anew and some not.
+func (n *Node) Remark() {
+	if n.Parent == nil {
+		mark(n.tree.Top, n.tree.rootRate(), false)
+		return
+	}
+	mark(n.Parent.Children, n.Parent.Class.Rate.Rate(), n.Parent.contended.Load())
+}
+
+// Weight returns the node's share of spare among borrowing siblings of
+// its priority.
+func (n *Node) Weight() uint64 { return n.weight.Load() }
+
+// SetWeight changes the node's weight (0 counts as 1) while packets go:
+// their next charges of borrowed bytes count at it.
+func (n *Node) SetWeight(w uint64) { n.weight.Store(max(w, 1)) }
 
 // Depth is how many ancestors the node has below the root.
 func (n *Node) Depth() int { return n.depth }
@@ -290,7 +329,7 @@ const slackPackets = 2 * 1514
 // cache is the calling worker's Cache (nil: none): a packet within its
 // rate takes its tokens through it.
 func (n *Node) Try(cost uint64, now int64, cache *Cache) (Lender, time.Duration) {
-	if n.contended {
+	if n.contended.Load() {
 		return n.tryContended(cost, now)
 	}
 	ok, short, wait := n.takeOwn(cost, now, cache)

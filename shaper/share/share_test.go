@@ -566,8 +566,8 @@ func tinSpecs() []spec {
 // saturated, get their rates in priority order, the worst what is left.
 func TestOvercommittedByPriority(t *testing.T) {
 	s := newSim(0, tinSpecs())
-	if !s.nodes["voice"].overcommitted || s.nodes["site"].contended {
-		t.Fatalf("site's children: overcommitted %v; site contended %v: want true, false", s.nodes["voice"].overcommitted, s.nodes["site"].contended)
+	if !s.nodes["voice"].overcommitted.Load() || s.nodes["site"].contended.Load() {
+		t.Fatalf("site's children: overcommitted %v; site contended %v: want true, false", s.nodes["voice"].overcommitted.Load(), s.nodes["site"].contended.Load())
 	}
 	got := s.run(t, 0, 10*time.Second)
 	for name, want := range map[string]float64{"voice": 500000, "video": 1000000, "bulk": 125000, "besteffort": 375000} {
@@ -583,7 +583,8 @@ func TestOvercommittedByPriority(t *testing.T) {
 func TestOvercommittedWithoutRule(t *testing.T) {
 	s := newSim(0, tinSpecs())
 	for _, n := range s.nodes {
-		n.overcommitted, n.contended = false, false
+		n.overcommitted.Store(false)
+		n.contended.Store(false)
 	}
 	got := s.run(t, 0, 10*time.Second)
 	if within(got["voice"], 500000, 0.02) && within(got["besteffort"], 375000, 0.02) {
@@ -625,8 +626,8 @@ func TestFittingTreeNotContended(t *testing.T) {
 		{name: "c", rate: 1000000, ceil: 2000000},
 	})
 	for name, n := range s.nodes {
-		if n.overcommitted || n.contended {
-			t.Errorf("%s: overcommitted %v, contended %v in a tree whose rates fit", name, n.overcommitted, n.contended)
+		if n.overcommitted.Load() || n.contended.Load() {
+			t.Errorf("%s: overcommitted %v, contended %v in a tree whose rates fit", name, n.overcommitted.Load(), n.contended.Load())
 		}
 	}
 }

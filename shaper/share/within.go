@@ -46,7 +46,7 @@ func (n *Node) tryContended(cost uint64, now int64) (Lender, time.Duration) {
 	if ok {
 		c.blockedUntil.Store(0) // clears (see Class)
 		for y := n; y != nil; y = y.Parent {
-			if y.overcommitted && y.Class.withinUntil.Load() != 0 {
+			if y.overcommitted.Load() && y.Class.withinUntil.Load() != 0 {
 				y.Class.withinUntil.Store(0)
 			}
 		}
@@ -117,7 +117,7 @@ func (n *Node) yieldToWithin(top *Node, now int64) time.Duration {
 func (n *Node) yieldWithin(now int64, all bool) time.Duration {
 	var until int64
 	for x := n; x != nil; x = x.Parent {
-		if !x.overcommitted {
+		if !x.overcommitted.Load() {
 			continue
 		}
 		for _, y := range x.siblings() {

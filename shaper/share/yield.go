@@ -14,7 +14,7 @@ func (n *Node) borrowed(x *Node, cost uint64) {
 	for y := n; ; y = y.Parent {
 		c := y.Class
 		c.borrowed.Add(cost)
-		c.vt.Add(cost * vtScale / y.Weight)
+		c.vt.Add(cost * vtScale / y.Weight())
 		c.blockedUntil.Store(0) // a clear (see Class)
 		if y == x {
 			return
@@ -62,7 +62,7 @@ func (x *Node) yield(now int64) time.Duration {
 		return 0
 	}
 	my := c.vt.Load()
-	slack := slackPackets * vtScale / x.Weight
+	slack := slackPackets * vtScale / x.Weight()
 	if floor := least - 2*slack; !wasActive && int64(floor-my) > 0 {
 		// Borrowing again after a pause: at most two slacks behind the
 		// others, as a flow back in DRR gets a quantum, not the credit
