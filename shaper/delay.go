@@ -102,7 +102,7 @@ type departure struct {
 // batch (emit).
 func (d *departure) send(buf []byte, p tun.Packet, m outMeta) {
 	if m.planned > 0 {
-		m.class.shards[d.idx].observeLate(d.now - m.planned)
+		m.class.shard(d.idx).observeLate(d.now - m.planned)
 	}
 	if m.due > 0 {
 		m.due = d.dueAt(buf, p, m)
@@ -130,7 +130,7 @@ func (d *departure) dueAt(buf []byte, p tun.Packet, m outMeta) int64 {
 	if classify.ParseHeaders(buf[tun.Headroom:tun.Headroom+p.Size], &d.headers) != nil {
 		return due
 	}
-	ln := &m.class.lanes[d.idx]
+	ln := m.class.lane(d.idx)
 	if ln.order == nil {
 		ln.order = new(emulate.Order)
 	}
@@ -147,7 +147,7 @@ func (d *departure) full() bool { return d.out.full() }
 // due time. Its capped tokens go back now: as far as the class's bucket is
 // concerned it has left.
 func (d *departure) delay(buf []byte, p tun.Packet, m outMeta) {
-	sh := &m.class.shards[d.idx]
+	sh := m.class.shard(d.idx)
 	if d.lineBytes+p.Size > maxLineBytes {
 		sh.drops[DropOverlimit].Add(1)
 		if m.slab != nil {
@@ -178,7 +178,7 @@ func (d *departure) service(now int64) {
 		}
 		dl := d.line.pop()
 		d.lineBytes -= dl.pkt.Size
-		dl.meta.class.shards[d.idx].observeLate(now - dl.due)
+		dl.meta.class.shard(d.idx).observeLate(now - dl.due)
 		d.emit(dl.buf, dl.pkt, dl.meta)
 	}
 	if len(d.line) > 0 {
@@ -194,14 +194,14 @@ func (d *departure) emit(buf []byte, p tun.Packet, m outMeta) {
 		d.out.add(buf, p, m)
 		return
 	}
-	sh := &m.class.shards[d.idx]
+	sh := m.class.shard(d.idx)
 	for i, s := range [2]*emulate.Settings{m.st.emu, dirEmu} {
 		if s == nil || s.Corrupt == 0 && s.Duplicate == 0 {
 			continue
 		}
 		imp := &d.imp.dirImp
 		if i == 0 {
-			imp = d.imp.of(&m.class.lanes[d.idx])
+			imp = d.imp.of(m.class.lane(d.idx))
 		}
 		if s.Corrupt > 0 && imp.Float64() < s.Corrupt {
 			corrupt(&imp.Rand, buf[tun.Headroom:tun.Headroom+p.Size], &p)
@@ -220,7 +220,7 @@ func (d *departure) emit(buf []byte, p tun.Packet, m outMeta) {
 func (d *departure) drop() {
 	for len(d.line) > 0 {
 		dl := d.line.pop()
-		dl.meta.class.shards[d.idx].drops[DropShutdown].Add(1)
+		dl.meta.class.shard(d.idx).drops[DropShutdown].Add(1)
 		if dl.meta.slab != nil {
 			d.slabs.put(dl.meta.slab)
 		}

@@ -31,7 +31,9 @@ type classTarget struct {
 func (t *classTarget) Offered() uint64 {
 	var n uint64
 	for i := range t.c.shards {
-		n += t.c.shards[i].rxBytes.Load()
+		if s := t.c.shards[i].Load(); s != nil {
+			n += s.rxBytes.Load()
+		}
 	}
 	return n
 }
@@ -41,7 +43,9 @@ func (t *classTarget) Offered() uint64 {
 func (t *classTarget) Sent() uint64 {
 	var n uint64
 	for i := range t.c.shards {
-		n += t.c.shards[i].txCharged.Load()
+		if s := t.c.shards[i].Load(); s != nil {
+			n += s.txCharged.Load()
+		}
 	}
 	return n
 }
@@ -55,7 +59,10 @@ func (t *classTarget) Limited() bool {
 	var backlog int64
 	var drops uint64
 	for i := range t.c.shards {
-		s := &t.c.shards[i]
+		s := t.c.shards[i].Load()
+		if s == nil {
+			continue
+		}
 		backlog += s.backlogBytes.Load()
 		for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
 			drops += s.drops[r].Load()
@@ -321,7 +328,10 @@ func (t *dirTarget) update() (backlog int64) {
 		var now dirCounts
 		var held int64
 		for i := range c.shards {
-			s := &c.shards[i]
+			s := c.shards[i].Load()
+			if s == nil {
+				continue
+			}
 			now.rx += s.rxBytes.Load()
 			now.tx += s.txCharged.Load() // as the buckets charged them
 			held += s.backlogBytes.Load()

@@ -82,10 +82,10 @@ egress:
 	// Worker 0 sends the flow's one packet as the last of a full batch.
 	ws[0].out.flushAt = 1
 	batch(ws[0], 4000, 1)
-	if ln := &c.lanes[0]; ln.listed || !ln.empty() {
+	if ln := c.lane(0); ln.listed || !ln.empty() {
 		t.Fatalf("worker 0 still lists the class (listed %v, empty %v)", ln.listed, ln.empty())
 	}
-	if wt := c.lanes[0].weight.Load(); wt != 0 {
+	if wt := c.lane(0).weight.Load(); wt != 0 {
 		t.Errorf("worker 0 holds nothing of the class and publishes weight %d, want 0", wt)
 	}
 	// The flow moves to worker 1 (a new flow, or the kernel's steering):
@@ -96,8 +96,8 @@ egress:
 		ws[1].serviceHeld(now)
 		ws[1].out.flush(now, now)
 	}
-	sent := int(c.shards[1].txPackets.Load())
+	sent := int(c.shard(1).txPackets.Load())
 	if sent != 40 {
-		t.Errorf("worker 1 sent %d of the 40 packets of the class's only busy flow in 10 ms at 100 Mbit/s (%d held)", sent, c.shards[1].backlogPackets.Load())
+		t.Errorf("worker 1 sent %d of the 40 packets of the class's only busy flow in 10 ms at 100 Mbit/s (%d held)", sent, c.shard(1).backlogPackets.Load())
 	}
 }

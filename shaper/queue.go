@@ -112,7 +112,7 @@ func (q *queues) list(c *Class, ln *lane) {
 	}
 	ln.listed, ln.rank = true, rankOf(c)
 	i := len(q.active)
-	for i > 0 && q.active[i-1].lanes[q.idx].rank > ln.rank {
+	for i > 0 && q.active[i-1].lane(q.idx).rank > ln.rank {
 		i--
 	}
 	q.active = slices.Insert(q.active, i, c)

@@ -177,7 +177,7 @@ func (q *queues) keepsWhole(c *Class, ln *lane, st *classState, ref fq.Ref, p *t
 // class c in its fair queue (its lane publishes a weight while it does).
 func othersBusy(c *Class, idx int) bool {
 	for j := range c.lanes {
-		if j != idx && c.lanes[j].weight.Load() != 0 {
+		if o := c.lanes[j].Load(); j != idx && o != nil && o.weight.Load() != 0 {
 			return true
 		}
 	}
@@ -534,8 +534,8 @@ func (q *queues) fairWait(c *Class, ln *lane, st *classState, now int64) time.Du
 	my := ln.vt.Load()
 	least, busy := uint64(0), false
 	for j := range c.lanes {
-		o := &c.lanes[j]
-		if j == q.idx || o.weight.Load() == 0 {
+		o := c.lanes[j].Load()
+		if j == q.idx || o == nil || o.weight.Load() == 0 {
 			continue
 		}
 		if v := o.vt.Load(); !busy || int64(v-least) < 0 {

@@ -37,8 +37,8 @@ egress:
 		if c == nil {
 			t.Fatalf("no class %s", name)
 		}
-		q.list(c, &c.lanes[0])
-		q.list(c, &c.lanes[0]) // listed once
+		q.list(c, c.lane(0))
+		q.list(c, c.lane(0)) // listed once
 	}
 	var got []string
 	for _, c := range q.active {

@@ -189,7 +189,9 @@ func (l *Link) Flows(dir, class string) ([]FlowStats, error) {
 	}
 	var out []FlowStats
 	for i := range c.lanes {
-		if p := c.lanes[i].flows.Load(); p != nil {
+		if ln := c.lanes[i].Load(); ln == nil {
+			continue
+		} else if p := ln.flows.Load(); p != nil {
 			for _, f := range *p {
 				out = append(out, FlowStats{FlowInfo: f, Queue: i})
 			}

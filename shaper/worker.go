@@ -287,7 +287,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 func (w *worker) parse(a *arrival) bool {
 	p := a.pkt
 	if err := classify.ParseHeaders(a.buf[tun.Headroom:tun.Headroom+p.Size], &w.headers); err != nil {
-		sh := &a.d.unclass.shards[w.idx]
+		sh := a.d.unclass.shard(w.idx)
 		sh.rxPackets.Add(1)
 		sh.rxBytes.Add(uint64(p.IPBytes))
 		sh.drops[DropMalformed].Add(1)
@@ -301,7 +301,7 @@ func (w *worker) parse(a *arrival) bool {
 // from here on every bucket charges that.
 func (w *worker) classify(a *arrival) {
 	a.c = a.d.classOf(&w.headers.Flow)
-	a.sh, a.ln = &a.c.shards[w.idx], &a.c.lanes[w.idx]
+	a.sh, a.ln = a.c.shard(w.idx), a.c.lane(w.idx)
 	a.sh.rxPackets.Add(1)
 	a.sh.rxBytes.Add(uint64(a.pkt.IPBytes))
 	a.st = a.c.state.Load()
@@ -358,9 +358,9 @@ func (w *worker) serviceHeld(now int64) {
 	q.rotor = r + 1
 	gone := 0
 	for a := 0; a < n; {
-		rank := q.active[a].lanes[w.idx].rank
+		rank := q.active[a].lane(w.idx).rank
 		b := a + 1
-		for b < n && q.active[b].lanes[w.idx].rank == rank {
+		for b < n && q.active[b].lane(w.idx).rank == rank {
 			b++
 		}
 		m := b - a
@@ -368,7 +368,7 @@ func (w *worker) serviceHeld(now int64) {
 		for k := range m {
 			i := a + (first+k)%m
 			c := q.active[i]
-			sh, ln := &c.shards[w.idx], &c.lanes[w.idx]
+			sh, ln := c.shard(w.idx), c.lane(w.idx)
 			q.serviceFIFO(c, sh, ln, now)
 			if ln.fq != nil {
 				q.serviceFQ(c, sh, ln, now)
@@ -473,7 +473,7 @@ func (w *worker) armDeadline() {
 func (w *worker) dropAllHeld() {
 	q := &w.queues
 	for _, c := range q.active {
-		sh, ln := &c.shards[w.idx], &c.lanes[w.idx]
+		sh, ln := c.shard(w.idx), c.lane(w.idx)
 		q.dropFIFO(sh, ln)
 		q.dropFQ(sh, ln)
 		ln.listed = false

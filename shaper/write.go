@@ -100,7 +100,7 @@ func (w *writer) flush(decided, now int64) int64 {
 	for i := range w.outMeta {
 		m := &w.outMeta[i]
 		cost, ipBytes := uint64(w.outPkts[i].Cost), uint64(w.outPkts[i].IPBytes)
-		sh := &m.class.shards[w.idx]
+		sh := m.class.shard(w.idx)
 		if m.dup { // an emulated duplicate: counted when it was made
 			if m.slab != nil {
 				w.slabs.put(m.slab)
