@@ -30,8 +30,8 @@ const DefaultClass = config.DefaultClass
 // its counters. A Class outlives config reloads that keep its name, so that
 // counters keep counting and held packets stay valid.
 type Class struct {
-	name   string
-	state  atomic.Pointer[classState]
+	name  string
+	state atomic.Pointer[classState]
 	// shards are its counters and lanes its queues, one per worker
 	// (queue) of the direction, each made by its worker when it first
 	// takes a packet of the class (shard, lane): a circuit that carries
