@@ -138,3 +138,18 @@ func TestParseConfigDirectionGlobalErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseGlobalInnerClass: an inner class (a site shared by hosts) may
+// have a global limit; its rate is the global rate, its ceil follows.
+func TestParseGlobalInnerClass(t *testing.T) {
+	y := base + "redis: {address: '127.0.0.1:6379'}\negress:\n  classes:\n" +
+		"  - {name: site, global: {key: site-north, rate: 40mbit}}\n" +
+		"  - {name: c1, parent: site, match: {dst: [198.18.0.2/32]}, rate: 4mbit, ceil: 40mbit}\n"
+	c, err := config.Parse("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Egress.Classes[0]; s.Rate != 5e6 || s.Ceil != 5e6 || s.Global == nil {
+		t.Errorf("site: rate %d, ceil %d, global %v; want the global rate (5000000 B/s) as both", s.Rate, s.Ceil, s.Global)
+	}
+}

@@ -38,7 +38,7 @@ var treeKeys = [...]string{"parent", "ceil", "cburst", "priority", "weight"}
 // leafOnly are the settings an inner class may not have: they are about
 // the packets a class takes, and an inner class takes none of its own.
 var leafOnly = [...]string{"match", "peak", "backlog", "mode", "capped", "queue", "fq", "aqm", "ecn", "target", "interval", "rtt",
-	"flows", "isolate", "quantum", "ack_filter", "per", "global", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
+	"flows", "isolate", "quantum", "ack_filter", "per", "delay", "jitter", "distribution", "reorder", "loss", "duplicate",
 	"corrupt", "trace", "rates", "tins", "wash"}
 
 // treeFields are a class's link-sharing keys and how each decodes into cc.
@@ -339,7 +339,7 @@ func (v *validator) innerClass(path string, cc *ClassConfig) {
 		switch {
 		case !cc.Match.isZero():
 			v.errorf(path+".match", "%q is an inner class (a parent): it takes no packets of its own, so match does not apply: set it on its leaves", cc.Name)
-		case cc.Per != nil || cc.Global != nil || cc.Peak != 0 || cc.Mode != ModeShape || cc.Capped || !cc.Emulate.IsZero():
+		case cc.Per != nil || cc.Peak != 0 || cc.Mode != ModeShape || cc.Capped || !cc.Emulate.IsZero():
 			v.errorf(path, "%q is an inner class (a parent): leaf-only settings do not apply to it", cc.Name)
 		}
 		if cc.Wash { // a change that gives the class a child

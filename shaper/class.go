@@ -233,6 +233,11 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 	}
 	if cfg.Ceil > cfg.Rate || inner { // link sharing: its ceil
 		ceil, cburst := max(cfg.Ceil, rate), cfg.CBurst
+		if cfg.Global != nil && !cfg.Borrows() {
+			// A global inner class (a site shared by hosts): its ceil,
+			// which caps its subtree, is its leased rate.
+			ceil = rate
+		}
 		if cburst == 0 {
 			cburst = cfg.Burst
 		}

@@ -14,8 +14,16 @@ import (
 func (c *Class) setLeased(r uint64) {
 	c.leased.Store(r)
 	st := c.state.Load()
-	if st != nil && st.cfg.Global != nil && st.rate != nil {
-		st.rate.SetRate(c.rateOf(st.cfg))
+	if st == nil || st.cfg.Global == nil || st.rate == nil {
+		return
+	}
+	rate := c.rateOf(st.cfg)
+	st.rate.SetRate(rate)
+	if st.ceil != nil && st.ceil != st.rate && !st.cfg.Borrows() {
+		st.ceil.SetRate(rate) // a ceil that is its rate follows it (see build)
+	}
+	if st.node != nil {
+		st.node.Remark() // its siblings' rates may now exceed its parent's, or fit
 	}
 }
 
@@ -27,50 +35,34 @@ type classTarget struct {
 }
 
 // Offered returns the bytes received into the class (sent, held and
-// dropped).
-func (t *classTarget) Offered() uint64 {
-	var n uint64
-	for i := range t.c.shards {
-		if s := t.c.shards[i].Load(); s != nil {
-			n += s.rxBytes.Load()
-		}
-	}
-	return n
-}
+// dropped); an inner class's are its subtree's.
+func (t *classTarget) Offered() uint64 { return t.c.Counters().ReceivedBytes }
 
 // Sent returns the bytes the class sent, as its buckets charged them (its
-// leased rate is in those bytes).
-func (t *classTarget) Sent() uint64 {
-	var n uint64
-	for i := range t.c.shards {
-		if s := t.c.shards[i].Load(); s != nil {
-			n += s.txCharged.Load()
-		}
-	}
-	return n
-}
+// leased rate is in those bytes); an inner class's are its subtree's.
+func (t *classTarget) Sent() uint64 { return t.c.Counters().ChargedBytes }
 
 func (t *classTarget) SetRate(r uint64) { t.c.setLeased(r) }
 
 // Limited reports whether the class holds packets now or dropped some for
 // its rate (backlog, police, fair queueing's AQM and overlimit) since the
-// last call.
+// last call. For an inner class (a site whose rate hosts share) that is
+// its subtree's packets while its own ceil, which caps the subtree, has
+// less than half its burst: packets its leaves hold for their own rates
+// are not held by the site's.
 func (t *classTarget) Limited() bool {
-	var backlog int64
+	k := t.c.Counters()
 	var drops uint64
-	for i := range t.c.shards {
-		s := t.c.shards[i].Load()
-		if s == nil {
-			continue
-		}
-		backlog += s.backlogBytes.Load()
-		for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
-			drops += s.drops[r].Load()
-		}
+	for _, r := range []DropReason{DropBacklog, DropPolice, DropAQM, DropOverlimit} {
+		drops += k.Dropped[r]
 	}
 	more := drops != t.drops
 	t.drops = drops
-	return backlog > 0 || more
+	held := k.BacklogBytes > 0 || more
+	if st := t.c.state.Load(); held && st != nil && len(st.children) > 0 && st.ceil != nil {
+		return st.ceil.Available() < int64(st.ceil.Limit()/2)
+	}
+	return held
 }
 
 // Saved returns the tokens the class's bucket holds.
