@@ -152,6 +152,17 @@ func withInnerAddr(prefix string) linkOption {
 	}
 }
 
+// withInnerRoute routes prefix from the outer side through the link
+// (addresses in it on the inner side are the test's to add).
+func withInnerRoute(prefix string) linkOption {
+	return func(o *linkOptions) {
+		if o.outerRoutes != "" {
+			o.outerRoutes += ", "
+		}
+		o.outerRoutes += prefix
+	}
+}
+
 // withOuterAddr adds an address on the outer side, routed from the inner
 // side through the link.
 func withOuterAddr(prefix string) linkOption {
