@@ -54,6 +54,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/tun/tuntest/crowd"
 )
 
 // params are the durations and counts of one run.
@@ -147,6 +148,7 @@ type results struct {
 	// /proc/stat), CostNotes what it left out and why.
 	CostSource string
 	CostNotes  []string
+	ISP        *ispResult        // scenario 16
 	Plots      map[string]string // plot name → path relative to the report
 	Errors     []string
 }
@@ -181,14 +183,17 @@ func (r *runner) progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func main() { os.Exit(run()) }
+func main() {
+	crowd.Main() // scenario 16's subscribers run as this binary again (crowd.Spawn)
+	os.Exit(run())
+}
 
 func run() int {
 	quick := flag.Bool("quick", false, "short runs (3 repetitions each, 1 for scenarios 10, 11 and 12's sharing cases; scenario 14's steps 5 s and trace 20 s; whole run about 6 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	plots := flag.String("plots", "bench/", "directory for the PNG plots")
 	goFlag := flag.String("go", "", "the go command for scenarios 1-2 (default: go on PATH)")
-	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13,14,15), for development; default all but 13 and 15, which run only when named")
+	only := flag.String("only", "", "comma-separated scenarios to run (1,2: micro-benchmarks; 3,4,5,6,7,8,9,10,11,12,13,14,15,16), for development; default all but 13 and 15, which run only when named")
 	soak := flag.Bool("soak", false, "soak mode instead of the benchmarks: pacerd under changing rates and reloads for -duration; writes -out (default SOAK.md) and soak.csv and soak.png into -plots (default docs/)")
 	duration := flag.Duration("duration", 20*time.Minute, "soak: how long the changes run (whole multiples of 10s)")
 	pacerd := flag.String("pacerd", "bin/pacerd", "soak: the pacerd binary (make build)")
@@ -312,6 +317,7 @@ func run() int {
 		{[]string{"13"}, "scenario 13", r.runWakeups},
 		{[]string{"14"}, "scenario 14", r.runAutorate},
 		{[]string{"15"}, "scenario 15", r.runCost},
+		{[]string{"16"}, "scenario 16", r.runISP},
 	} {
 		if ctx.Err() != nil {
 			break

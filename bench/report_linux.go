@@ -76,6 +76,7 @@ func writeReport(w io.Writer, m machine, p params, res *results, benchLink strin
 	r.wakeups(res)
 	r.autorate(res, p)
 	r.cost(res, p)
+	r.isp(res)
 	r.method(p)
 
 	h := &rep{w: w}

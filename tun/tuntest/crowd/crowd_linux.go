@@ -49,6 +49,9 @@ const Size = 1200
 // datagram carry: its index, its direction and its rate.
 const header = 1 + 4 + 8
 
+// dialStarters is how many flows Start starts at once.
+const dialStarters = 32
+
 // Crowd is a running crowd of flows.
 type Crowd struct {
 	flows []Flow
@@ -91,17 +94,43 @@ func Start(ctx context.Context, ns, sinkNS string, sink netip.AddrPort, flows []
 	c.wg.Add(2)
 	go c.acceptTCP(ctx)
 	go c.serveUDP(ctx)
-	for i, f := range flows {
-		var err error
-		if f.UDP {
-			err = c.startUDP(ctx, ns, sink, i)
-		} else {
-			err = c.startTCP(ctx, ns, sink, i)
-		}
-		if err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("crowd: flow %d from %v: %w", i, f.Src, err)
-		}
+	// The flows start dialStarters at a time: one after the other, the
+	// last of two thousand waited behind the traffic of the first (100
+	// s through a shaper on two cores).
+	var mu sync.Mutex
+	var first error
+	next := make(chan int)
+	var starters sync.WaitGroup
+	for range dialStarters {
+		starters.Add(1)
+		go func() {
+			defer starters.Done()
+			for i := range next {
+				f := flows[i]
+				var err error
+				if f.UDP {
+					err = c.startUDP(ctx, ns, sink, i)
+				} else {
+					err = c.startTCP(ctx, ns, sink, i)
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("crowd: flow %d from %v: %w", i, f.Src, err)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range flows {
+		next <- i
+	}
+	close(next)
+	starters.Wait()
+	if first != nil {
+		c.Stop()
+		return nil, first
 	}
 	go func() {
 		<-ctx.Done()
