@@ -121,14 +121,14 @@ func (t *ispTree) write(dir string, scale float64) error {
 }
 
 // promises returns what HTB's semantics promise each circuit in one
-// direction (down: toward the subscribers) when the circuits in active
-// (by index) saturate it and the rest are idle, under a root of rate
-// root (Mbit/s): each node's children share what it gets as
-// expectedShares shares a root among siblings (their rates first, in
-// proportion where the rates do not fit; then the spare by weight, the
-// rate, up to each one's ceil), a child's demand being its subtree's
-// capped by its ceil. Circuits rates scale by scale (the files').
-func (t *ispTree) promises(down bool, active []bool, root, scale float64) []float64 {
+// direction (down: toward the subscribers) when each offers demand[i]
+// (Mbit/s; 0: idle; +Inf: saturating), under a root of rate root
+// (Mbit/s): each node's children share what it gets as expectedShares
+// shares a root among siblings (their rates first, in proportion where
+// the rates do not fit; then the spare by weight, the rate, up to each
+// one's ceil), a child's demand being its subtree's capped by its ceil.
+// Circuits' rates scale by scale (the files').
+func (t *ispTree) promises(down bool, demand []float64, root, scale float64) []float64 {
 	type node struct {
 		rate, ceil, demand float64
 		kids               []int // nodes
@@ -164,24 +164,22 @@ func (t *ispTree) promises(down bool, active []bool, root, scale float64) []floa
 		ap := index[c.AP]
 		nodes[ap].circuits = append(nodes[ap].circuits, i)
 	}
-	var demand func(i int) float64
-	demand = func(i int) float64 {
+	var sum func(i int) float64
+	sum = func(i int) float64 {
 		n := &nodes[i]
 		var d float64
 		for _, k := range n.kids {
-			d += demand(k)
+			d += sum(k)
 		}
 		for _, ci := range n.circuits {
-			if active[ci] {
-				_, ceil := rate(t.Circuits[ci])
-				d += ceil
-			}
+			_, ceil := rate(t.Circuits[ci])
+			d += min(demand[ci], ceil)
 		}
 		n.demand = min(d, n.ceil)
 		return n.demand
 	}
 	for _, i := range top {
-		demand(i)
+		sum(i)
 	}
 	out := make([]float64, len(t.Circuits))
 	var share func(avail float64, kids, circuits []int)
@@ -193,11 +191,7 @@ func (t *ispTree) promises(down bool, active []bool, root, scale float64) []floa
 		}
 		for _, ci := range circuits {
 			r, c := rate(t.Circuits[ci])
-			d := 0.0
-			if active[ci] {
-				d = c
-			}
-			cs = append(cs, shareClass{Rate: r, Ceil: c, Weight: r, Demand: d})
+			cs = append(cs, shareClass{Rate: r, Ceil: c, Weight: r, Demand: min(demand[ci], c)})
 		}
 		got := expectedShares(avail, cs)
 		for j, k := range kids {
