@@ -96,7 +96,7 @@ func TestCircuitsMany(t *testing.T) {
 			}
 			judge := func(rate float64) {
 				t.Helper()
-				rates := tuntest.RatesJudged(t, fmt.Sprintf("%d circuits at %g Mbit/s", len(cs), rate*8/1e6), 4*time.Second, tuntest.BinLimit(4*time.Second),
+				rates := tuntest.RatesJudged(t, fmt.Sprintf("%d circuits at %g Mbit/s", len(cs), rate*8/1e6), 3*time.Second, tuntest.BinLimit(3*time.Second),
 					tuntest.BinStealBusy, tuntest.SharedStallProbe(t), circuitLateLimits, func() ([]uint64, tuntest.Lateness) {
 						out := make([]uint64, len(cs))
 						var late tuntest.Lateness
@@ -130,7 +130,7 @@ func TestCircuitsMany(t *testing.T) {
 				}
 				return n
 			}
-			time.Sleep(3 * time.Second)
+			time.Sleep(2 * time.Second)
 			judge(125e3)
 
 			next, err := config.Parse("reload.yaml", []byte(tl.linkYAML+circuitsPolicy(circuits, "800kbit")))
@@ -143,7 +143,7 @@ func TestCircuitsMany(t *testing.T) {
 				t.Fatal(err)
 			}
 			took := time.Since(t0)
-			time.Sleep(2 * time.Second)
+			time.Sleep(1500 * time.Millisecond)
 			after := drops()
 			t.Logf("reload of %d circuits with new rates under load: %v; drops for the queue's limits, the write or a shutdown: %d before, %d after", circuits, took.Round(time.Millisecond), before, after)
 			if after != before {
