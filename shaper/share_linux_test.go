@@ -82,8 +82,9 @@ func TestShareWeights(t *testing.T) {
 
 // TestSharePriority: voice (priority 0, rate 2, ceil 20) offering 4 Mbit/s
 // of UDP gets all of it beside four bulk TCP flows at priority 1 that fill
-// the rest of a 20 Mbit/s direction; a ping in the voice class every
-// 10 ms waits little more than on the idle link.
+// the rest of a 20 Mbit/s direction; voice's packets wait in the class no
+// longer than bulk's guaranteed packets take, and a ping in the voice
+// class every 10 ms is not held behind bulk.
 func TestSharePriority(t *testing.T) {
 	skipShort(t)
 	tl := newTwoAddrLink(t, false, `
@@ -102,15 +103,36 @@ egress:
 	}
 	bulk := tl.iperf(t, sb, 3*time.Minute, "-P", "4")
 	voice := tl.udpFlood(t, sv, "4M")
-	var loaded []time.Duration
+	var replies []tuntest.PingReply
 	vc := tl.Class(Egress, "voice")
 	var before, after Counters
 	r := tl.classRates(t, 3*time.Second, 5*time.Second, loadAll(voice, bulk, func(ctx context.Context) {
 		time.Sleep(3 * time.Second)
 		before = vc.Counters()
-		loaded, _, _ = tuntest.Ping(ctx, tl.ns1, voiceIP, 10*time.Millisecond, 400)
+		replies, _, _ = tuntest.PingTimed(ctx, tl.ns1, voiceIP, 10*time.Millisecond, 400)
 		after = vc.Counters()
 	}), "voice", "bulk")
+	var loaded []time.Duration
+	for _, rp := range replies {
+		loaded = append(loaded, rp.RTT)
+	}
+	// Voice's own waits in the class while the pings ran: a packet over
+	// its rate (it offers twice its rate) goes after bulk's packets
+	// within bulk's rate, as HTB serves guarantees before borrowers,
+	// each 0.6 ms at 20 Mbit/s. Measured: 20-28% of them 0.5-1 ms, 1-3%
+	// 1-2.5 ms, 0-0.23% longer (12 runs).
+	var waited, long uint64
+	for i := range after.DelayCounts {
+		n := after.DelayCounts[i] - before.DelayCounts[i]
+		waited += n
+		if i >= len(DelayBuckets) || DelayBuckets[i] > 2500*time.Microsecond {
+			long += n
+		}
+	}
+	t.Logf("voice: %d of %d packets waited more than 2.5 ms in the class", long, waited)
+	if waited == 0 || float64(long) > 0.005*float64(waited) {
+		t.Errorf("voice: %d of %d packets waited more than 2.5 ms in the class beside bulk, want at most 0.5%%", long, waited)
+	}
 	// Voice gets all it is offered (4 Mbit/s of UDP and the pings): it
 	// sends what it receives, and drops nothing.
 	offered, sent := after.ReceivedBytes-before.ReceivedBytes, after.SentBytes-before.SentBytes
@@ -127,8 +149,15 @@ egress:
 	}
 	p99idle, p99 := tuntest.Percentile(idle, 0.99), tuntest.Percentile(loaded, 0.99)
 	t.Logf("voice ping: idle p50 %v p99 %v; beside bulk p50 %v p99 %v", tuntest.Percentile(idle, 0.5), p99idle, tuntest.Percentile(loaded, 0.5), p99)
-	if p99 > p99idle+time.Millisecond {
-		t.Errorf("voice ping p99 %v beside bulk, want <= 1ms above its idle p99 %v", p99, p99idle)
+	// The pings add the machine's scheduling of ping, iperf3 and the
+	// workers on two busy cores: their p99 was 0.2-2.9 ms (single ones
+	// up to 4.3 ms, the stall probe, which sees 5 ms, seeing nothing),
+	// and a bound of 1 ms over the idle p99 failed 2 runs in 6 before
+	// and after issue 42. Voice behind bulk's queue (its backlog, 200 ms
+	// at 2 Mbit/s) would wait tens of milliseconds: 5 ms tells them
+	// apart, and the class's own waits are judged above.
+	if p99 > p99idle+5*time.Millisecond {
+		t.Errorf("voice ping p99 %v beside bulk, want <= 5ms above its idle p99 %v", p99, p99idle)
 	}
 }
 
