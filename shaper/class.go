@@ -63,9 +63,9 @@ type Class struct {
 // live change installs a new one; packets in flight keep the one they
 // grabbed from.
 type classState struct {
-	cfg     config.ClassConfig
-	gate          // the class's rate and peak buckets (nil rate: unthrottled)
-	queue   queue // how its packets wait for the gate, chosen by apply
+	cfg     *config.ClassConfig // its class's element of the direction's config (not a copy: ten thousand circuits)
+	gate                        // the class's rate and peak buckets (nil rate: unthrottled)
+	queue   queue               // how its packets wait for the gate, chosen by apply
 	police  bool
 	backlog time.Duration
 	// Fair queueing (queue fq, shape mode): the scheduler's settings, the
@@ -104,7 +104,7 @@ type classState struct {
 func (c *Class) Name() string { return c.name }
 
 // Config returns the class's current settings.
-func (c *Class) Config() config.ClassConfig { return c.state.Load().cfg }
+func (c *Class) Config() config.ClassConfig { return *c.state.Load().cfg }
 
 // Counters returns the class's counters summed over all workers. A worker
 // counts the packets of a write batch once the write has returned, so a
@@ -171,7 +171,7 @@ func newUnclassified(workers int) *Class {
 // its packets charged by w, the direction's compensation (the direction's
 // rate counts them at it).
 func (c *Class) setUnclassified(w config.Wire) {
-	c.state.Store(&classState{cfg: config.ClassConfig{Name: Unclassified, Wire: w}, queue: unthrottled{}, backlog: config.DefaultBacklog, wire: wireOf(w)})
+	c.state.Store(&classState{cfg: &config.ClassConfig{Name: Unclassified, Wire: w}, queue: unthrottled{}, backlog: config.DefaultBacklog, wire: wireOf(w)})
 }
 
 // build returns the state cfg asks for, without installing it: it
@@ -181,18 +181,18 @@ func (c *Class) setUnclassified(w config.Wire) {
 // An inner class (some class's parent: inner) has a ceil bucket even at
 // its rate: every packet of its subtree takes from it. At its rate and
 // burst, that is its rate bucket itself.
-func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState {
+func (c *Class) build(cfg *config.ClassConfig, now int64, inner bool) *classState {
 	// A trace or rate schedule replaces the constant rate (loaded by the
 	// caller: it may fail, and a failed apply must change nothing).
 	c.sched = c.nextSched
 	c.nextSched = nil
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash, wire: wireOf(cfg.Wire)}
-	c.applyPer(st, cfg, now)
+	c.applyPer(st, *cfg, now)
 	st.emu = emuSettings(cfg.Emulate)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
 		st.fq = true
-		st.fqParams = fqParams(cfg)
+		st.fqParams = fqParams(*cfg)
 		st.splitGSO = cfg.Rate < SplitGSOBelow
 		st.wholeUpTo = wholeUpTo(cfg.Rate, st.fqParams)
 		st.sharedUpTo = sharedUpTo(cfg.Rate, st.fqParams)
@@ -204,7 +204,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		}
 	}
 	st.queue = queueOf(st)
-	st.budget = budgetOf(wakeTarget(st, cfg), st.backlog)
+	st.budget = budgetOf(wakeTarget(st, *cfg), st.backlog)
 	rate := c.rateOf(cfg)
 	if old != nil && old.rate != nil && old.rate.Capped() == cfg.Capped {
 		st.rate = old.rate
@@ -222,7 +222,7 @@ func (c *Class) build(cfg config.ClassConfig, now int64, inner bool) *classState
 		st.rate = bucket.New(rate, cfg.Burst, append(opts, bucket.WithStart(now))...)
 	}
 	if cfg.Peak > 0 {
-		limit := peakBurst(cfg)
+		limit := peakBurst(*cfg)
 		if old != nil && old.peak != nil {
 			st.peak = old.peak
 			st.peak.SetRate(cfg.Peak)
@@ -547,7 +547,7 @@ const (
 
 // rateOf returns the rate of the class's bucket under cfg: the config's,
 // or for a global class the one its lease set last.
-func (c *Class) rateOf(cfg config.ClassConfig) uint64 {
+func (c *Class) rateOf(cfg *config.ClassConfig) uint64 {
 	if cfg.Global == nil {
 		return cfg.Rate
 	}

@@ -70,7 +70,7 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 	// the end, once the tree (if any) has given each its node.
 	inner := cfg.Inner()
 	var states []builtClass
-	get := func(cc config.ClassConfig, sched *bucket.Schedule) *Class {
+	get := func(cc *config.ClassConfig, sched *bucket.Schedule) *Class {
 		c := byName[cc.Name]
 		if c == nil {
 			c = newClass(cc.Name, workers)
@@ -78,7 +78,7 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 			sched = c.sched // unchanged: keep its phase
 		}
 		c.nextSched = sched
-		states = append(states, builtClass{c, cc, c.build(cc, now, inner[cc.Name])})
+		states = append(states, builtClass{c, *cc, c.build(cc, now, inner[cc.Name])})
 		return c
 	}
 	// Rate schedules first: a trace that cannot be read fails the whole
@@ -103,13 +103,15 @@ func newDirection(name string, cfg config.DirectionConfig, old *direction, worke
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	for i, cc := range cfg.Classes {
-		d.classes = append(d.classes, get(cc, scheds[i]))
+	for i := range cfg.Classes {
+		// The class's state keeps a pointer to its element of the
+		// config (Apply's caller does not change a config it applied).
+		d.classes = append(d.classes, get(&cfg.Classes[i], scheds[i]))
 	}
 	if cfg.Default != nil {
 		dc := *cfg.Default
 		dc.Name = DefaultClass
-		d.def = get(dc, defSched)
+		d.def = get(&dc, defSched)
 	}
 	var leaves []config.ClassConfig
 	for i, cc := range cfg.Classes {
@@ -202,7 +204,7 @@ func (d *direction) patched(cfg config.DirectionConfig, name string, now int64) 
 	}
 	c.nextSched = sched
 	old := c.state.Load()
-	st := c.build(*cc, now, len(old.children) > 0)
+	st := c.build(cc, now, len(old.children) > 0)
 	if d.tree != nil {
 		if st.rate != old.rate || st.ceil != old.ceil {
 			return nil, false, nil

@@ -112,7 +112,7 @@ func (l *Link) syncGlobal() {
 	}
 	want := map[string]bool{}
 	for _, ci := range l.Classes() {
-		cfg := &ci.state.Load().cfg // not Config(): a copy each, of ten thousand circuits
+		cfg := ci.state.Load().cfg // not Config(): a copy each, of ten thousand circuits
 		if cfg.Global == nil {
 			continue
 		}

@@ -284,7 +284,9 @@ func (l *Link) compile(name string, cfg config.DirectionConfig, old *direction, 
 // Apply installs new policies while traffic flows. Classes that keep their
 // name keep their counters, their held packets and the tokens in their
 // buckets; the new rates govern from now on. The config must have passed
-// Validate; on error the running policies stay.
+// Validate; on error the running policies stay. The link keeps the class
+// lists of egress and ingress (each class's state points to its element):
+// the caller must not change them afterwards (apply a changed copy).
 func (l *Link) Apply(egress, ingress config.DirectionConfig) error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
@@ -304,7 +306,8 @@ func (l *Link) Apply(egress, ingress config.DirectionConfig) error {
 // alone: a live change of one class (pacerctl set). Where the change
 // keeps the class's match and its place in the tree, only that class's
 // new state is built; else the direction is compiled whole. The config
-// must have passed Validate; on error the running policy stays.
+// must have passed Validate; on error the running policy stays. As with
+// Apply, the link keeps cfg's class list.
 func (l *Link) ApplyClass(dir string, cfg config.DirectionConfig, name string) error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
