@@ -62,6 +62,39 @@ func globalStats(st global.Status) *stats.GlobalStats {
 	}
 }
 
+// ClassCounts returns every class's byte counters (as Classes orders
+// them), without the rest of ClassStats: what a stats.Sampler needs.
+func (l *Link) ClassCounts() []stats.ClassCount {
+	classes := l.Classes()
+	out := make([]stats.ClassCount, len(classes))
+	for i, ci := range classes {
+		cc := stats.ClassCount{Direction: ci.Direction, Class: ci.Name()}
+		ci.sumBytes(&cc)
+		if st := ci.state.Load(); st != nil && st.node != nil {
+			cc.BorrowedBytes = st.node.Class.Borrowed()
+		}
+		out[i] = cc
+	}
+	return out
+}
+
+// sumBytes adds the class's sent and received bytes (its subtree's, for
+// an inner class) to cc.
+func (c *Class) sumBytes(cc *stats.ClassCount) {
+	if st := c.state.Load(); st != nil && len(st.children) > 0 {
+		for _, ch := range st.children {
+			ch.sumBytes(cc)
+		}
+		return
+	}
+	for i := range c.shards {
+		if sh := c.shards[i].Load(); sh != nil {
+			cc.SentBytes += sh.txBytes.Load()
+			cc.ReceivedBytes += sh.rxBytes.Load()
+		}
+	}
+}
+
 // Stats returns the class's configuration and counters for package stats.
 func (ci ClassInfo) Stats() stats.ClassStats { return ci.stats(delayBoundsSeconds()) }
 

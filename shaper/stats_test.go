@@ -209,4 +209,20 @@ egress:
 	if un := byClass[shaper.Unclassified]; un.Weight != 0 || un.CeilBytesPerSecond != 0 {
 		t.Errorf("unclassified: weight %d ceil %d, want 0 (no rate)", un.Weight, un.CeilBytesPerSecond)
 	}
+	// The sampler's counters alone (ClassCounts) are ClassStats's, the
+	// inner class's its subtree's.
+	counts := l.ClassCounts()
+	all := l.ClassStats()
+	if len(counts) != len(all) {
+		t.Fatalf("%d class counts, %d class stats", len(counts), len(all))
+	}
+	for i, c := range counts {
+		w := all[i]
+		if c.Direction != w.Direction || c.Class != w.Class || c.SentBytes != w.SentBytes || c.ReceivedBytes != w.ReceivedBytes || c.BorrowedBytes != w.BorrowedBytes {
+			t.Errorf("class counts %+v, class stats %s/%s sent %d received %d borrowed %d", c, w.Direction, w.Class, w.SentBytes, w.ReceivedBytes, w.BorrowedBytes)
+		}
+	}
+	if c := counts[0]; c.Class != "site" || c.SentBytes == 0 {
+		t.Errorf("the inner class's counts %+v: want its subtree's", c)
+	}
 }

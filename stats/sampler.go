@@ -84,11 +84,18 @@ const maxIdleInterval = time.Second
 // (or a class came or went). Samples must come in increasing time order.
 func (s *Sampler) Sample(now time.Time) bool {
 	moved := false
-	stats := s.src.ClassStats()
+	var counts []ClassCount
+	if c, ok := s.src.(Counter); ok {
+		counts = c.ClassCounts()
+	} else {
+		for _, cs := range s.src.ClassStats() {
+			counts = append(counts, ClassCount{Direction: cs.Direction, Class: cs.Class, SentBytes: cs.SentBytes, ReceivedBytes: cs.ReceivedBytes, BorrowedBytes: cs.BorrowedBytes})
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seen := make(map[Key]bool, len(stats))
-	for _, cs := range stats {
+	seen := make(map[Key]bool, len(counts))
+	for _, cs := range counts {
 		k := Key{cs.Direction, cs.Class}
 		seen[k] = true
 		smp := sample{at: now, sent: cs.SentBytes, received: cs.ReceivedBytes, borrowed: cs.BorrowedBytes}

@@ -315,6 +315,21 @@ type Source interface {
 	DirectionStats() []DirectionStats
 }
 
+// ClassCount is a class's byte counters alone: what a Sampler needs of
+// it.
+type ClassCount struct {
+	Direction, Class                       string
+	SentBytes, ReceivedBytes, BorrowedBytes uint64
+}
+
+// Counter is a Source that gives its classes' byte counters alone, at
+// less cost than ClassStats (which a Sampler otherwise calls): at ten
+// thousand classes the whole ClassStats every second took about 7% of a
+// core.
+type Counter interface {
+	ClassCounts() []ClassCount
+}
+
 // Key names one class of one direction.
 type Key struct {
 	Direction, Class string

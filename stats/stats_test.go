@@ -545,3 +545,34 @@ pacer_autorate_state{direction="egress",state="stalled"} 0
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }
+
+// countingSource is a fakeSource that also gives its byte counters alone
+// (stats.Counter), from a field of its own.
+type countingSource struct {
+	fakeSource
+	counts []stats.ClassCount
+}
+
+func (c *countingSource) ClassCounts() []stats.ClassCount {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]stats.ClassCount(nil), c.counts...)
+}
+
+// TestSamplerCounter: a Source that is a Counter is sampled through
+// ClassCounts, not ClassStats (whose figures here are stale).
+func TestSamplerCounter(t *testing.T) {
+	src := &countingSource{}
+	src.set(stats.ClassStats{Direction: "egress", Class: "bulk"}) // never moves
+	s := stats.NewSampler(src, time.Second)
+	t0 := time.Unix(1000, 0)
+	for k, sent := range []uint64{0, 100e3, 200e3} {
+		src.mu.Lock()
+		src.counts = []stats.ClassCount{{Direction: "egress", Class: "bulk", SentBytes: sent, ReceivedBytes: 2 * sent}}
+		src.mu.Unlock()
+		s.Sample(t0.Add(time.Duration(k) * 100 * time.Millisecond))
+	}
+	if got := s.Rate("egress", "bulk"); got.SentBytesPerSecond != 1e6 || got.ReceivedBytesPerSecond != 2e6 {
+		t.Errorf("rate %+v, want 1 MB/s sent and 2 MB/s received from ClassCounts", got)
+	}
+}

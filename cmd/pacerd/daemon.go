@@ -262,6 +262,15 @@ func (d *daemon) ClassStats() []stats.ClassStats {
 	return nil
 }
 
+// ClassCounts makes the daemon a stats.Counter: the sampler's counters
+// without the rest of ClassStats.
+func (d *daemon) ClassCounts() []stats.ClassCount {
+	if l := d.link.Load(); l != nil {
+		return l.ClassCounts()
+	}
+	return nil
+}
+
 // DirectionStats makes the daemon a stats.Source.
 func (d *daemon) DirectionStats() []stats.DirectionStats {
 	if l := d.link.Load(); l != nil {
