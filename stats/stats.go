@@ -318,7 +318,7 @@ type Source interface {
 // ClassCount is a class's byte counters alone: what a Sampler needs of
 // it.
 type ClassCount struct {
-	Direction, Class                       string
+	Direction, Class                        string
 	SentBytes, ReceivedBytes, BorrowedBytes uint64
 }
 
