@@ -372,134 +372,6 @@ func NewClassifier(classes []config.ClassConfig) (*Classifier, error) {
 	return c, nil
 }
 
-// oneField reports whether the classes use exactly one field, a port or
-// an address.
-func (c *Classifier) oneField() bool {
-	n := 0
-	for _, use := range []bool{c.useProto, c.useDSCP, c.sport.use, c.dport.use, c.src.use, c.dst.use} {
-		if use {
-			n++
-		}
-	}
-	return n == 1 && !c.useProto && !c.useDSCP
-}
-
-// buildFirst builds the one field's table of answers (first). anyOf are
-// each field's classes that do not use it.
-func (c *Classifier) buildFirst(sportAny, dportAny, srcAny, dstAny bitset, sports, dports, src4, src6, dst4, dst6 []interval) {
-	c.first = true
-	switch {
-	case c.sport.use:
-		starts, firsts := sweepFirst(sportAny.first(), sports, u128{0, 0xffff})
-		c.sport.starts, c.sport.sets = narrow16(starts), firsts
-	case c.dport.use:
-		starts, firsts := sweepFirst(dportAny.first(), dports, u128{0, 0xffff})
-		c.dport.starts, c.dport.sets = narrow16(starts), firsts
-	default:
-		t, anyOf, ivs4, ivs6 := &c.src, srcAny, src4, src6
-		if c.dst.use {
-			t, anyOf, ivs4, ivs6 = &c.dst, dstAny, dst4, dst6
-		}
-		starts, firsts := sweepFirst(anyOf.first(), ivs4, u128{0, 0xffffffff})
-		t.starts4, t.sets4 = narrow32(starts), firsts
-		t.starts6, t.sets6 = sweepFirst(anyOf.first(), ivs6, u128{^uint64(0), ^uint64(0)})
-		t.invalid = uint32(anyOf.first() + 1)
-	}
-}
-
-// sweepFirst cuts [0, top] into elementary intervals at every interval's
-// ends and returns each one's start and answer: the lowest of anyMin (-1:
-// none) and the classes with an interval covering it, plus one (0: none),
-// merging neighbours with equal answers. It takes O(n log n) time for n
-// intervals.
-func sweepFirst(anyMin int, ivs []interval, top u128) ([]u128, []uint32) {
-	type event struct {
-		at    u128
-		class int
-		delta int
-	}
-	events := make([]event, 0, 2*len(ivs))
-	for _, iv := range ivs {
-		events = append(events, event{iv.lo, iv.class, +1})
-		if iv.hi != top {
-			events = append(events, event{iv.hi.inc(), iv.class, -1})
-		}
-	}
-	slices.SortFunc(events, func(x, y event) int { return x.at.cmp(y.at) })
-	count := map[int]int{}
-	var active minHeap // classes covering the sweep's point; ended ones leave lazily
-	answer := func() uint32 {
-		for len(active) > 0 && count[active[0]] == 0 {
-			active.pop()
-		}
-		best := anyMin
-		if len(active) > 0 && (best < 0 || active[0] < best) {
-			best = active[0]
-		}
-		return uint32(best + 1)
-	}
-	starts, firsts := []u128{{}}, []uint32{answer()}
-	for j := 0; j < len(events); {
-		at := events[j].at
-		for ; j < len(events) && events[j].at == at; j++ {
-			e := events[j]
-			if count[e.class] == 0 && e.delta > 0 {
-				active.push(e.class)
-			}
-			if count[e.class] += e.delta; count[e.class] == 0 {
-				delete(count, e.class)
-			}
-		}
-		id := answer()
-		if at == (u128{}) {
-			firsts[0] = id
-			continue
-		}
-		if id != firsts[len(firsts)-1] {
-			starts, firsts = append(starts, at), append(firsts, id)
-		}
-	}
-	return starts, firsts
-}
-
-// minHeap is a binary min-heap of class indexes.
-type minHeap []int
-
-func (h *minHeap) push(x int) {
-	*h = append(*h, x)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if s[p] <= s[i] {
-			break
-		}
-		s[p], s[i] = s[i], s[p]
-		i = p
-	}
-}
-
-func (h *minHeap) pop() {
-	s := *h
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && s[l] < s[m] {
-			m = l
-		}
-		if r := l + 1; r < n && s[r] < s[m] {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-}
-
 // u128 is an unsigned 128-bit number, an IPv6 address (or a port or an
 // IPv4 address in lo, while building).
 type u128 struct{ hi, lo uint64 }
@@ -621,6 +493,18 @@ func (b *builder) table(anyOf bitset, byValue [][]int) (t [256]uint32) {
 // and returns each one's start and bitset (the classes in anyOf plus those
 // with an interval covering it), merging neighbours with equal bitsets.
 func (b *builder) sweep(anyOf bitset, ivs []interval, top u128) ([]u128, []uint32) {
+	cur := b.bitset()
+	copy(cur, anyOf)
+	return sweepIntervals(ivs, top, cur.set, cur.clear, func() uint32 { return b.intern(cur) })
+}
+
+// sweepIntervals cuts [0, top] into elementary intervals at every
+// interval's ends and returns each one's start and id, merging neighbours
+// with equal ids. At each end, enter is called for a class whose first
+// interval covering the point begins there and leave for one whose last
+// ends (a class's intervals may overlap), then id for the interval that
+// starts there; id is called once first for the interval at 0.
+func sweepIntervals(ivs []interval, top u128, enter, leave func(class int), id func() uint32) ([]u128, []uint32) {
 	type event struct {
 		at    u128
 		class int
@@ -635,29 +519,29 @@ func (b *builder) sweep(anyOf bitset, ivs []interval, top u128) ([]u128, []uint3
 	}
 	slices.SortFunc(events, func(x, y event) int { return x.at.cmp(y.at) })
 	count := map[int]int{}
-	cur := b.bitset()
-	copy(cur, anyOf)
-	starts, sets := []u128{{}}, []uint32{b.intern(cur)}
+	starts, ids := []u128{{}}, []uint32{id()}
 	for j := 0; j < len(events); {
 		at := events[j].at
 		for ; j < len(events) && events[j].at == at; j++ {
 			e := events[j]
+			was := count[e.class]
 			count[e.class] += e.delta
-			if count[e.class] > 0 {
-				cur.set(e.class)
-			} else {
+			switch n := count[e.class]; {
+			case was == 0 && n > 0:
+				enter(e.class)
+			case n == 0:
 				delete(count, e.class)
-				cur.clear(e.class) // never in anyOf: it has intervals here
+				leave(e.class)
 			}
 		}
-		id := b.intern(cur)
+		x := id()
 		if at == (u128{}) {
-			sets[0] = id
+			ids[0] = x
 			continue
 		}
-		if id != sets[len(sets)-1] {
-			starts, sets = append(starts, at), append(sets, id)
+		if x != ids[len(ids)-1] {
+			starts, ids = append(starts, at), append(ids, x)
 		}
 	}
-	return starts, sets
+	return starts, ids
 }
