@@ -97,16 +97,7 @@ func TestCircuitsMany(t *testing.T) {
 			judge := func(rate float64) {
 				t.Helper()
 				rates := tuntest.RatesJudged(t, fmt.Sprintf("%d circuits at %g Mbit/s", len(cs), rate*8/1e6), 3*time.Second, tuntest.BinLimit(3*time.Second),
-					tuntest.BinStealBusy, tuntest.SharedStallProbe(t), circuitLateLimits, func() ([]uint64, tuntest.Lateness) {
-						out := make([]uint64, len(cs))
-						var late tuntest.Lateness
-						for i, c := range cs {
-							k := c.Counters()
-							out[i] = k.SentBytes
-							late = addLateness(late, lateness(k))
-						}
-						return out, late
-					})
+					tuntest.BinStealBusy, tuntest.SharedStallProbe(t), circuitLateLimits, sentAndLate(cs))
 				lo, hi, sum := rates[0], rates[0], 0.0
 				for i, r := range rates {
 					lo, hi, sum = min(lo, r), max(hi, r), sum+r

@@ -7,27 +7,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
-// waitDirLease waits until the link's own lease of direction dir is leased
-// with at least grants grants, and returns its status.
-func waitDirLease(t *testing.T, l *Link, dir string, grants uint64) GlobalInfo {
+// waitLease waits until the link's lease of class class of direction dir
+// ("": the direction's own) is leased with at least grants grants, and
+// returns its status.
+func waitLease(t *testing.T, l *Link, dir, class string, grants uint64) GlobalInfo {
 	t.Helper()
 	var last []GlobalInfo
 	for range 300 {
 		last = l.Globals()
 		for _, g := range last {
-			if g.Direction == dir && g.Class == "" && g.State == global.StateLeased && g.Grants >= grants {
+			if g.Direction == dir && g.Class == class && g.State == global.StateLeased && g.Grants >= grants {
 				return g
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no lease of direction %s with %d grants: %+v", dir, grants, last)
+	t.Fatalf("no lease of %s class %q with %d grants: %+v", dir, class, grants, last)
 	return GlobalInfo{}
 }
 
@@ -50,20 +50,13 @@ egress:
 	links := make([]*testLink, 2)
 	for i := range links {
 		host := fmt.Sprintf("test/gdir%d", i)
-		links[i] = newTestLink(t, false, policy, withGlobal(func(cfg *config.Config) *global.Client {
-			c, err := global.NewClient(RedisOptions(cfg.Redis), host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			return c
-		}))
+		links[i] = newTestLink(t, false, policy, withGlobal(t, host))
 	}
 	for _, tl := range links {
 		if r := tl.cfg.Egress.Rate; r != rate {
 			t.Fatalf("direction rate %d, want the global rate", r)
 		}
-		waitDirLease(t, tl.Link, Egress, 2)
+		waitLease(t, tl.Link, Egress, "", 2)
 	}
 	var stops []func()
 	for _, tl := range links {
@@ -89,7 +82,7 @@ egress:
 		}
 	}
 	for _, tl := range links {
-		if g := waitDirLease(t, tl.Link, Egress, 1); g.Hosts != 2 || g.GlobalRate != rate {
+		if g := waitLease(t, tl.Link, Egress, "", 1); g.Hosts != 2 || g.GlobalRate != rate {
 			t.Errorf("lease %+v, want 2 hosts of %d B/s", g, uint64(rate))
 		}
 		if ds := tl.DirectionStats()[0]; ds.Global == nil || ds.Global.Key != key {

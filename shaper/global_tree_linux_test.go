@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pacer-dev/pacer/config"
-	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
@@ -40,17 +38,10 @@ egress:
 			links := make([]*testLink, 2)
 			for i := range links {
 				host := fmt.Sprintf("test/%s-%d", key, i)
-				links[i] = newTwoAddrLink(t, offload, policy, withGlobal(func(cfg *config.Config) *global.Client {
-					c, err := global.NewClient(RedisOptions(cfg.Redis), host)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { c.Close() })
-					return c
-				}))
+				links[i] = newTwoAddrLink(t, offload, policy, withGlobal(t, host))
 			}
 			for _, tl := range links {
-				waitClassLease(t, tl.Link, "site", 2)
+				waitLease(t, tl.Link, Egress, "site", 2)
 			}
 			var stops []func()
 			defer func() {
@@ -93,28 +84,10 @@ egress:
 				}
 			}
 			for _, tl := range links {
-				if g := waitClassLease(t, tl.Link, "site", 1); g.Hosts != 2 || g.GlobalRate != site {
+				if g := waitLease(t, tl.Link, Egress, "site", 1); g.Hosts != 2 || g.GlobalRate != site {
 					t.Errorf("lease %+v, want 2 hosts of %d B/s", g, uint64(site))
 				}
 			}
 		})
 	}
-}
-
-// waitClassLease waits until the link's lease of class c is leased with
-// at least grants grants, and returns its status.
-func waitClassLease(t *testing.T, l *Link, class string, grants uint64) GlobalInfo {
-	t.Helper()
-	var last []GlobalInfo
-	for range 300 {
-		last = l.Globals()
-		for _, g := range last {
-			if g.Class == class && g.State == global.StateLeased && g.Grants >= grants {
-				return g
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no lease of class %s with %d grants: %+v", class, grants, last)
-	return GlobalInfo{}
 }

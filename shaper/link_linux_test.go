@@ -132,10 +132,19 @@ func withoutGRO() linkOption {
 	return func(o *linkOptions) { o.noGRO = true }
 }
 
-// withGlobal gives the link the Redis client newClient returns for its
-// config before it starts.
-func withGlobal(newClient func(*config.Config) *global.Client) linkOption {
-	return func(o *linkOptions) { o.global = newClient }
+// withGlobal gives the link, before it starts, a Redis client for its
+// config's redis section that leases as host; it closes when t ends.
+func withGlobal(t *testing.T, host string) linkOption {
+	return func(o *linkOptions) {
+		o.global = func(cfg *config.Config) *global.Client {
+			c, err := global.NewClient(RedisOptions(cfg.Redis), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+	}
 }
 
 type linkOption func(*linkOptions)
@@ -226,7 +235,13 @@ func (tl *testLink) dirRatesUnder(t *testing.T, dir string, maxSteal float64, li
 	if len(classes) > 8 {
 		what = fmt.Sprintf("%d classes (%s ... %s)", len(classes), classes[0], classes[len(classes)-1])
 	}
-	return tuntest.RatesJudged(t, what, window, tuntest.BinLimit(window), maxSteal, tuntest.SharedStallProbe(t), limits, func() ([]uint64, tuntest.Lateness) {
+	return tuntest.RatesJudged(t, what, window, tuntest.BinLimit(window), maxSteal, tuntest.SharedStallProbe(t), limits, sentAndLate(cs))
+}
+
+// sentAndLate returns the counters tuntest.RatesJudged reads of classes
+// cs: each one's sent bytes, and their lateness summed.
+func sentAndLate(cs []*Class) func() ([]uint64, tuntest.Lateness) {
+	return func() ([]uint64, tuntest.Lateness) {
 		out := make([]uint64, len(cs))
 		var late tuntest.Lateness
 		for i, c := range cs {
@@ -235,7 +250,7 @@ func (tl *testLink) dirRatesUnder(t *testing.T, dir string, maxSteal float64, li
 			late = addLateness(late, lateness(cc))
 		}
 		return out, late
-	})
+	}
 }
 
 // lateness is c's lateness histogram: how much later than their tokens

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/config"
-	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/global/redistest"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
@@ -179,14 +178,7 @@ func runMatrix(t *testing.T, mc matrixCase, rows []matrixRow, redisAddr string) 
 			opts = append(opts, withOuterAddr(rowAddr(r, i).String()+"/32"))
 		}
 	}
-	opts = append(opts, withMTU(mc.mtu), withGlobal(func(cfg *config.Config) *global.Client {
-		c, err := global.NewClient(RedisOptions(cfg.Redis), "test/"+tuntest.RandomName("mx"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}))
+	opts = append(opts, withMTU(mc.mtu), withGlobal(t, "test/"+tuntest.RandomName("mx")))
 	tl := newTestLink(t, mc.offload, matrixPolicy(rows, redisAddr, tuntest.RandomName("mx")), opts...)
 	// Each row's flow, from the namespace on its class's side.
 	var loads []func(ctx context.Context)

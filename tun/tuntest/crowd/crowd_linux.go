@@ -172,6 +172,18 @@ func (c *Crowd) Stop() error {
 	return c.err
 }
 
+// run runs fn in a goroutine of the crowd's (Stop waits for it), and
+// closes conn when fn returns or ctx ends, whichever comes first.
+func (c *Crowd) run(ctx context.Context, conn io.Closer, fn func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer conn.Close()
+		defer context.AfterFunc(ctx, func() { conn.Close() })()
+		fn()
+	}()
+}
+
 func (c *Crowd) fail(ctx context.Context, err error) {
 	if ctx.Err() != nil || err == nil || errors.Is(err, net.ErrClosed) {
 		return
@@ -202,17 +214,13 @@ func (c *Crowd) startTCP(ctx context.Context, ns string, sink netip.AddrPort, i 
 		conn.Close()
 		return err
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer conn.Close()
-		go func() { <-ctx.Done(); conn.Close() }()
+	c.run(ctx, conn, func() {
 		if f.Down {
 			c.fail(ctx, count(conn, &c.got[i]))
 			return
 		}
 		c.fail(ctx, send(ctx, conn, f.Rate, &c.sent[i]))
-	}()
+	})
 	return nil
 }
 
@@ -226,11 +234,7 @@ func (c *Crowd) acceptTCP(ctx context.Context) {
 			c.fail(ctx, err)
 			return
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			defer conn.Close()
-			go func() { <-ctx.Done(); conn.Close() }()
+		c.run(ctx, conn, func() {
 			var h [header]byte
 			if _, err := io.ReadFull(conn, h[:]); err != nil {
 				c.fail(ctx, err)
@@ -246,7 +250,7 @@ func (c *Crowd) acceptTCP(ctx context.Context) {
 				return
 			}
 			c.fail(ctx, count(conn, &c.got[i]))
-		}()
+		})
 	}
 }
 
@@ -263,11 +267,7 @@ func (c *Crowd) startUDP(ctx context.Context, ns string, sink netip.AddrPort, i 
 	}); err != nil {
 		return err
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer conn.Close()
-		go func() { <-ctx.Done(); conn.Close() }()
+	c.run(ctx, conn, func() {
 		buf := make([]byte, Size)
 		putHeader(buf, i, f)
 		if !f.Down {
@@ -280,11 +280,12 @@ func (c *Crowd) startUDP(ctx context.Context, ns string, sink netip.AddrPort, i 
 			}))
 			return
 		}
+		req := append([]byte(nil), buf[:header]...) // buf is the reader's
 		go func() {
 			t := time.NewTicker(100 * time.Millisecond)
 			defer t.Stop()
 			for {
-				conn.Write(buf[:header]) // a lost request is sent again
+				conn.Write(req) // a lost request is sent again
 				select {
 				case <-ctx.Done():
 					return
@@ -303,7 +304,7 @@ func (c *Crowd) startUDP(ctx context.Context, ns string, sink netip.AddrPort, i 
 			}
 			c.got[i].Add(uint64(n))
 		}
-	}()
+	})
 	return nil
 }
 
