@@ -545,28 +545,6 @@ const (
 	OpenRate = 1 << 40
 )
 
-// rateOf returns the rate of the class's bucket under cfg: the config's,
-// or for a global class the one its lease set last.
-func (c *Class) rateOf(cfg *config.ClassConfig) uint64 {
-	if cfg.Global == nil {
-		return cfg.Rate
-	}
-	return localRate(c.leased.Load())
-}
-
-// localRate returns the bucket rate for a leased rate r: HoldRate for 0,
-// OpenRate for r at or above it (global.Unlimited included), else r.
-func localRate(r uint64) uint64 {
-	switch {
-	case r == 0:
-		return HoldRate
-	case r >= OpenRate:
-		return OpenRate
-	default:
-		return r
-	}
-}
-
 // charge sets p's Cost to what the class's buckets charge for it: its
 // bytes on the link with a link-layer compensation; without one it leaves
 // Cost (the IP bytes) as it is.

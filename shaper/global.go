@@ -381,3 +381,25 @@ func (t *dirTarget) Saved() uint64 {
 	}
 	return 0
 }
+
+// rateOf returns the rate of the class's bucket under cfg: the config's,
+// or for a global class the one its lease set last.
+func (c *Class) rateOf(cfg *config.ClassConfig) uint64 {
+	if cfg.Global == nil {
+		return cfg.Rate
+	}
+	return localRate(c.leased.Load())
+}
+
+// localRate returns the bucket rate for a leased rate r: HoldRate for 0,
+// OpenRate for r at or above it (global.Unlimited included), else r.
+func localRate(r uint64) uint64 {
+	switch {
+	case r == 0:
+		return HoldRate
+	case r >= OpenRate:
+		return OpenRate
+	default:
+		return r
+	}
+}
