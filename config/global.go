@@ -286,7 +286,7 @@ func (v *validator) globalLimit(path string, g *GlobalConfig, mtu int, from stri
 // share: a redis section, and keys used once (two classes or directions
 // of one host cannot lease one limit as one host).
 func (v *validator) globals(c *Config) {
-	first, any := "", false
+	first, found := "", false
 	keys := map[string]string{}
 	for _, dir := range []struct {
 		name string
@@ -296,8 +296,8 @@ func (v *validator) globals(c *Config) {
 			if g == nil {
 				return
 			}
-			if !any {
-				first, any = p, true
+			if !found {
+				first, found = p, true
 			}
 			if q, dup := keys[g.Key]; dup {
 				v.errorf(p+".global.key", "%q is also the key of %s: one host leases a limit once", g.Key, q)
@@ -316,7 +316,7 @@ func (v *validator) globals(c *Config) {
 	}
 	r := c.Redis
 	if r == nil {
-		if any {
+		if found {
 			v.errorf(first+".global", "a global limit needs a redis section (address or sentinel)")
 		}
 		return
