@@ -215,11 +215,12 @@ egress:
 	u1, u2 := tl.Class(Egress, "u1"), tl.Class(Egress, "u2")
 	const tick = 10 * time.Millisecond
 	var s1s, s2s []uint64
-	var at []time.Time
+	var at, read []time.Time // before and after each sample's reads
 	for range 300 {
 		at = append(at, time.Now())
 		s1s = append(s1s, u1.Counters().SentBytes)
 		s2s = append(s2s, u2.Counters().SentBytes)
+		read = append(read, time.Now())
 		time.Sleep(tick)
 	}
 	stop()
@@ -238,9 +239,13 @@ egress:
 		for _, w := range []int{1, 10, 100} {
 			worst := 0.0
 			for i := w; i < len(s1s); i++ {
-				// Each sample is read a little after its timestamp: the
-				// window may hold up to a millisecond more.
-				window := at[i].Sub(at[i-w]) + time.Millisecond
+				// What two samples count was sent between the start of
+				// the first's reads and the end of the second's: the
+				// window is that long. (A millisecond added to the
+				// timestamps' difference was not always enough: the test
+				// goroutine, preempted between its clock read and its
+				// counters' on a busy machine, once counted 0.1% over.)
+				window := read[i].Sub(at[i-w])
 				limit := l.ceil*window.Seconds() + l.burst + 2*1514
 				got := float64(l.sent(i) - l.sent(i-w))
 				worst = max(worst, got/limit)
