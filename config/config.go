@@ -125,7 +125,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: errors.New("more than one YAML document")}
 	}
-	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, WakeSlack: DefaultWakeSlack, WakeBatch: DefaultWakeBatch}, src: src}
+	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, KeepSysmon: true, WakeSlack: DefaultWakeSlack, WakeBatch: DefaultWakeBatch}, src: src}
 	d := &decoder{src: src}
 	if len(doc.Content) == 1 {
 		src.lines[""] = doc.Content[0].Line
@@ -153,6 +153,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"offload", d.boolean(&l.Offload)},
 				{"gro", d.boolean(&l.GRO)},
 				{"io_uring", d.boolean(&l.IOUring)},
+				{"keep_sysmon", d.boolean(&l.KeepSysmon)},
 				{"wake_slack", d.durationUpTo(&l.WakeSlack, MaxWakeSlack)},
 				{"wait", named(d, &l.Wait, "netpoller or thread", ParseWaitMode)},
 				{"wake_batch", d.sizeOrZero(&l.WakeBatch, MaxWakeBatch)},

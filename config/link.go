@@ -27,6 +27,10 @@ type LinkPairConfig struct {
 	// (shaper.WithGRO). Parse defaults it to true; the zero Config has it
 	// false.
 	GRO bool
+	// KeepSysmon keeps the Go runtime's monitor awake while packets flow
+	// (shaper.WithSysmonKeeper). Parse defaults it to true; the zero
+	// Config has it false.
+	KeepSysmon bool
 	// IOUring moves each worker's packets through an io_uring (shaper.WithIOUring)
 	// instead of a read(2) and a write(2) per packet. Off by default.
 	IOUring bool

@@ -1,7 +1,6 @@
 package shaper
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ ingress: {rate: 100mbit}
 	}
 	t.Run("unshaped-direction", func(t *testing.T) {
 		tl := newTestLink(t, true, "egress: {rate: 20mbit}\n", withAutoQueues())
-		if got, want := tl.Queues(), runtime.GOMAXPROCS(0); got != want {
+		if got, want := tl.Queues(), cpus(); got != want {
 			t.Errorf("queues: %d, want one per CPU (%d): ingress is unshaped", got, want)
 		}
 	})

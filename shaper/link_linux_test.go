@@ -42,6 +42,7 @@ func newTestLink(t *testing.T, offload bool, policy string, opts ...linkOption) 
 	t.Helper()
 	tuntest.RequireIperf3(t)
 	var lo linkOptions
+	lo.noKeeper = os.Getenv("PACER_TEST_KEEP_SYSMON") == "false" // to compare the traffic tests without the keeper
 	for _, o := range opts {
 		o(&lo)
 	}
@@ -57,11 +58,12 @@ link:
   offload: %v
   gro: %v
   io_uring: %v
+  keep_sysmon: %v
   wake_slack: %s
   wait: %s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d, mtu: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d, mtu: %d}
-`, queues, offload, !lo.noGRO, lo.ioUring, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
+`, queues, offload, !lo.noGRO, lo.ioUring, !lo.noKeeper, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
 	yml := linkYAML + policy
 	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
@@ -95,7 +97,7 @@ func testWait() string {
 type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*config.Config) *global.Client
-	noGRO, ioUring, autoQueues                       bool
+	noGRO, ioUring, autoQueues, noKeeper             bool
 	txQueueLen, mtu                                  int
 	wakeSlack                                        string
 }
@@ -125,6 +127,12 @@ func withTxQueueLen(n int) linkOption {
 // withIOUring moves the workers' packets through io_uring (link.io_uring).
 func withIOUring() linkOption {
 	return func(o *linkOptions) { o.ioUring = true }
+}
+
+// withoutKeeper runs the link without a sysmon.Keeper (link.keep_sysmon:
+// false).
+func withoutKeeper() linkOption {
+	return func(o *linkOptions) { o.noKeeper = true }
 }
 
 // withoutGRO turns userspace GRO off (link.gro: false).

@@ -15,6 +15,7 @@ import (
 	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/shaper/sysmon"
 	"github.com/pacer-dev/pacer/tun"
 )
 
@@ -64,6 +65,9 @@ type worker struct {
 	// config.WaitThread).
 	ownThread bool
 	hasher    fq.Hasher // the link's flow hash (one secret seed per link)
+	// keeper keeps the runtime's monitor awake while the worker wakes
+	// (WithSysmonKeeper; nil: none).
+	keeper *sysmon.Keeper
 	// rtts is the link's round-trip table while an auto direction uses
 	// the passive signal (Link.rtts); the egress worker notes what it
 	// writes to the outer device (w.out.rtts), the ingress worker the
@@ -209,6 +213,7 @@ func (w *worker) run(drainBy *atomic.Int64) {
 				w.readErrs = 0
 				w.wakePackets.Add(1)
 			}
+			w.keeper.Busy()
 		}
 		now := w.clock()
 		w.depart.now = now

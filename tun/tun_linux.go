@@ -36,8 +36,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// maxQueues is the kernel's MAX_TAP_QUEUES.
-const maxQueues = 256
+// MaxQueues is the most queues a device may have: the kernel's
+// MAX_TAP_QUEUES.
+const MaxQueues = 256
+
+const maxQueues = MaxQueues
 
 // iffTunExcl is IFF_TUN_EXCL: TUNSETIFF fails with EBUSY if the device
 // exists. Open uses it to learn, without a race, whether it created the

@@ -1,0 +1,72 @@
+package shaper
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/pacer-dev/pacer/tun/tuntest"
+)
+
+// TestSysmonKeeper: a link runs a sysmon.Keeper by default
+// (link.keep_sysmon) with one processor more while it runs. The Keeper
+// stays awake while a TCP flow goes through (which the link shapes to its
+// rate, offloads on and off), parks once the flow has stopped, and Stop
+// takes the processor off again. With keep_sysmon: false there is none.
+// Not parallel: the rate tests' links add processors of their own.
+func TestSysmonKeeper(t *testing.T) {
+	skipShort(t)
+	for _, offload := range []bool{true, false} {
+		name := "offload"
+		if !offload {
+			name = "no-offload"
+		}
+		t.Run(name, func(t *testing.T) {
+			procs := runtime.GOMAXPROCS(0)
+			tl := newTestLink(t, offload, "egress: {rate: 20mbit}\n")
+			k := tl.keeper
+			if k == nil {
+				t.Fatal("no keeper: keep_sysmon is on by default")
+			}
+			if got := runtime.GOMAXPROCS(0); got != procs+1 {
+				t.Errorf("GOMAXPROCS %d while the link runs, want %d + 1 for the keeper", got, procs)
+			}
+			ticks0, parks0 := k.Counts()
+			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+			const settle, window = time.Second, 3 * time.Second
+			r := tl.classRates(t, settle, window, tl.iperf(t, s, time.Minute), "default")
+			tuntest.WithinRate(t, "one tcp flow beside the keeper", r[0], 2.5e6, 0.02)
+			ticks, parks := k.Counts()
+			// Awake through the flow: a wait of sysmon.Tick at a time
+			// (500 in 4 s), no park but the one it was in (and one more
+			// if the flow took a while to start).
+			if n := ticks - ticks0; n < uint64((settle+window)/time.Second*(time.Second/(4*8*time.Millisecond))) {
+				t.Errorf("%d keeper ticks in %v of traffic, want one every 8 ms", n, settle+window)
+			}
+			if n := parks - parks0; n > 2 {
+				t.Errorf("keeper parked %d times during the flow", n)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for k.Awake() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if k.Awake() {
+				t.Error("keeper still awake 5 s after the flow ended")
+			}
+			tl.Stop(time.Second)
+			if got := runtime.GOMAXPROCS(0); got != procs {
+				t.Errorf("GOMAXPROCS %d after Stop, want %d", got, procs)
+			}
+		})
+	}
+	t.Run("off", func(t *testing.T) {
+		procs := runtime.GOMAXPROCS(0)
+		tl := newTestLink(t, true, "egress: {rate: 20mbit}\n", withoutKeeper())
+		if tl.keeper != nil {
+			t.Error("a keeper with keep_sysmon: false")
+		}
+		if got := runtime.GOMAXPROCS(0); got != procs {
+			t.Errorf("GOMAXPROCS %d, want %d", got, procs)
+		}
+	})
+}
