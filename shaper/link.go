@@ -258,8 +258,9 @@ func WithGRO(on bool) LinkOption {
 // holds a processor in a system call while the workers report wake-ups
 // and parks 100 ms after the last, and raises GOMAXPROCS by one (Stop
 // lowers it again), so that the processor the Keeper holds is not one the
-// workers need. One TCP flow shaped at 20 Mbit/s took 0.067 cores of
-// the 2-core VM with it against 0.092 without (cost.sh, 2026-11-29). It
+// workers need. One cubic flow shaped at 20 Mbit/s took 0.073 cores of
+// the 2-core VM with it against 0.106 without, at 1 Gbit/s 0.204 against
+// 0.306 (medians of 4 alternating runs, 2026-11-29). It
 // does nothing with config.WaitThread, whose workers hold processors of
 // their own. The config's link.keep_sysmon switches it.
 func WithSysmonKeeper(on bool) LinkOption {
