@@ -8,12 +8,14 @@ import (
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
-// TestSysmonKeeper: a link runs a sysmon.Keeper by default
-// (link.keep_sysmon) with one processor more while it runs. The Keeper
+// TestSysmonKeeper: a link uses the process's sysmon.Keeper by default
+// (link.keep_sysmon), with one processor more while it runs. The Keeper
 // stays awake while a TCP flow goes through (which the link shapes to its
 // rate, offloads on and off), parks once the flow has stopped, and Stop
-// takes the processor off again. With keep_sysmon: false there is none.
-// Not parallel: the rate tests' links add processors of their own.
+// takes the processor off again. Two links running at once share one
+// Keeper and one processor, which the last to stop gives back. With
+// keep_sysmon: false there is none. Not parallel: the rate tests' links
+// take the Keeper and processors too.
 func TestSysmonKeeper(t *testing.T) {
 	skipShort(t)
 	for _, offload := range []bool{true, false} {
@@ -33,12 +35,12 @@ func TestSysmonKeeper(t *testing.T) {
 			}
 			ticks0, parks0 := k.Counts()
 			s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-			const settle, window = time.Second, 3 * time.Second
+			const settle, window = time.Second, 2 * time.Second
 			r := tl.classRates(t, settle, window, tl.iperf(t, s, time.Minute), "default")
 			tuntest.WithinRate(t, "one tcp flow beside the keeper", r[0], 2.5e6, 0.02)
 			ticks, parks := k.Counts()
 			// Awake through the flow: a wait of sysmon.Tick at a time
-			// (500 in 4 s), no park but the one it was in (and one more
+			// (375 in 3 s), no park but the one it was in (and one more
 			// if the flow took a while to start).
 			if n := ticks - ticks0; n < uint64((settle+window)/time.Second*(time.Second/(4*8*time.Millisecond))) {
 				t.Errorf("%d keeper ticks in %v of traffic, want one every 8 ms", n, settle+window)
@@ -59,6 +61,32 @@ func TestSysmonKeeper(t *testing.T) {
 			}
 		})
 	}
+	t.Run("shared", func(t *testing.T) {
+		procs := runtime.GOMAXPROCS(0)
+		a := newTestLink(t, true, "egress: {rate: 20mbit}\n")
+		b := newTestLink(t, true, "egress: {rate: 20mbit}\n")
+		if a.keeper == nil || a.keeper != b.keeper {
+			t.Fatalf("two links' keepers %p and %p, want one, shared", a.keeper, b.keeper)
+		}
+		if got := runtime.GOMAXPROCS(0); got != procs+1 {
+			t.Errorf("GOMAXPROCS %d with two links, want %d + 1 for their keeper", got, procs)
+		}
+		a.Stop(time.Second)
+		b.keeper.Busy()
+		if !b.keeper.Awake() {
+			t.Error("the keeper closed while a link still uses it")
+		}
+		if got := runtime.GOMAXPROCS(0); got != procs+1 {
+			t.Errorf("GOMAXPROCS %d after one of two links stopped, want %d + 1", got, procs)
+		}
+		b.Stop(time.Second)
+		if b.keeper.Awake() {
+			t.Error("the keeper still runs after its last link stopped")
+		}
+		if got := runtime.GOMAXPROCS(0); got != procs {
+			t.Errorf("GOMAXPROCS %d after both links stopped, want %d", got, procs)
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		procs := runtime.GOMAXPROCS(0)
 		tl := newTestLink(t, true, "egress: {rate: 20mbit}\n", withoutKeeper())

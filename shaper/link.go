@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +51,8 @@ type Link struct {
 	// of their own (WithWait); Stop takes it off again.
 	extraProcs int
 	wait       config.WaitMode
-	// keepSysmon: Start runs a sysmon.Keeper (WithSysmonKeeper); keeper
-	// is it while the link runs.
+	// keepSysmon: the link uses the process's sysmon.Keeper
+	// (WithSysmonKeeper, procs.go); keeper is it while the link runs.
 	keepSysmon bool
 	keeper     *sysmon.Keeper
 	stopping   atomic.Bool
@@ -254,29 +253,18 @@ func WithGRO(on bool) LinkOption {
 // shaper/sysmon); it does unless told not to. Without it a worker that
 // wakes for a packet, writes it and parks wakes the monitor from its deep
 // sleep with its write, and the monitor naps and sleeps again: two more
-// context switches per wake-up. With it Start runs a sysmon.Keeper, which
-// holds a processor in a system call while the workers report wake-ups
-// and parks 100 ms after the last, and raises GOMAXPROCS by one (Stop
-// lowers it again), so that the processor the Keeper holds is not one the
-// workers need. One cubic flow shaped at 20 Mbit/s took 0.073 cores of
+// context switches per wake-up. With it the link uses the process's
+// sysmon.Keeper (one for all running links that use one: procs.go),
+// which holds a processor in a system call while the workers report
+// wake-ups and parks 100 ms after the last; the first such link to start
+// raises GOMAXPROCS by one for it and the last to stop lowers it again,
+// so that the processor the Keeper holds is not one the workers need. One cubic flow shaped at 20 Mbit/s took 0.073 cores of
 // the 2-core VM with it against 0.106 without, at 1 Gbit/s 0.204 against
 // 0.306 (medians of 4 alternating runs, 2026-11-29). It
 // does nothing with config.WaitThread, whose workers hold processors of
 // their own. The config's link.keep_sysmon switches it.
 func WithSysmonKeeper(on bool) LinkOption {
 	return func(o *linkSettings) { o.noKeeper = !on }
-}
-
-// addedProcs is what running links added to GOMAXPROCS (Start, Stop).
-// GOMAXPROCS is the process's, and so is this count of the processors
-// links took on top of it, so that a link opened while another runs
-// (a reload, or tests side by side) still counts one queue per CPU (cpus).
-var addedProcs atomic.Int64
-
-// cpus is the processors the program would have without the ones running
-// links added: GOMAXPROCS less addedProcs.
-func cpus() int {
-	return max(runtime.GOMAXPROCS(0)-int(addedProcs.Load()), 1)
 }
 
 // now returns the link's monotonic clock in nanoseconds.
@@ -287,21 +275,9 @@ func (l *Link) Start() {
 	if l.wait == config.WaitThread {
 		l.extraProcs = len(l.workers)
 	}
-	if l.keepSysmon {
-		k, err := sysmon.New()
-		if err != nil {
-			l.log.Warn("no sysmon keeper: workers wake the runtime's monitor", "err", err)
-		} else {
-			l.keeper = k
-			l.extraProcs++
-			for _, w := range l.workers {
-				w.keeper = k
-			}
-		}
-	}
-	if l.extraProcs > 0 {
-		addedProcs.Add(int64(l.extraProcs))
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + l.extraProcs)
+	l.keeper = takeProcs(l.extraProcs, l.keepSysmon, l.log)
+	for _, w := range l.workers {
+		w.keeper = l.keeper
 	}
 	l.applyMu.Lock()
 	l.started = true
@@ -338,13 +314,7 @@ func (l *Link) Stop(drain time.Duration) {
 			}
 		}
 		l.wg.Wait()
-		if l.keeper != nil {
-			l.keeper.Close()
-		}
-		if l.extraProcs > 0 {
-			runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-l.extraProcs, 1))
-			addedProcs.Add(-int64(l.extraProcs))
-		}
+		giveProcs(l.extraProcs, l.keeper)
 		l.stopGlobal()
 		l.stopAutorate()
 		for _, w := range l.workers {
