@@ -256,9 +256,9 @@ func WithGRO(on bool) LinkOption {
 // context switches per wake-up. With it the link uses the process's
 // sysmon.Keeper (one for all running links that use one: procs.go),
 // which holds a processor in a system call while the workers report
-// wake-ups and parks 100 ms after the last; the first such link to start
-// raises GOMAXPROCS by one for it and the last to stop lowers it again,
-// so that the processor the Keeper holds is not one the workers need. One cubic flow shaped at 20 Mbit/s took 0.073 cores of
+// wake-ups, parks 100 ms after the last, and holds none while the
+// program uses more than half a CPU (sysmon.MaxLoad), when sysmon stays
+// awake by itself and the workers need every processor. One cubic flow shaped at 20 Mbit/s took 0.073 cores of
 // the 2-core VM with it against 0.106 without, at 1 Gbit/s 0.204 against
 // 0.306 (medians of 4 alternating runs, 2026-11-29). It
 // does nothing with config.WaitThread, whose workers hold processors of

@@ -9,15 +9,19 @@ import (
 )
 
 // procs is what running links added to the process: processors on top of
-// GOMAXPROCS, and the sysmon.Keeper they share. GOMAXPROCS is the
-// process's, and so is the runtime's monitor thread that a Keeper keeps
-// awake: one Keeper, with one processor for it, serves every running link
-// that wants one (a test process runs many links at once; a Keeper and a
-// processor each made one run starve the next). It is the package's only
-// state outside a Link, because what it counts belongs to the process.
+// GOMAXPROCS (workers on threads of their own), and the sysmon.Keeper
+// they share. GOMAXPROCS is the process's, and so is the runtime's
+// monitor thread that a Keeper keeps awake: one Keeper serves every
+// running link that wants one. (A test process runs many links at once:
+// a Keeper and a processor more per link took it to GOMAXPROCS ~20 and
+// TestMatrix's packets late; a processor more for the shared Keeper still
+// let a third thread run Go code on the 2 cores of a busy machine, and
+// TestShareBorrow's. The Keeper now holds no processor while the program
+// is busy: sysmon.MaxLoad.) It is the package's only state outside a
+// Link, because what it counts belongs to the process.
 var procs struct {
 	sync.Mutex
-	added  int            // processors running links added (their threads' and the keeper's)
+	added  int            // processors running links added (their threads')
 	keeper *sysmon.Keeper // the links' keeper while one of them runs
 	users  int            // running links that use it
 }
@@ -33,9 +37,9 @@ func cpus() int {
 }
 
 // takeProcs adds what a starting link needs: n processors for workers on
-// threads of their own, and with keep the process's Keeper (made, with a
-// processor more, for the first link that wants it). It returns the
-// Keeper the link uses (nil: none).
+// threads of their own, and with keep the process's Keeper (made for the
+// first link that wants it). It returns the Keeper the link uses (nil:
+// none).
 func takeProcs(n int, keep bool, log *slog.Logger) *sysmon.Keeper {
 	procs.Lock()
 	defer procs.Unlock()
@@ -46,7 +50,6 @@ func takeProcs(n int, keep bool, log *slog.Logger) *sysmon.Keeper {
 			log.Warn("no sysmon keeper: a worker's write wakes the runtime's monitor", "err", err)
 		} else {
 			procs.keeper = k
-			add++
 		}
 	}
 	var k *sysmon.Keeper
@@ -63,7 +66,7 @@ func takeProcs(n int, keep bool, log *slog.Logger) *sysmon.Keeper {
 
 // giveProcs takes back what takeProcs added for a link whose workers have
 // stopped: its n processors, and its use of Keeper k, which the last user
-// closes (with its processor).
+// closes.
 func giveProcs(n int, k *sysmon.Keeper) {
 	procs.Lock()
 	defer procs.Unlock()
@@ -72,7 +75,6 @@ func giveProcs(n int, k *sysmon.Keeper) {
 		if procs.users--; procs.users == 0 {
 			procs.keeper.Close()
 			procs.keeper = nil
-			sub++
 		}
 	}
 	if sub > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,8 +20,11 @@ type Keeper struct {
 	closed atomic.Bool
 	done   chan struct{}
 
-	// Waits that ended (ticks) and waits without a timeout (parks).
-	ticks, parks atomic.Uint64
+	load cpuLoad // the program's CPU, measured at each tick
+
+	// Waits that ended (ticks), waits without a timeout (parks), and
+	// spells stepped out for a busy program (stepOuts).
+	ticks, parks, stepOuts atomic.Uint64
 }
 
 // New starts a Keeper, parked: it keeps nothing awake until Busy.
@@ -54,13 +58,14 @@ func (k *Keeper) Busy() {
 // neither parked nor closed).
 func (k *Keeper) Awake() bool { return k != nil && !k.parked.Load() && !k.closed.Load() }
 
-// Counts returns how many of the Keeper's waits ended so far (ticks) and
-// how many of them were waits without a timeout (parks).
-func (k *Keeper) Counts() (ticks, parks uint64) {
+// Counts returns how many of the Keeper's waits ended so far (ticks),
+// how many of them were waits without a timeout (parks), and how often it
+// stepped out for a busy program (stepOuts).
+func (k *Keeper) Counts() (ticks, parks, stepOuts uint64) {
 	if k == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return k.ticks.Load(), k.parks.Load()
+	return k.ticks.Load(), k.parks.Load(), k.stepOuts.Load()
 }
 
 // Close stops the Keeper and waits until its goroutine has returned. It
@@ -124,5 +129,49 @@ func (k *Keeper) run() {
 		// A new scheduling tick, so that the monitor neither preempts
 		// the Keeper nor retakes its processor for running too long.
 		runtime.Gosched()
+		if !k.parked.Load() && k.load.busy() {
+			k.stepOut()
+		}
 	}
+}
+
+// stepOut lets go of the processor while the program is busy: it sleeps
+// (a goroutine asleep holds no processor) for Idle at a time until the
+// program's CPU falls under MaxLoad again, or Close. A busy program
+// keeps the monitor awake by itself, and its goroutines need every
+// processor: one held in a system call would be the runtime's to retake
+// only at the monitor's next look, up to 10 ms on.
+func (k *Keeper) stepOut() {
+	k.stepOuts.Add(1)
+	for !k.closed.Load() {
+		time.Sleep(Idle)
+		if !k.load.busy() {
+			return
+		}
+	}
+}
+
+// cpuLoad measures the program's CPU (all its threads, getrusage(2))
+// between calls of busy.
+type cpuLoad struct {
+	wall, cpu time.Duration // at the last call (0: none yet)
+	base      time.Time
+}
+
+// busy reports whether the program used more than MaxLoad of a CPU since
+// the last call (false on the first).
+func (c *cpuLoad) busy() bool {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return false
+	}
+	if c.base.IsZero() {
+		c.base = time.Now()
+	}
+	wall := time.Since(c.base)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	dw, dc := wall-c.wall, cpu-c.cpu
+	first := c.wall == 0 && c.cpu == 0
+	c.wall, c.cpu = wall, cpu
+	return !first && dw > 0 && float64(dc) > MaxLoad*float64(dw)
 }

@@ -41,7 +41,7 @@ func TestKeeperParksAndWakes(t *testing.T) {
 		t.Fatal("a new Keeper is awake")
 	}
 	for round := range 2 {
-		_, parks0 := k.Counts()
+		_, parks0, _ := k.Counts()
 		k.Busy()
 		if !k.Awake() {
 			t.Fatalf("round %d: not awake right after Busy", round)
@@ -53,7 +53,7 @@ func TestKeeperParksAndWakes(t *testing.T) {
 		if d := time.Since(start); d < sysmon.Idle-sysmon.Tick {
 			t.Errorf("round %d: parked %v after the last Busy, want about %v", round, d, sysmon.Idle)
 		}
-		if !waitFor(func() bool { _, p := k.Counts(); return p > parks0 }) {
+		if !waitFor(func() bool { _, p, _ := k.Counts(); return p > parks0 }) {
 			t.Errorf("round %d: no park counted", round)
 		}
 	}
@@ -64,22 +64,72 @@ func TestKeeperParksAndWakes(t *testing.T) {
 func TestKeeperStaysAwakeWhileBusy(t *testing.T) {
 	k := newKeeper(t)
 	k.Busy()
-	if !waitFor(func() bool { ticks, _ := k.Counts(); return ticks >= 2 }) {
+	if !waitFor(func() bool { ticks, _, _ := k.Counts(); return ticks >= 2 }) {
 		t.Fatal("no tick after Busy")
 	}
-	ticks0, parks0 := k.Counts()
+	ticks0, parks0, _ := k.Counts()
 	for end := time.Now().Add(3 * sysmon.Idle); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		k.Busy()
 		if !k.Awake() {
 			t.Fatal("parked while Busy was called every 5 ms")
 		}
 	}
-	ticks, parks := k.Counts()
+	ticks, parks, _ := k.Counts()
 	if parks != parks0 {
 		t.Errorf("parked %d times while busy", parks-parks0)
 	}
 	if ticks-ticks0 < 5 {
 		t.Errorf("%d ticks in %v, want a wait of %v at a time", ticks-ticks0, 3*sysmon.Idle, sysmon.Tick)
+	}
+}
+
+// While the program uses more than MaxLoad of a CPU the Keeper steps out
+// (holds no processor), and it comes back once the load is gone.
+func TestKeeperStepsOutWhenBusy(t *testing.T) {
+	k := newKeeper(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // Busy, as a worker's wake-ups
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				k.Busy()
+				time.Sleep(time.Millisecond)
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	burn := make(chan struct{})
+	var burners sync.WaitGroup
+	for range 2 { // about one CPU of load at least, on any machine with two
+		burners.Go(func() {
+			x := 1
+			for {
+				select {
+				case <-burn:
+					return
+				default:
+					for i := range 100000 {
+						x = x*31 + i
+					}
+				}
+			}
+		})
+	}
+	if !waitFor(func() bool { _, _, s := k.Counts(); return s > 0 }) {
+		t.Error("the Keeper did not step out of a busy program")
+	}
+	close(burn)
+	burners.Wait()
+	_, _, outs := k.Counts()
+	ticks0, _, _ := k.Counts()
+	if !waitFor(func() bool { ticks, _, _ := k.Counts(); return ticks >= ticks0+5 }) {
+		t.Error("the Keeper did not come back once the load was gone")
+	}
+	if _, _, s := k.Counts(); s > outs+1 {
+		t.Errorf("stepped out %d more times with the program idle", s-outs)
 	}
 }
 
@@ -174,7 +224,6 @@ func BenchmarkWakeup(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer k.Close()
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 			}
 			tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 			if err != nil {

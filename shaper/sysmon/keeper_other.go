@@ -16,7 +16,7 @@ func (k *Keeper) Busy() {}
 func (k *Keeper) Awake() bool { return false }
 
 // Counts returns zeros.
-func (k *Keeper) Counts() (ticks, parks uint64) { return 0, 0 }
+func (k *Keeper) Counts() (ticks, parks, stepOuts uint64) { return 0, 0, 0 }
 
 // Close does nothing.
 func (k *Keeper) Close() error { return nil }
