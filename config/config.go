@@ -125,7 +125,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: errors.New("more than one YAML document")}
 	}
-	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, KeepSysmon: true, WakeSlack: DefaultWakeSlack, WakeBatch: DefaultWakeBatch}, src: src}
+	c := &Config{Link: LinkPairConfig{Offload: true, GRO: true, WakeSlack: DefaultWakeSlack, WakeBatch: DefaultWakeBatch}, src: src}
 	d := &decoder{src: src}
 	if len(doc.Content) == 1 {
 		src.lines[""] = doc.Content[0].Line

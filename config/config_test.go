@@ -51,11 +51,10 @@ func TestLoadConfigFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	link := config.LinkPairConfig{
-		Queues:     0,
-		Offload:    true,
-		GRO:        true,
-		KeepSysmon: true,
-		WakeSlack:  time.Millisecond, Wait: config.WaitThread, WakeBatch: 512 << 10,
+		Queues:    0,
+		Offload:   true,
+		GRO:       true,
+		WakeSlack: time.Millisecond, Wait: config.WaitThread, WakeBatch: 512 << 10,
 		Inner: config.LinkConfig{Name: "pace-in", MTU: 1500, TxQueueLen: 1000,
 			Addresses: pfx("198.18.0.1/32"), Peer: netip.MustParseAddr("198.18.0.2"), Routes: []netip.Prefix{}},
 		Outer: config.LinkConfig{Name: "pace-out", Netns: "peer", MTU: 1500,
@@ -138,7 +137,7 @@ func TestLoadConfigMinimalDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.LinkPairConfig{Offload: true, GRO: true, KeepSysmon: true, WakeSlack: config.DefaultWakeSlack, WakeBatch: config.DefaultWakeBatch,
+	want := config.LinkPairConfig{Offload: true, GRO: true, WakeSlack: config.DefaultWakeSlack, WakeBatch: config.DefaultWakeBatch,
 		Inner: config.LinkConfig{Name: "pace-in", MTU: config.DefaultMTU},
 		Outer: config.LinkConfig{Name: "pace-out", MTU: config.DefaultMTU}}
 	if !reflect.DeepEqual(c.Link, want) {

@@ -28,8 +28,7 @@ type LinkPairConfig struct {
 	// false.
 	GRO bool
 	// KeepSysmon keeps the Go runtime's monitor awake while packets flow
-	// (shaper.WithSysmonKeeper). Parse defaults it to true; the zero
-	// Config has it false.
+	// (shaper.WithSysmonKeeper). Off unless set: see the docs' row.
 	KeepSysmon bool
 	// IOUring moves each worker's packets through an io_uring (shaper.WithIOUring)
 	// instead of a read(2) and a write(2) per packet. Off by default.

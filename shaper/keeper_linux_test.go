@@ -8,13 +8,13 @@ import (
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
-// TestSysmonKeeper: a link uses the process's sysmon.Keeper by default
-// (link.keep_sysmon) and leaves GOMAXPROCS as it is. The Keeper stays
+// TestSysmonKeeper: a link with link.keep_sysmon uses the process's
+// sysmon.Keeper and leaves GOMAXPROCS as it is. The Keeper stays
 // awake while a TCP flow goes through at 20 Mbit/s (which the link shapes
 // to its rate, offloads on and off; the process uses far less than
 // sysmon.MaxLoad), and parks once the flow has stopped. Two links running
 // at once share one Keeper, which the last to stop closes. With
-// keep_sysmon: false there is none. Not parallel: the Keeper is the
+// keep_sysmon off (the default) there is none. Not parallel: the Keeper is the
 // process's, and the parallel rate tests make the process busy (the
 // Keeper then steps out).
 func TestSysmonKeeper(t *testing.T) {
@@ -26,10 +26,10 @@ func TestSysmonKeeper(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			procs := runtime.GOMAXPROCS(0)
-			tl := newTestLink(t, offload, "egress: {rate: 20mbit}\n")
+			tl := newTestLink(t, offload, "egress: {rate: 20mbit}\n", withKeeper())
 			k := tl.keeper
 			if k == nil {
-				t.Fatal("no keeper: keep_sysmon is on by default")
+				t.Fatal("no keeper with keep_sysmon: true")
 			}
 			if got := runtime.GOMAXPROCS(0); got != procs {
 				t.Errorf("GOMAXPROCS %d while the link runs, want %d", got, procs)
@@ -64,8 +64,8 @@ func TestSysmonKeeper(t *testing.T) {
 	}
 	t.Run("shared", func(t *testing.T) {
 		procs := runtime.GOMAXPROCS(0)
-		a := newTestLink(t, true, "egress: {rate: 20mbit}\n")
-		b := newTestLink(t, true, "egress: {rate: 20mbit}\n")
+		a := newTestLink(t, true, "egress: {rate: 20mbit}\n", withKeeper())
+		b := newTestLink(t, true, "egress: {rate: 20mbit}\n", withKeeper())
 		if a.keeper == nil || a.keeper != b.keeper {
 			t.Fatalf("two links' keepers %p and %p, want one, shared", a.keeper, b.keeper)
 		}
@@ -88,9 +88,9 @@ func TestSysmonKeeper(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		procs := runtime.GOMAXPROCS(0)
-		tl := newTestLink(t, true, "egress: {rate: 20mbit}\n", withoutKeeper())
+		tl := newTestLink(t, true, "egress: {rate: 20mbit}\n")
 		if tl.keeper != nil {
-			t.Error("a keeper with keep_sysmon: false")
+			t.Error("a keeper without keep_sysmon")
 		}
 		if got := runtime.GOMAXPROCS(0); got != procs {
 			t.Errorf("GOMAXPROCS %d, want %d", got, procs)

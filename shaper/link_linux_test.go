@@ -42,7 +42,7 @@ func newTestLink(t *testing.T, offload bool, policy string, opts ...linkOption) 
 	t.Helper()
 	tuntest.RequireIperf3(t)
 	var lo linkOptions
-	lo.noKeeper = os.Getenv("PACER_TEST_KEEP_SYSMON") == "false" // to compare the traffic tests without the keeper
+	lo.keeper = os.Getenv("PACER_TEST_KEEP_SYSMON") == "true" // the traffic tests with the keeper (off by default, as in a config)
 	for _, o := range opts {
 		o(&lo)
 	}
@@ -63,7 +63,7 @@ link:
   wait: %s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d, mtu: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d, mtu: %d}
-`, queues, offload, !lo.noGRO, lo.ioUring, !lo.noKeeper, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
+`, queues, offload, !lo.noGRO, lo.ioUring, lo.keeper, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
 	yml := linkYAML + policy
 	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
@@ -97,7 +97,7 @@ func testWait() string {
 type linkOptions struct {
 	innerAddrs, innerRoutes, outerAddrs, outerRoutes string
 	global                                           func(*config.Config) *global.Client
-	noGRO, ioUring, autoQueues, noKeeper             bool
+	noGRO, ioUring, autoQueues, keeper               bool
 	txQueueLen, mtu                                  int
 	wakeSlack                                        string
 }
@@ -129,10 +129,10 @@ func withIOUring() linkOption {
 	return func(o *linkOptions) { o.ioUring = true }
 }
 
-// withoutKeeper runs the link without a sysmon.Keeper (link.keep_sysmon:
-// false).
-func withoutKeeper() linkOption {
-	return func(o *linkOptions) { o.noKeeper = true }
+// withKeeper runs the link with the process's sysmon.Keeper
+// (link.keep_sysmon: true).
+func withKeeper() linkOption {
+	return func(o *linkOptions) { o.keeper = true }
 }
 
 // withoutGRO turns userspace GRO off (link.gro: false).
