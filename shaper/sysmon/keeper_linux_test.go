@@ -33,6 +33,26 @@ func newKeeper(t *testing.T) *sysmon.Keeper {
 	return k
 }
 
+// busyEvery calls k.Busy every d, as a worker's wake-ups do, until the
+// test ends (before newKeeper's cleanup closes k: cleanups run last
+// first).
+func busyEvery(t *testing.T, k *sysmon.Keeper, d time.Duration) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				k.Busy()
+				time.Sleep(d)
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
 // A new Keeper is parked; Busy wakes it; with no Busy for Idle it parks
 // again, and a later Busy wakes it again.
 func TestKeeperParksAndWakes(t *testing.T) {
@@ -87,20 +107,7 @@ func TestKeeperStaysAwakeWhileBusy(t *testing.T) {
 // (holds no processor), and it comes back once the load is gone.
 func TestKeeperStepsOutWhenBusy(t *testing.T) {
 	k := newKeeper(t)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { // Busy, as a worker's wake-ups
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				k.Busy()
-				time.Sleep(time.Millisecond)
-			}
-		}
-	})
-	defer func() { close(stop); wg.Wait() }()
+	busyEvery(t, k, time.Millisecond)
 	burn := make(chan struct{})
 	var burners sync.WaitGroup
 	for range 2 { // about one CPU of load at least, on any machine with two
@@ -167,20 +174,7 @@ func TestKeeperClose(t *testing.T) {
 func TestKeeperLeavesTheProcessor(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	k := newKeeper(t)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				k.Busy()
-				time.Sleep(time.Millisecond)
-			}
-		}
-	})
-	defer func() { close(stop); wg.Wait() }()
+	busyEvery(t, k, time.Millisecond)
 	if !waitFor(k.Awake) {
 		t.Fatal("not awake")
 	}
