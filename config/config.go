@@ -154,6 +154,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"gro", d.boolean(&l.GRO)},
 				{"io_uring", d.boolean(&l.IOUring)},
 				{"keep_sysmon", d.boolean(&l.KeepSysmon)},
+				{"seed", d.seed(&l.Seed)},
 				{"wake_slack", d.durationUpTo(&l.WakeSlack, MaxWakeSlack)},
 				{"wait", named(d, &l.Wait, "netpoller or thread", ParseWaitMode)},
 				{"wake_batch", d.sizeOrZero(&l.WakeBatch, MaxWakeBatch)},

@@ -234,6 +234,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "wait unknown", yaml: base + "  wait: epoll\n", line: 4, want: `link.wait: unknown wait "epoll" (use netpoller or thread)`},
 		{name: "wake batch too big", yaml: base + "  wake_batch: 17mib\n", line: 4, want: "link.wake_batch: 17825792 bytes is out of range [0, 16777216]"},
 		{name: "wake batch not a size", yaml: base + "  wake_batch: lots\n", line: 4, want: "link.wake_batch: "},
+		{name: "seed zero", yaml: base + "  seed: 0\n", line: 4, want: "link.seed: 0 is no seed: give 1 or more, or leave seed out for one drawn at start"},
+		{name: "seed negative", yaml: base + "  seed: -5\n", line: 4, want: `link.seed: must be an integer from 1 to 18446744073709551615, not "-5"`},
+		{name: "seed word", yaml: base + "  seed: lucky\n", line: 4, want: `link.seed: must be an integer from 1 to 18446744073709551615, not "lucky"`},
 		{name: "mtu small", yaml: "link:\n  inner: {name: a}\n  outer: {name: b, mtu: 67}\n", line: 3, want: "link.outer.mtu: 67 is out of range [68, 65535]"},
 		{name: "mtu float", yaml: "link:\n  inner: {name: a, mtu: 1500.5}\n  outer: {name: b}\n", line: 2, want: `link.inner.mtu: must be an integer, not "1500.5"`},
 		{name: "mtu list", yaml: "link:\n  inner: {name: a, mtu: [1]}\n  outer: {name: b}\n", line: 2, want: "link.inner.mtu: must be an integer, not a list"},
@@ -266,7 +269,7 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "egress.classes[0].backlog: mode police drops instead of queueing: remove the backlog"},
 		{name: "mode", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, mode: drop}\n", line: 6, want: `egress.classes[0].mode: unknown mode "drop" (use shape or police)`},
 		{name: "capped string", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, capped: \"true\"}\n", line: 6, want: "must be true or false"},
-		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, wash)`},
+		{name: "default with match", yaml: base + "egress:\n  default:\n    rate: 1mbit\n    match: {proto: tcp}\n", line: 7, want: `egress.default.match: unknown key "match" (known: rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, correlation, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, wash)`},
 		{name: "default without rate", yaml: base + "egress:\n  default: {burst: 64kb}\n", line: 5, want: "egress.default.rate: a class needs a rate above 0"},
 		{name: "classes not list", yaml: base + "egress:\n  classes: {name: a}\n", line: 5, want: "egress.classes: must be a list, not a mapping"},
 		{name: "dscp 64", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    match: {dscp: 64}\n", line: 8, want: `egress.classes[0].match.dscp: invalid DSCP "64"`},
@@ -300,7 +303,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "listen host", yaml: base + "metrics:\n  listen: example.com:9464\n", line: 5, want: `metrics.listen: host "example.com" is not an IP address or localhost`},
 		{name: "socket relative", yaml: base + "control: {socket: pacerd.sock}\n", line: 4, want: `control.socket: must be an absolute path`},
 		{name: "unknown class key", yaml: base + "egress:\n  classes:\n  - name: a\n    rate: 1mbit\n    ceiling: 2mbit\n", line: 8,
-			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, tins, wash)`},
+			want: `egress.classes[0].ceiling: unknown key "ceiling" (known: name, match, rate, burst, peak, backlog, mode, capped, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum, ack_filter, per, delay, jitter, distribution, reorder, correlation, loss, duplicate, corrupt, trace, rates, global, parent, ceil, cburst, priority, weight, overhead, mpu, framing, tins, wash)`},
 		{name: "all errors at once", yaml: base + "egress:\n  rate: 1mbitt\n  classes:\n  - {name: a, rate: x}\n  - {name: b, rate: 1mbit, mode: shaping}\n", line: 5,
 			want: `egress.rate: unknown unit "mbitt"`, n: 3},
 		{name: "all validation errors at once", yaml: base + "egress:\n  classes:\n  - {name: a, rate: 1mbit, burst: 1b}\n  - {name: a, rate: 1mbit, peak: 1kbit}\n", line: 6,
@@ -510,6 +513,22 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLinkSeed: link.seed reads any 64-bit seed; omitted it is 0 (drawn
+// at start).
+func TestLinkSeed(t *testing.T) {
+	base := "link:\n  inner: {name: a}\n  outer: {name: b}\n"
+	for extra, want := range map[string]uint64{"": 0, "  seed: 42\n": 42, "  seed: 18446744073709551615\n": 1<<64 - 1, "  seed: 0x10\n": 16} {
+		cfg, err := config.Parse("t.yaml", []byte(base+extra))
+		if err != nil {
+			t.Errorf("%q: %v", extra, err)
+			continue
+		}
+		if cfg.Link.Seed != want {
+			t.Errorf("%q: seed %d, want %d", extra, cfg.Link.Seed, want)
+		}
+	}
 }
 
 // TestLinkWaitAndWakeBatch: link.wait and link.wake_batch parse to their

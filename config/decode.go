@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -188,6 +189,26 @@ func (d *decoder) integer(dst *int, lo, hi int) func(*yaml.Node, string) {
 			return
 		}
 		*dst = int(v)
+	}
+}
+
+// seed decodes a random seed: an integer from 1 to 2^64-1 (0 would mean
+// none).
+func (d *decoder) seed(dst *uint64) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "an integer")
+		if !ok {
+			return
+		}
+		v, err := strconv.ParseUint(s, 0, 64)
+		switch {
+		case err != nil:
+			d.failf(n, path, "must be an integer from 1 to %d, not %q", uint64(math.MaxUint64), s)
+		case v == 0:
+			d.failf(n, path, "0 is no seed: give 1 or more, or leave seed out for one drawn at start")
+		default:
+			*dst = v
+		}
 	}
 }
 

@@ -67,6 +67,15 @@ type EmulateConfig struct {
 	Jitter       time.Duration
 	Distribution Distribution
 	Reorder      bool
+	// ReorderChance is netem's reorder (percent): once ReorderGap-1
+	// packets of a flow went through the delay since the last one that
+	// skipped it, each packet skips the delay with this chance, leaving
+	// at its shaping time, ahead of its flow's delayed packets. It needs
+	// a delay. ReorderGap 0 means 1 (any packet may), as netem's.
+	ReorderChance float64
+	ReorderGap    int
+	// Correlation is the lag-1 correlation of a flow's successive draws.
+	Correlation Correlation
 	// Loss is the chance (percent, 0 to 100) that a packet is dropped
 	// independently; LossModel, if set, replaces it by Gilbert-Elliott.
 	Loss      float64
@@ -87,10 +96,22 @@ type EmulateConfig struct {
 	Rates []RateStep
 }
 
+// Correlation is the lag-1 correlation (percent, 0 to below 100) of a
+// flow's successive draws of one setting: Delay of its jitter, the
+// others of its events (a packet lost, duplicated, corrupted, reordered),
+// each of which keeps its chance (docs/link-emulation.md).
+type Correlation struct {
+	Delay, Loss, Duplicate, Corrupt, Reorder float64
+}
+
+// MaxReorderGap bounds a reorder gap.
+const MaxReorderGap = 1 << 20
+
 // IsZero reports whether e emulates nothing.
 func (e *EmulateConfig) IsZero() bool {
 	return e.Delay == 0 && e.Jitter == 0 && e.Loss == 0 && e.LossModel == nil &&
-		e.Duplicate == 0 && e.Corrupt == 0 && e.Trace == "" && len(e.Rates) == 0
+		e.Duplicate == 0 && e.Corrupt == 0 && e.Trace == "" && len(e.Rates) == 0 &&
+		e.ReorderChance == 0 && e.Correlation == (Correlation{})
 }
 
 // Bounds of link emulation that Validate checks.
@@ -221,7 +242,10 @@ func FormatRateSteps(steps []RateStep) string {
 //	delay: 40ms                   (0 to 10s)
 //	jitter: 5ms                   (0 to delay)
 //	distribution: uniform | normal | pareto | paretonormal
-//	reorder: false
+//	reorder: false                (true: jitter may reorder a flow)
+//	reorder: 25%                  (netem's reorder: skip the delay; or:)
+//	reorder: {chance: 25%, gap: 5}
+//	correlation: {delay: 25%, loss: 25%, duplicate: 0%, corrupt: 0%, reorder: 0%}
 //	loss: 1%                      (or a Gilbert-Elliott model:)
 //	loss: {p: 1%, r: 25%, h: 0%, k: 100%}   (r: 100%-p, h: 0%, k: 100%)
 //	duplicate: 0.1%
@@ -237,7 +261,17 @@ func (d *decoder) emulateFields(e *EmulateConfig) []field {
 		{"delay", d.span(&e.Delay)},
 		{"jitter", d.span(&e.Jitter)},
 		{"distribution", named(d, &e.Distribution, "uniform, normal, pareto or paretonormal", ParseDistribution)},
-		{"reorder", d.boolean(&e.Reorder)},
+		{"reorder", func(n *yaml.Node, path string) { d.reorder(n, path, e) }},
+		{"correlation", func(n *yaml.Node, path string) {
+			c := &e.Correlation
+			d.mapping(n, path, []field{
+				{"delay", d.percent(&c.Delay)},
+				{"loss", d.percent(&c.Loss)},
+				{"duplicate", d.percent(&c.Duplicate)},
+				{"corrupt", d.percent(&c.Corrupt)},
+				{"reorder", d.percent(&c.Reorder)},
+			})
+		}},
 		{"loss", func(n *yaml.Node, path string) {
 			if d.node(n).Kind == yaml.MappingNode {
 				e.Loss, e.LossModel = 0, d.lossModel(n, path)
@@ -290,6 +324,42 @@ func (d *decoder) emulateFields(e *EmulateConfig) []field {
 	}
 }
 
+// reorder decodes reorder: true or false (whether jitter may reorder a
+// flow), a percentage (netem's reorder: the chance to skip the delay) or
+// {chance: PERCENT, gap: N}.
+func (d *decoder) reorder(n *yaml.Node, path string, e *EmulateConfig) {
+	v := d.node(n)
+	switch {
+	case v.Kind == yaml.MappingNode:
+		e.ReorderGap = 0
+		d.mapping(n, path, []field{
+			{"chance", d.percent(&e.ReorderChance)},
+			{"gap", d.integer(&e.ReorderGap, 1, MaxReorderGap)},
+		})
+		if _, ok := d.src.lines[path+".chance"]; !ok {
+			d.failf(v, path, "give the chance that a packet skips the delay, such as {chance: 25%%, gap: 5}")
+		}
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
+		d.boolean(&e.Reorder)(n, path)
+	default:
+		e.ReorderGap = 0
+		s, ok := d.scalar(n, path, "true, false or a percentage such as 25%")
+		if !ok {
+			return
+		}
+		x, err := ParsePercent(s)
+		if err != nil && strings.HasSuffix(s, "%") {
+			d.failf(n, path, "%v", err)
+			return
+		}
+		if err != nil {
+			d.failf(n, path, "must be true, false (may jitter reorder a flow) or a percentage such as 25%% (the chance that a packet skips the delay): %v", err)
+			return
+		}
+		e.ReorderChance = x
+	}
+}
+
 // lossModel decodes a Gilbert-Elliott loss model: p required; r, h and k
 // as NewGilbertElliott fills them in.
 func (d *decoder) lossModel(n *yaml.Node, path string) *GilbertElliott {
@@ -334,6 +404,35 @@ func (v *validator) emulate(path string, e *EmulateConfig, rate uint64) {
 	}
 	if e.Reorder && e.Jitter == 0 {
 		v.errorf(path+".reorder", "reorder only matters with jitter")
+	}
+	v.percent(path+".reorder", e.ReorderChance)
+	switch {
+	case e.ReorderChance > 0 && e.Delay == 0:
+		v.errorf(path+".reorder", "a reordered packet skips the delay, so reordering needs a delay (as netem's)")
+	case e.ReorderGap < 0 || e.ReorderGap > MaxReorderGap:
+		v.errorf(path+".reorder.gap", "%d is out of range [1, %d]", e.ReorderGap, MaxReorderGap)
+	case e.ReorderGap > 0 && e.ReorderChance == 0:
+		v.errorf(path+".reorder.gap", "a gap needs a chance to reorder")
+	}
+	c := e.Correlation
+	for _, x := range []struct {
+		key   string
+		corr  float64
+		set   bool
+		needs string
+	}{
+		{"delay", c.Delay, e.Jitter > 0, "jitter"},
+		{"loss", c.Loss, e.Loss > 0 && e.LossModel == nil, "a loss percentage (a Gilbert-Elliott model has its own correlation)"},
+		{"duplicate", c.Duplicate, e.Duplicate > 0, "duplicate"},
+		{"corrupt", c.Corrupt, e.Corrupt > 0, "corrupt"},
+		{"reorder", c.Reorder, e.ReorderChance > 0, "a reorder chance"},
+	} {
+		switch {
+		case !(x.corr >= 0 && x.corr < 100):
+			v.errorf(path+".correlation."+x.key, "%v%% is out of range [0%%, 100%%)", x.corr)
+		case x.corr > 0 && !x.set:
+			v.errorf(path+".correlation."+x.key, "a correlation needs %s", x.needs)
+		}
 	}
 	v.percent(path+".loss", e.Loss)
 	if g := e.LossModel; g != nil {

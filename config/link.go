@@ -30,6 +30,12 @@ type LinkPairConfig struct {
 	// KeepSysmon keeps the Go runtime's monitor awake while packets flow
 	// (shaper.WithSysmonKeeper). Off unless set: see the docs' row.
 	KeepSysmon bool
+	// Seed seeds link emulation's random draws (shaper.WithSeed): the
+	// same traffic offered the same way meets the same losses, delays,
+	// reorderings, duplications and corruptions in every run with the
+	// same seed. 0 (unset) draws a seed at start, which pacerctl status
+	// shows.
+	Seed uint64
 	// IOUring moves each worker's packets through an io_uring (shaper.WithIOUring)
 	// instead of a read(2) and a write(2) per packet. Off by default.
 	IOUring bool

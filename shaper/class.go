@@ -189,7 +189,7 @@ func (c *Class) build(cfg *config.ClassConfig, now int64, inner bool) *classStat
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash, wire: wireOf(cfg.Wire)}
 	c.applyPer(st, *cfg, now)
-	st.emu = emuSettings(cfg.Emulate)
+	st.emu = emuSettings(cfg.Emulate, "class/"+c.name)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
 		st.fq = true
 		st.fqParams = fqParams(*cfg)
@@ -331,11 +331,15 @@ func (c *Class) applyPer(st *classState, cfg config.ClassConfig, now int64) {
 
 // emuSettings converts a config's link emulation for package emulate;
 // nil when it emulates nothing the data path does per packet (rate
-// schedules live in the buckets).
-func emuSettings(e config.EmulateConfig) *emulate.Settings {
+// schedules live in the buckets). Its draws are told apart from other
+// emulations' by name (emulate.Salt); a change starts them anew.
+func emuSettings(e config.EmulateConfig, name string) *emulate.Settings {
+	c := e.Correlation
 	s := &emulate.Settings{
 		Delay: e.Delay, Jitter: e.Jitter, Dist: emulate.Distribution(e.Distribution), Reorder: e.Reorder,
 		Loss: e.Loss / 100, Duplicate: e.Duplicate / 100, Corrupt: e.Corrupt / 100,
+		Early: e.ReorderChance / 100, Gap: uint32(e.ReorderGap),
+		Corr: emulate.Correlation{Delay: c.Delay / 100, Loss: c.Loss / 100, Duplicate: c.Duplicate / 100, Corrupt: c.Corrupt / 100, Early: c.Reorder / 100},
 	}
 	if g := e.LossModel; g != nil {
 		s.GE = &emulate.GilbertElliott{P: g.P / 100, R: g.R / 100, H: g.H / 100, K: g.K / 100}
@@ -343,6 +347,7 @@ func emuSettings(e config.EmulateConfig) *emulate.Settings {
 	if *s == (emulate.Settings{}) {
 		return nil
 	}
+	s.Streams = emulate.NewStreams(emulate.Salt(name))
 	return s
 }
 

@@ -18,8 +18,9 @@ import (
 // shorter than the delay would not lengthen the RTT a sender sees: TCP
 // would not see the class's rate until its queue exceeded the delay, and
 // an AQM's target would be met only by drops; see docs/fair-queueing.md.)
-// Then the departure's impairments (duplicate, corrupt), and the write
-// batch (write.go).
+// The departure's impairments (corrupt, duplicate) come before it, where
+// a flow's packets are still in the order they arrived (impair); the
+// write batch (write.go) after it.
 
 // maxLineBytes bounds what one worker's delay line holds (a 20 ms line at
 // 10 Gbit/s holds 25 MB).
@@ -97,13 +98,19 @@ type departure struct {
 	headers classify.Headers // a delayed packet's flow, for per-flow order
 }
 
-// send takes a packet that may leave as far as shaping is concerned: to
-// the delay line if link emulation holds it longer, else to the write
-// batch (emit).
+// send takes a packet that may leave as far as shaping is concerned:
+// first the departure's impairments (impair), then to the delay line if
+// link emulation holds it longer, else to the write batch.
 func (d *departure) send(buf []byte, p tun.Packet, m outMeta) {
 	if m.planned > 0 {
 		m.class.shard(d.idx).observeLate(d.now - m.planned)
 	}
+	d.impair(buf, &p, m)
+	d.route(buf, p, m)
+}
+
+// route sends a packet on to the delay line or the write batch.
+func (d *departure) route(buf []byte, p tun.Packet, m outMeta) {
 	if m.due > 0 {
 		m.due = d.dueAt(buf, p, m)
 	}
@@ -111,7 +118,7 @@ func (d *departure) send(buf []byte, p tun.Packet, m outMeta) {
 		d.delay(buf, p, m)
 		return
 	}
-	d.emit(buf, p, m)
+	d.out.add(buf, p, m)
 }
 
 // dueAt returns when a packet with a delay (m.due: arrival + delay) that
@@ -145,7 +152,7 @@ func (d *departure) full() bool { return d.out.full() }
 
 // delay puts a packet that shaping let go into the delay line until its
 // due time. Its capped tokens go back now: as far as the class's bucket is
-// concerned it has left.
+// concerned it has left (a duplicate has none: it was never charged).
 func (d *departure) delay(buf []byte, p tun.Packet, m outMeta) {
 	sh := m.class.shard(d.idx)
 	if d.lineBytes+p.Size > maxLineBytes {
@@ -159,12 +166,14 @@ func (d *departure) delay(buf []byte, p tun.Packet, m outMeta) {
 		m.slab = d.copyOut(buf, &p)
 		buf = m.slab
 	}
-	m.st.release(uint64(p.Cost))
-	m.released = true
+	if !m.dup {
+		m.st.release(uint64(p.Cost))
+		m.released = true
+		sh.delayed.Add(1)
+	}
 	d.lineSeq++
 	d.line.push(delayed{due: m.due, seq: d.lineSeq, buf: buf, pkt: p, meta: m})
 	d.lineBytes += p.Size
-	sh.delayed.Add(1)
 	d.wakeAt(m.due)
 }
 
@@ -179,41 +188,46 @@ func (d *departure) service(now int64) {
 		dl := d.line.pop()
 		d.lineBytes -= dl.pkt.Size
 		dl.meta.class.shard(d.idx).observeLate(now - dl.due)
-		d.emit(dl.buf, dl.pkt, dl.meta)
+		d.out.add(dl.buf, dl.pkt, dl.meta)
 	}
 	if len(d.line) > 0 {
 		d.wakeAt(d.line[0].due)
 	}
 }
 
-// emit adds a packet to the write batch, corrupting or duplicating it as
-// the class's and the direction's emulation say (impair on departure).
-func (d *departure) emit(buf []byte, p tun.Packet, m outMeta) {
+// impair corrupts or duplicates a packet that shaping let go, as the
+// class's and the direction's emulation say (each draws from its stream
+// for the packet's flow). It draws here, before the delay line, where a
+// flow's packets go in the order they arrived, so that the n-th packet
+// of a flow draws the same in every run (in the line, one that skips
+// the delay overtakes others by timing). A duplicate goes the packet's
+// way (route) ahead of it, charged and counted nowhere.
+func (d *departure) impair(buf []byte, p *tun.Packet, m outMeta) {
 	dirEmu := d.dir.Load().emu
-	if m.st.emu == nil && dirEmu == nil {
-		d.out.add(buf, p, m)
+	if m.dup || !m.st.emu.Departs() && !dirEmu.Departs() {
 		return
 	}
+	pkt := buf[tun.Headroom : tun.Headroom+p.Size]
+	key := uint64(1) // a packet whose headers cannot be read: one stream
+	if classify.ParseHeaders(pkt, &d.headers) == nil {
+		key = flowKey(&d.headers)
+	}
 	sh := m.class.shard(d.idx)
-	for i, s := range [2]*emulate.Settings{m.st.emu, dirEmu} {
-		if s == nil || s.Corrupt == 0 && s.Duplicate == 0 {
+	for _, s := range [2]*emulate.Settings{m.st.emu, dirEmu} {
+		if !s.Departs() {
 			continue
 		}
-		imp := &d.imp.dirImp
-		if i == 0 {
-			imp = d.imp.of(m.class.lane(d.idx))
-		}
-		if s.Corrupt > 0 && imp.Float64() < s.Corrupt {
-			corrupt(&imp.Rand, buf[tun.Headroom:tun.Headroom+p.Size], &p)
+		dr := s.Streams.Departure(d.imp.seed, key)
+		if dr.Corrupt(s) {
+			corrupt(&dr.Rand, pkt, p)
 			sh.corrupted.Add(1)
 		}
-		if s.Duplicate > 0 && imp.Float64() < s.Duplicate {
-			cp := d.copyOut(buf, &p)
-			d.out.add(cp, p, outMeta{class: m.class, st: m.st, slab: cp, dup: true})
+		if dr.Duplicate(s) {
+			cp := d.copyOut(buf, p)
+			d.route(cp, *p, outMeta{class: m.class, st: m.st, arrival: m.arrival, planned: m.planned, slab: cp, dup: true, due: m.due})
 			sh.duplicated.Add(1)
 		}
 	}
-	d.out.add(buf, p, m)
 }
 
 // drop drops what the delay line holds (the drain deadline passed).

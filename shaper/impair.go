@@ -11,50 +11,59 @@ import (
 
 // Link emulation's impairments (package emulate), in two stages of a
 // packet's path. On arrival, before its class's queue, a packet may be
-// lost (on purpose) and draws its delay (delay + jitter). Shaping then runs
-// as usual, and the delay line (delay.go) holds the packet for its delay
-// from the moment shaping lets it go (kept in order per flow unless
-// reordering is allowed). On departure, as it joins the
-// write batch (departure.emit, delay.go), a packet may be duplicated or
-// corrupted. The direction's impairments and the class's add up.
+// lost (on purpose) and draws its delay (delay + jitter, or none if it is
+// reordered). Shaping then runs as usual. On departure, when shaping lets
+// it go (departure.impair, delay.go), a packet may be corrupted or
+// duplicated, and the delay line holds it (and its duplicate) for its
+// delay (kept in order per flow unless reordering is allowed). The
+// direction's impairments and the class's add up. Every draw comes from
+// the emulation's stream for the packet's flow (emulate.Streams), in the
+// order the flow's packets arrive: the same traffic meets the same fate
+// under the same seed (WithSeed).
 
-// impairer is a worker's random state for link emulation: the
-// direction's, and the seeds of its classes' (kept in their lanes).
+// impairer is a worker's way to link emulation's draws: the link's seed,
+// and the packet's headers, whose flow picks the stream it draws from
+// (emulate.Streams).
 type impairer struct {
-	dirImp  emulate.Impairment // the direction's emulation state
-	seeds   emulate.Rand       // seeds the impairments' random sources
-	hasher  *fq.Hasher         // the link's flow hash, for per-flow order
-	headers *classify.Headers  // the packet arrive takes (parse)
+	seed    uint64            // the link's seed (WithSeed)
+	hasher  *fq.Hasher        // the link's flow hash, for per-flow order
+	headers *classify.Headers // the packet arrive takes (parse)
+}
+
+// flowKey returns the stream key of the packet whose headers are h
+// (emulate.FlowKey: the service's port, not the client's).
+func flowKey(h *classify.Headers) uint64 {
+	ports := h.L4 == classify.L4Parsed && (h.Proto == 6 || h.Proto == 17)
+	return emulate.FlowKey(h.Src, h.Dst, h.Proto, h.Sport, h.Dport, ports)
 }
 
 // arrive applies the direction's and the class's loss to an arrival and
 // sets its due time; it reports false if the packet was lost (counted).
+// Each draws from its own stream for the packet's flow: the direction's,
+// then the class's.
 func (im *impairer) arrive(a *arrival) bool {
-	if a.d.emu == nil && a.st.emu == nil {
+	de, ce := a.d.emu, a.st.emu
+	if de == nil && ce == nil {
 		return true
 	}
-	if im.lost(a.d, a.ln, a.st) {
-		a.sh.drops[DropLoss].Add(1)
-		return false
+	key := flowKey(im.headers)
+	var dd, cd emulate.Draw
+	if de != nil {
+		dd = de.Streams.Arrival(im.seed, key)
+		if dd.Lose(de) {
+			a.sh.drops[DropLoss].Add(1)
+			return false
+		}
 	}
-	a.due = im.dueTime(a.d, a.ln, a.st, a.now)
+	if ce != nil {
+		cd = ce.Streams.Arrival(im.seed, key)
+		if cd.Lose(ce) {
+			a.sh.drops[DropLoss].Add(1)
+			return false
+		}
+	}
+	a.due = dueTime(de, &dd, ce, &cd, a.now)
 	return true
-}
-
-// of returns the class's emulation state on this worker, seeded on first
-// use.
-func (im *impairer) of(ln *lane) *emulate.Impairment {
-	if !ln.impSeeded {
-		ln.imp.Rand = emulate.NewRand(im.seeds.Uint64())
-		ln.impSeeded = true
-	}
-	return &ln.imp
-}
-
-// lost decides, at arrival, whether the direction's or the class's loss
-// model drops the packet.
-func (im *impairer) lost(d *direction, ln *lane, st *classState) bool {
-	return d.emu.Drops() && im.dirImp.Lose(d.emu) || st.emu.Drops() && im.of(ln).Lose(st.emu)
 }
 
 // dueTime returns the packet's delay through the line as a time relative
@@ -62,19 +71,23 @@ func (im *impairer) lost(d *direction, ln *lane, st *classState) bool {
 // with jitter (0: no delay). The line adds that delay after shaping
 // (departure.send): a packet leaves at its shaping time plus its delay, as
 // on a real path, where the queue of the bottleneck comes before the
-// propagation delay, not within it.
-func (im *impairer) dueTime(d *direction, ln *lane, st *classState, now int64) int64 {
+// propagation delay, not within it. A packet that either emulation
+// reorders (emulate.Draw.Early) skips the line: 0.
+func dueTime(de *emulate.Settings, dd *emulate.Draw, ce *emulate.Settings, cd *emulate.Draw, now int64) int64 {
 	var delay time.Duration
 	jitter := false
-	if d.emu.Delays() {
-		delay += im.dirImp.Jittered(d.emu)
-		jitter = d.emu.Jitter > 0
+	early := false
+	if de.Delays() {
+		delay += dd.Delay(de)
+		jitter = de.Jitter > 0
+		early = dd.Early(de)
 	}
-	if st.emu.Delays() {
-		delay += im.of(ln).Jittered(st.emu)
-		jitter = jitter || st.emu.Jitter > 0
+	if ce.Delays() {
+		delay += cd.Delay(ce)
+		jitter = jitter || ce.Jitter > 0
+		early = cd.Early(ce) || early
 	}
-	if delay == 0 && !jitter {
+	if early || delay == 0 && !jitter {
 		return 0
 	}
 	return now + int64(max(delay, 1))

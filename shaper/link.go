@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -55,11 +56,13 @@ type Link struct {
 	// (WithSysmonKeeper, procs.go); keeper is it while the link runs.
 	keepSysmon bool
 	keeper     *sysmon.Keeper
-	stopping   atomic.Bool
-	drainBy    atomic.Int64
-	stopOnce   sync.Once
-	owned      bool         // made by Open: Close closes the devices
-	devs       []madeDevice // made by Open
+	// seed seeds link emulation's draws (WithSeed).
+	seed     uint64
+	stopping atomic.Bool
+	drainBy  atomic.Int64
+	stopOnce sync.Once
+	owned    bool         // made by Open: Close closes the devices
+	devs     []madeDevice // made by Open
 
 	sweepStop chan struct{} // closed by Stop: ends the per-key sweeper and the device watcher
 	sweepDone chan struct{}
@@ -106,7 +109,10 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 	if len(qi) != len(qo) || len(qi) == 0 {
 		return nil, fmt.Errorf("link %s-%s: queue counts differ (%d and %d)", inner.Name(), outer.Name(), len(qi), len(qo))
 	}
-	l := &Link{inner: inner, outer: outer, log: log, start: time.Now(), queues: len(qi), lost: make(chan struct{}), wait: lo.wait}
+	l := &Link{inner: inner, outer: outer, log: log, start: time.Now(), queues: len(qi), lost: make(chan struct{}), wait: lo.wait, seed: lo.seed}
+	for l.seed == 0 {
+		l.seed = rand.Uint64()
+	}
 	l.keepSysmon = lo.keeper && lo.wait != config.WaitThread
 	hasher := fq.NewHasher()
 	if err := l.install(egress, ingress); err != nil {
@@ -132,6 +138,7 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 			w.slack, w.batch, w.ownThread = lo.wakeSlack, lo.wakeBatch, lo.wait == config.WaitThread
 			w.lose = l.lose
 			w.hasher = hasher
+			w.imp.seed = l.seed
 			w.rtts, w.ingress = &l.rtts, side.name == Ingress
 			w.log = log.With("direction", side.name)
 			if !lo.noGRO && side.dstDev.Offload() {
@@ -171,6 +178,7 @@ type linkSettings struct {
 	wakeBatch uint64
 	wait      config.WaitMode
 	keeper    bool
+	seed      uint64
 }
 
 // WithWakeBatch lets a worker that holds a shaped class's packets sleep
@@ -267,6 +275,22 @@ func WithGRO(on bool) LinkOption {
 func WithSysmonKeeper(on bool) LinkOption {
 	return func(o *linkSettings) { o.keeper = on }
 }
+
+// WithSeed seeds link emulation's random draws: the same traffic offered
+// the same way meets the same losses, delays, reorderings, duplications
+// and corruptions in every run with the same seed (package emulate: the
+// draws are per flow and per packet of the flow, independent of timing
+// and of the other flows; docs/link-emulation.md says what still depends
+// on timing). Without it, or with 0, the link draws a seed, which
+// Link.Seed reports so that a run can be repeated. The config's
+// link.seed sets it.
+func WithSeed(seed uint64) LinkOption {
+	return func(o *linkSettings) { o.seed = seed }
+}
+
+// Seed returns the seed of the link's emulation draws (WithSeed, or the
+// one it drew).
+func (l *Link) Seed() uint64 { return l.seed }
 
 // now returns the link's monotonic clock in nanoseconds.
 func (l *Link) now() int64 { return int64(time.Since(l.start)) }

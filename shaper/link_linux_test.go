@@ -60,10 +60,10 @@ link:
   io_uring: %v
   keep_sysmon: %v
   wake_slack: %s
-  wait: %s
+  wait: %s%s
   inner: {name: %s, netns: %s, addresses: [198.18.0.1/32 %s], peer: 198.18.0.2, routes: [%s], txqueuelen: %d, mtu: %d}
   outer: {name: %s, netns: %s, addresses: [198.18.0.2/32 %s], peer: 198.18.0.1, routes: [%s], txqueuelen: %d, mtu: %d}
-`, queues, offload, !lo.noGRO, lo.ioUring, lo.keeper, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
+`, queues, offload, !lo.noGRO, lo.ioUring, lo.keeper, cmp.Or(lo.wakeSlack, config.DefaultWakeSlack.String()), testWait(), seedLine(lo.seed), inner, ns1, lo.innerAddrs, lo.innerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU), outer, ns2, lo.outerAddrs, lo.outerRoutes, lo.txQueueLen, cmp.Or(lo.mtu, config.DefaultMTU))
 	yml := linkYAML + policy
 	cfg, err := config.Parse("test.yaml", []byte(yml))
 	if err != nil {
@@ -100,6 +100,20 @@ type linkOptions struct {
 	noGRO, ioUring, autoQueues, keeper               bool
 	txQueueLen, mtu                                  int
 	wakeSlack                                        string
+	seed                                             uint64
+}
+
+// withSeed sets link.seed.
+func withSeed(seed uint64) linkOption {
+	return func(o *linkOptions) { o.seed = seed }
+}
+
+// seedLine is the link section's seed line for seed (none for 0).
+func seedLine(seed uint64) string {
+	if seed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n  seed: %d", seed)
 }
 
 // withAutoQueues leaves link.queues at 0 (config.AutoQueues), where the

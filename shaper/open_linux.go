@@ -58,7 +58,7 @@ func Open(cfg *config.Config, log *slog.Logger, opts ...OpenOption) (*Link, erro
 		log.Info("tun device ready", "device", d.Name(), "created", d.Created(), "netns", where,
 			"queues", len(d.Queues()), "offload", d.Offload(), "uso", d.USO(), "gro", cfg.Link.GRO && d.Offload(), "io_uring", cfg.Link.IOUring, "wait", cfg.Link.Wait, "mtu", lc.MTU, "addresses", lc.Addresses)
 	}
-	l, err := NewLink(devs[0], devs[1], cfg.Egress, cfg.Ingress, log, WithGRO(cfg.Link.GRO), WithIOUring(cfg.Link.IOUring), WithWakeSlack(cfg.Link.WakeSlack), WithWakeBatch(cfg.Link.WakeBatch), WithWait(cfg.Link.Wait), WithSysmonKeeper(cfg.Link.KeepSysmon))
+	l, err := NewLink(devs[0], devs[1], cfg.Egress, cfg.Ingress, log, WithGRO(cfg.Link.GRO), WithIOUring(cfg.Link.IOUring), WithWakeSlack(cfg.Link.WakeSlack), WithWakeBatch(cfg.Link.WakeBatch), WithWait(cfg.Link.Wait), WithSysmonKeeper(cfg.Link.KeepSysmon), WithSeed(cfg.Link.Seed))
 	if err != nil {
 		closeAll()
 		return nil, err

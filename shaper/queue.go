@@ -135,7 +135,7 @@ func rankOf(c *Class) uint8 {
 }
 
 // lane is a class's state on one worker: the packets it holds there and
-// its link emulation's random state. Only that worker touches it, but for
+// its link emulation's per-flow order. Only that worker touches it, but for
 // the atomics, which other workers (vt, weight) and Link.Flows (flows)
 // read; padding keeps two workers' lanes off one cache line.
 type lane struct {
@@ -164,12 +164,10 @@ type lane struct {
 	// flows is the worker's last published view of its fair queue's flows
 	// for the class (for Link.Flows); the worker replaces it whole.
 	flows atomic.Pointer[[]fq.FlowInfo]
-	// The worker's random state and per-flow order for the class's
-	// emulation.
-	imp       emulate.Impairment
-	impSeeded bool
-	order     *emulate.Order
-	_         [64]byte
+	// The worker's per-flow order for the class's emulation (jitter that
+	// must not reorder a flow).
+	order *emulate.Order
+	_     [64]byte
 }
 
 // empty reports whether the lane holds no packet.

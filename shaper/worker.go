@@ -12,7 +12,6 @@ import (
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
-	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/sysmon"
@@ -132,8 +131,6 @@ func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst t
 	w.pkts = make([]tun.Packet, batchSize)
 	w.queues.segBufs = make([][]byte, 0, tun.MaxPacketSize/64+1)
 	w.queues.segSizes = make([]int, tun.MaxPacketSize/64+1)
-	w.imp.seeds = emulate.NewRand(uint64(time.Now().UnixNano()) ^ uint64(idx+1)<<40)
-	w.imp.dirImp.Rand = emulate.NewRand(w.imp.seeds.Uint64())
 	return w
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // The write stage: the packets the gate (and the delay line) let go join
-// the worker's write batch (emit, impair.go), which is coalesced by
+// the worker's write batch (departure.route, delay.go), which is coalesced by
 // userspace GRO and written to the other device at once. Then, the write
 // having returned, the capped classes' tokens go back and the packets are
 // counted as sent; a packet the write did not take gets its tokens

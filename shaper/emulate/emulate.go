@@ -1,11 +1,14 @@
 // Package emulate holds pacer's link emulation: the random draws of
-// delay jitter (uniform, normal, Pareto, as netem's), independent and
-// Gilbert-Elliott loss, duplication and corruption, and the per-flow
-// ordering that keeps jitter from reordering a flow. It is the pure part:
-// the data path (package shaper) holds the packets.
+// delay jitter (uniform, normal, Pareto, as netem's), independent,
+// correlated and Gilbert-Elliott loss, reordering with a gap,
+// duplication and corruption, and the per-flow ordering that keeps jitter
+// from reordering a flow. It is the pure part: the data path (package
+// shaper) holds the packets.
 //
-// An Impairment belongs to one goroutine (a worker) and is not safe for
-// concurrent use; Settings are immutable and shared.
+// Every draw comes from a flow's own stream (Streams): the n-th packet of
+// a flow meets the same fate under the same seed, whatever the timing and
+// whatever other flows do, so that a run can be repeated. Settings and
+// Streams are shared by the workers; an Order belongs to one.
 package emulate
 
 import (
@@ -32,15 +35,33 @@ type GilbertElliott struct {
 }
 
 // Settings are one class's (or direction's) impairments. The zero value
-// impairs nothing.
+// impairs nothing. Probabilities and correlations are fractions (0..1).
 type Settings struct {
 	Delay, Jitter time.Duration
 	Dist          Distribution
 	Reorder       bool    // let jitter reorder a flow's packets
-	Loss          float64 // independent loss probability (0..1), unless GE is set
+	Loss          float64 // loss probability, unless GE is set
 	GE            *GilbertElliott
-	Duplicate     float64 // probability (0..1)
-	Corrupt       float64 // probability (0..1)
+	Duplicate     float64
+	Corrupt       float64
+	// Early is netem's reorder: the chance that a packet skips the delay
+	// (sent at once, ahead of its flow's delayed packets) once Gap-1
+	// packets of its flow went through the delay since the last one
+	// that skipped it (Gap 0 counts as 1: any packet may).
+	Early float64
+	Gap   uint32
+	// Corr are the lag-1 correlations of the draws (see Draw).
+	Corr Correlation
+	// Streams are the per-flow random state (nil: Settings draw nothing;
+	// NewSettings-style callers set it with NewStreams).
+	Streams *Streams
+}
+
+// Correlation holds the lag-1 correlations (0..1) of a flow's successive
+// draws: Delay of the jitter, the others of the events (a packet lost,
+// duplicated, corrupted, sent early).
+type Correlation struct {
+	Delay, Loss, Duplicate, Corrupt, Early float64
 }
 
 // Delays reports whether s holds packets (a delay or jitter).
@@ -48,6 +69,9 @@ func (s *Settings) Delays() bool { return s != nil && (s.Delay > 0 || s.Jitter >
 
 // Drops reports whether s may drop packets.
 func (s *Settings) Drops() bool { return s != nil && (s.Loss > 0 || s.GE != nil) }
+
+// Departs reports whether s duplicates or corrupts packets as they leave.
+func (s *Settings) Departs() bool { return s != nil && (s.Duplicate > 0 || s.Corrupt > 0) }
 
 // Rand is a small fast random source (xorshift64*), one per goroutine.
 type Rand struct{ s uint64 }
@@ -93,55 +117,20 @@ func (r *Rand) pareto() float64 {
 	return x - paretoAlpha/(paretoAlpha-1)
 }
 
-// Jittered returns delay + a draw of the jitter distribution, at least 0.
-func (r *Rand) Jittered(s *Settings) time.Duration {
-	if s.Jitter == 0 {
-		return s.Delay
-	}
-	j := float64(s.Jitter)
-	var d float64
-	switch s.Dist {
+// spread returns a draw of the jitter distribution d with mean 0 and
+// unit scale (the jitter multiplies it).
+func (r *Rand) spread(d Distribution) float64 {
+	switch d {
 	case Normal:
-		d = j * r.normal()
+		return r.normal()
 	case Pareto:
-		d = j * r.pareto()
+		return r.pareto()
 	case ParetoNormal:
 		// netem's paretonormal: a quarter of the spread Pareto, three
 		// quarters normal.
-		d = j*0.25*r.pareto() + j*0.75*r.normal()
-	default:
-		d = j * (2*r.Float64() - 1)
+		return 0.25*r.pareto() + 0.75*r.normal()
 	}
-	return max(s.Delay+time.Duration(d), 0)
-}
-
-// Impairment is the random state of one worker for one class or direction:
-// its random source and the Gilbert-Elliott state.
-type Impairment struct {
-	Rand
-	bad bool // Gilbert-Elliott: in the bad state
-}
-
-// Lose decides whether the next packet is lost.
-func (m *Impairment) Lose(s *Settings) bool {
-	if ge := s.GE; ge != nil {
-		// As netem: the packet is lost by the probability of the state it
-		// finds, and the state moves on after it.
-		var lose bool
-		if m.bad {
-			lose = m.Float64() >= ge.H
-			if m.Float64() < ge.R {
-				m.bad = false
-			}
-		} else {
-			lose = m.Float64() >= ge.K
-			if m.Float64() < ge.P {
-				m.bad = true
-			}
-		}
-		return lose
-	}
-	return s.Loss > 0 && m.Float64() < s.Loss
+	return 2*r.Float64() - 1
 }
 
 // Order keeps jitter from reordering a flow: it remembers the latest due

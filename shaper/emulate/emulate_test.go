@@ -2,18 +2,29 @@ package emulate
 
 import (
 	"math"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
 )
 
+// flow draws for the packets of one flow under seed 1: next returns the
+// next packet's arrival draws.
+func flow(s *Settings) func() Draw {
+	if s.Streams == nil {
+		s.Streams = NewStreams(Salt("test"))
+	}
+	key := FlowKey(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.1.1"), 17, 40000, 9000, true)
+	return func() Draw { return s.Streams.Arrival(1, key) }
+}
+
 func TestIndependentLoss(t *testing.T) {
-	m := Impairment{Rand: NewRand(1)}
 	s := &Settings{Loss: 0.05}
+	next := flow(s)
 	lost := 0
 	const n = 1_000_000
 	for range n {
-		if m.Lose(s) {
+		if d := next(); d.Lose(s) {
 			lost++
 		}
 	}
@@ -26,12 +37,12 @@ func TestIndependentLoss(t *testing.T) {
 // 1 (the good state nothing), losses come in bursts of mean length 1/r and
 // the loss rate is p/(p+r).
 func TestGilbertElliott(t *testing.T) {
-	m := Impairment{Rand: NewRand(7)}
 	s := &Settings{GE: &GilbertElliott{P: 0.01, R: 0.25, H: 0, K: 1}}
+	next := flow(s)
 	const n = 2_000_000
 	lost, bursts, run := 0, 0, 0
 	for range n {
-		if m.Lose(s) {
+		if d := next(); d.Lose(s) {
 			lost++
 			run++
 		} else if run > 0 {
@@ -57,11 +68,12 @@ func quantile(xs []time.Duration, q float64) time.Duration {
 // TestJitterDistributions: the delays drawn have the distribution's
 // quantiles (uniform) or mean and spread (normal, Pareto).
 func TestJitterDistributions(t *testing.T) {
-	r := NewRand(3)
 	draw := func(s *Settings) []time.Duration {
+		next := flow(s)
 		out := make([]time.Duration, 200_000)
 		for i := range out {
-			out[i] = r.Jittered(s)
+			d := next()
+			out[i] = d.Delay(s)
 		}
 		return out
 	}
