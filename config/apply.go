@@ -363,12 +363,32 @@ func (a *applier) emulateAfter(e *EmulateConfig) {
 	if a.given("delay") && e.Delay == 0 && !a.given("jitter") {
 		e.Jitter = 0
 	}
+	if e.Delay == 0 && a.given("delay") && !a.given("reorder") {
+		e.ReorderChance, e.ReorderGap = 0, 0
+	}
 	if e.Jitter == 0 && (a.given("delay") || a.given("jitter")) {
 		if !a.given("distribution") {
 			e.Distribution = DistUniform
 		}
 		if !a.given("reorder") {
 			e.Reorder = false
+		}
+	}
+	// A correlation goes with its setting, unless the change gives it.
+	c := &e.Correlation
+	for _, x := range []struct {
+		key  string
+		base bool
+		corr *float64
+	}{
+		{"delay", e.Jitter > 0, &c.Delay},
+		{"loss", e.Loss > 0 && e.LossModel == nil, &c.Loss},
+		{"duplicate", e.Duplicate > 0, &c.Duplicate},
+		{"corrupt", e.Corrupt > 0, &c.Corrupt},
+		{"reorder", e.ReorderChance > 0, &c.Reorder},
+	} {
+		if !x.base && !a.given("correlation."+x.key) {
+			*x.corr = 0
 		}
 	}
 }
@@ -415,6 +435,8 @@ func (a *applier) valueNode(ch Change) *yaml.Node {
 			return scalar("0")
 		case "trace":
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+		case "reorder":
+			return scalar("false")
 		}
 	}
 	return valueNode(ch.Value)

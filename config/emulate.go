@@ -326,12 +326,12 @@ func (d *decoder) emulateFields(e *EmulateConfig) []field {
 
 // reorder decodes reorder: true or false (whether jitter may reorder a
 // flow), a percentage (netem's reorder: the chance to skip the delay) or
-// {chance: PERCENT, gap: N}.
+// {chance: PERCENT, gap: N}. Each form replaces the others.
 func (d *decoder) reorder(n *yaml.Node, path string, e *EmulateConfig) {
 	v := d.node(n)
+	e.Reorder, e.ReorderChance, e.ReorderGap = false, 0, 0
 	switch {
 	case v.Kind == yaml.MappingNode:
-		e.ReorderGap = 0
 		d.mapping(n, path, []field{
 			{"chance", d.percent(&e.ReorderChance)},
 			{"gap", d.integer(&e.ReorderGap, 1, MaxReorderGap)},
@@ -342,7 +342,6 @@ func (d *decoder) reorder(n *yaml.Node, path string, e *EmulateConfig) {
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
 		d.boolean(&e.Reorder)(n, path)
 	default:
-		e.ReorderGap = 0
 		s, ok := d.scalar(n, path, "true, false or a percentage such as 25%")
 		if !ok {
 			return

@@ -68,10 +68,12 @@ func queueSettings(cmd string, s map[string]string) (ecn *bool, flows int, err e
 // emulationKeys are the link emulation settings that set and add take;
 // loss.p, loss.r, loss.h and loss.k give a Gilbert-Elliott model instead
 // of loss.
-var emulationKeys = []string{"delay", "jitter", "distribution", "reorder", "loss", "loss.p", "loss.r", "loss.h", "loss.k", "duplicate", "corrupt", "trace", "rates"}
+var emulationKeys = []string{"delay", "jitter", "distribution", "reorder", "reorder.gap", "loss", "loss.p", "loss.r", "loss.h", "loss.k", "duplicate", "corrupt", "trace", "rates",
+	"correlation.delay", "correlation.loss", "correlation.duplicate", "correlation.corrupt", "correlation.reorder"}
 
 // emulationSettings reads the link emulation settings: reorder (true or
-// false), loss as a percentage or a model (loss.p ...), trace (made
+// false, or a chance such as 25% with reorder.gap), loss as a percentage
+// or a model (loss.p ...), correlation.* (percentages), trace (made
 // absolute: the daemon does not share our working directory; "none"
 // stays), rates as AT:RATE,...,AT ("none": an empty list). The rest are
 // strings the daemon checks.
@@ -81,11 +83,28 @@ func emulationSettings(cmd string, s map[string]string) (control.EmulationChange
 		Duplicate: s["duplicate"], Corrupt: s["corrupt"],
 	}
 	if v, ok := s["reorder"]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return e, usagef("%s: reorder=%q: use true or false", cmd, v)
+		if b, err := strconv.ParseBool(v); err == nil {
+			e.Reorder = &control.Reorder{Jitter: b}
+		} else if strings.HasSuffix(v, "%") || v == "none" {
+			e.Reorder = &control.Reorder{Chance: v}
+		} else {
+			return e, usagef("%s: reorder=%q: use true or false (may jitter reorder a flow), or a chance such as 25%% (netem's reorder)", cmd, v)
 		}
-		e.Reorder = &b
+	}
+	if v, ok := s["reorder.gap"]; ok {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 1:
+			return e, usagef("%s: reorder.gap=%q: use a count of packets such as 5", cmd, v)
+		case e.Reorder == nil || e.Reorder.Chance == "":
+			return e, usagef("%s: reorder.gap needs reorder=CHANCE (such as reorder=25%% reorder.gap=5)", cmd)
+		}
+		e.Reorder.Gap = n
+	}
+	c := control.Correlation{Delay: s["correlation.delay"], Loss: s["correlation.loss"], Duplicate: s["correlation.duplicate"],
+		Corrupt: s["correlation.corrupt"], Reorder: s["correlation.reorder"]}
+	if c != (control.Correlation{}) {
+		e.Correlation = &c
 	}
 	m := &control.LossModel{P: s["loss.p"], R: s["loss.r"], H: s["loss.h"], K: s["loss.k"]}
 	switch {
@@ -215,15 +234,13 @@ func parseAdd(name string, args []string) (control.AddRequest, error) {
 			Emulation: control.Emulation{
 				Delay: emu.Delay, Jitter: emu.Jitter, Distribution: emu.Distribution, Loss: emu.Loss,
 				Duplicate: emu.Duplicate, Corrupt: emu.Corrupt, Trace: emu.Trace,
+				Reorder: emu.Reorder, Correlation: emu.Correlation,
 			},
 		},
 		Before: s["before"],
 	}
 	if emu.Trace == "none" { // nothing to remove in a new class
 		req.Trace = ""
-	}
-	if emu.Reorder != nil {
-		req.Reorder = *emu.Reorder
 	}
 	if emu.Rates != nil && len(*emu.Rates) > 0 {
 		req.Rates = *emu.Rates

@@ -88,8 +88,12 @@ commands:
           emulation settings (link emulation, on top of shaping):
           delay=DURATION  jitter=DURATION (at most delay)
           distribution=uniform|normal|pareto|paretonormal
-          reorder=true|false  loss=PERCENT (such as 1%), or a
+          reorder=true|false (may jitter reorder a flow), or netem's
+          reorder=PERCENT [reorder.gap=N] (packets that skip the delay)
+          loss=PERCENT (such as 1%), or a
           Gilbert-Elliott model loss.p=PERCENT [loss.r= loss.h= loss.k=]
+          correlation.delay= .loss= .duplicate= .corrupt= .reorder=PERCENT
+          (each flow's successive draws: correlation.loss=25%)
           duplicate=PERCENT  corrupt=PERCENT  trace=FILE (Mahimahi's
           format; replaces the rate)  rates=AT:RATE,...,END (a looping
           schedule such as 0s:12mbit,1s:3mbit,2s)

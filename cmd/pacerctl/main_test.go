@@ -48,8 +48,13 @@ func TestParseSet(t *testing.T) {
 		{name: "flows zero", args: []string{"flows=0"}, wantErr: `set: flows="0"`},
 		{name: "unknown lists queue keys", args: []string{"fq=1"}, wantErr: "use rate, burst, peak, backlog, per_rate, per_burst, per_peak, per_keys, per_idle, queue, aqm, ecn, target, interval, rtt, flows, isolate, quantum"},
 		{name: "emulation", args: []string{"delay=40ms", "jitter=5ms", "distribution=normal", "reorder=true", "loss=1%", "duplicate=0.1%", "corrupt=0.1%"},
-			want: control.SetRequest{EmulationChange: control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: ptr(true),
+			want: control.SetRequest{EmulationChange: control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: &control.Reorder{Jitter: true},
 				Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.1%"}}},
+		{name: "reorder chance", args: []string{"reorder=25%", "reorder.gap=5", "correlation.loss=10%", "correlation.reorder=50%"},
+			want: control.SetRequest{EmulationChange: control.EmulationChange{Reorder: &control.Reorder{Chance: "25%", Gap: 5}, Correlation: &control.Correlation{Loss: "10%", Reorder: "50%"}}}},
+		{name: "reorder junk", args: []string{"reorder=often"}, wantErr: `set: reorder="often": use true or false (may jitter reorder a flow), or a chance such as 25% (netem's reorder)`},
+		{name: "reorder gap alone", args: []string{"reorder.gap=5"}, wantErr: "set: reorder.gap needs reorder=CHANCE (such as reorder=25% reorder.gap=5)"},
+		{name: "reorder gap junk", args: []string{"reorder=5%", "reorder.gap=x"}, wantErr: `set: reorder.gap="x": use a count of packets such as 5`},
 		{name: "loss model", args: []string{"loss.p=1%", "loss.r=25%", "loss.k=99%"},
 			want: control.SetRequest{EmulationChange: control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "25%", K: "99%"}}}}},
 		{name: "rates", args: []string{"rates=0s:12mbit, 1s:3mbit,2s"},
@@ -133,7 +138,7 @@ func TestParseAdd(t *testing.T) {
 	}
 	got, err = parseAdd("lte", []string{"rate=12mbit", "delay=40ms", "jitter=1ms", "reorder=true", "loss.p=1%",
 		"duplicate=1%", "corrupt=1%", "distribution=pareto", "trace=traces/lte.down"})
-	wantEmu := control.Emulation{Delay: "40ms", Jitter: "1ms", Distribution: "pareto", Reorder: true,
+	wantEmu := control.Emulation{Delay: "40ms", Jitter: "1ms", Distribution: "pareto", Reorder: &control.Reorder{Jitter: true},
 		Loss: &control.Loss{Model: &control.LossModel{P: "1%"}}, Duplicate: "1%", Corrupt: "1%", Trace: filepath.Join(wd, "traces/lte.down")}
 	if err != nil || !reflect.DeepEqual(got.Emulation, wantEmu) {
 		t.Errorf("emulation: %+v, %v; want %+v", got.Emulation, err, wantEmu)
@@ -266,11 +271,13 @@ func TestWriteTableEmulation(t *testing.T) {
 	st.Classes[0].Config.Emulation = control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Loss: &control.Loss{Percent: "1%"},
 		Trace: "/srv/traces/lte.down"}
 	st.Classes[0].Schedule, st.Classes[0].TraceRateBytesPerSecond = "trace", 375_000
+	st.Seed = 42
 	var b bytes.Buffer
 	if err := writeTable(&b, st); err != nil {
 		t.Fatal(err)
 	}
-	want := `egress: total rate 100mbit (base), burst 125000b; emulation delay 20ms rates 1 step/1s
+	want := `emulation seed 42 (link.seed: the same traffic meets the same fate)
+egress: total rate 100mbit (base), burst 125000b; emulation delay 20ms rates 1 step/1s
 ingress: emulation loss 0.5%
 DIRECTION  CLASS         MODE         RATE                       ACHIEVED  OFFERED  BACKLOG     FLOWS  DROPS                                   EMULATION
 egress     bulk          shape        3mbit (trace) peak 20mbit  9.99mbit  12mbit   17.6kb 12p  3      130 (backlog 120, police 10), marked 7  delay 40ms±5ms normal loss 1% trace lte.down
@@ -330,7 +337,9 @@ func TestEmulation(t *testing.T) {
 	}{
 		{"none", control.Emulation{}, ""},
 		{"delay", control.Emulation{Delay: "40ms"}, "delay 40ms"},
-		{"jitter", control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "pareto", Reorder: true}, "delay 40ms±5ms pareto reorder"},
+		{"jitter", control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "pareto", Reorder: &control.Reorder{Jitter: true}}, "delay 40ms±5ms pareto reorder"},
+		{"reorder chance", control.Emulation{Delay: "40ms", Reorder: &control.Reorder{Chance: "25%", Gap: 5}, Loss: &control.Loss{Percent: "1%"},
+			Correlation: &control.Correlation{Loss: "25%", Reorder: "50%"}}, "delay 40ms reorder 25% gap 5 correlation loss 25%,reorder 50% loss 1%"},
 		{"all", control.Emulation{Delay: "1s", Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.2%"}, "delay 1s loss 1% duplicate 0.1% corrupt 0.2%"},
 		{"Bernoulli model", control.Emulation{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "99%", H: "0%", K: "100%"}}}, "loss ge p=1% r=99%"},
 		{"model", control.Emulation{Loss: &control.Loss{Model: &control.LossModel{P: "1%", R: "25%", H: "10%", K: "99%"}}}, "loss ge p=1% r=25% h=10% k=99%"},
@@ -463,7 +472,7 @@ func TestDescribe(t *testing.T) {
 		{"fifo", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "shape", Backlog: "500ms", Queue: "fifo"}, "rate=1mbit burst=3000b mode=shape backlog=500ms queue=fifo"},
 		{"police", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "police", Match: &control.Match{Proto: "udp"}}, "rate=1mbit burst=3000b mode=police match.proto=udp"},
 		{"emulation", control.ClassConfig{Rate: "1mbit", Burst: "3000b", Mode: "police", Emulation: control.Emulation{
-			Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: true, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%",
+			Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: &control.Reorder{Jitter: true}, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%",
 			Rates: []control.RateStep{{At: "0s", Rate: "12mbit"}, {At: "1s", Rate: "3mbit"}, {At: "2s"}},
 		}}, "rate=1mbit burst=3000b mode=police delay=40ms jitter=5ms distribution=normal reorder=true loss=1% duplicate=0.1% corrupt=0.01% rates=0s:12mbit,1s:3mbit,2s"},
 		{"loss model", control.ClassConfig{Rate: "1mbit", Emulation: control.Emulation{

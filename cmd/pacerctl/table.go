@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,8 +75,13 @@ func watch(ctx context.Context, c *control.Client, w io.Writer, interval time.Du
 // compensates link-layer overhead, its overhead (WIRE, with a note that
 // its rate is a wire rate and ACHIEVED an IP rate). A direction
 // with a total rate, emulation or a global limit gets a line of its own
-// first.
+// first, and with any emulation, the seed of its draws before them.
 func writeTable(w io.Writer, st *control.Status) error {
+	anyEmulation := slices.ContainsFunc(st.Directions, func(d control.Direction) bool { return !d.Emulation.IsZero() }) ||
+		slices.ContainsFunc(st.Classes, func(c control.Class) bool { return !c.Config.Emulation.IsZero() })
+	if anyEmulation && st.Seed != 0 {
+		fmt.Fprintf(w, "emulation seed %d (link.seed: the same traffic meets the same fate)\n", st.Seed)
+	}
 	for _, d := range st.Directions {
 		var parts []string
 		switch {
@@ -278,8 +284,26 @@ func emulation(e control.Emulation) string {
 	if e.Distribution != "" {
 		parts = append(parts, e.Distribution)
 	}
-	if e.Reorder {
-		parts = append(parts, "reorder")
+	if r := e.Reorder; r != nil {
+		switch {
+		case r.Chance != "" && r.Gap > 1:
+			parts = append(parts, fmt.Sprintf("reorder %s gap %d", r.Chance, r.Gap))
+		case r.Chance != "":
+			parts = append(parts, "reorder "+r.Chance)
+		case r.Jitter:
+			parts = append(parts, "reorder")
+		}
+	}
+	if c := e.Correlation; c != nil {
+		var cs []string
+		for _, x := range [][2]string{{"delay", c.Delay}, {"loss", c.Loss}, {"duplicate", c.Duplicate}, {"corrupt", c.Corrupt}, {"reorder", c.Reorder}} {
+			if x[1] != "" {
+				cs = append(cs, x[0]+" "+x[1])
+			}
+		}
+		if len(cs) > 0 {
+			parts = append(parts, "correlation "+strings.Join(cs, ","))
+		}
 	}
 	if l := e.Loss; l != nil {
 		if m := l.Model; m != nil {
@@ -433,15 +457,31 @@ func describe(c control.ClassConfig) string {
 }
 
 // describeEmulation adds a class's link emulation as set and add take it:
-// delay=40ms jitter=5ms distribution=normal reorder=true, loss=1% or the
+// delay=40ms jitter=5ms distribution=normal reorder=true (or reorder=25%
+// reorder.gap=5), correlation.KEY=PERCENT, loss=1% or the
 // model loss.p= loss.r= (and loss.h=, loss.k= when not 0% and 100%),
 // duplicate=, corrupt=, trace=PATH, rates=0s:12mbit,1s:3mbit,2s.
 func describeEmulation(add func(k, v string), e control.Emulation) {
 	add("delay", e.Delay)
 	add("jitter", e.Jitter)
 	add("distribution", e.Distribution)
-	if e.Reorder {
-		add("reorder", "true")
+	if r := e.Reorder; r != nil {
+		switch {
+		case r.Chance != "":
+			add("reorder", r.Chance)
+			if r.Gap > 0 {
+				add("reorder.gap", strconv.Itoa(r.Gap))
+			}
+		case r.Jitter:
+			add("reorder", "true")
+		}
+	}
+	if c := e.Correlation; c != nil {
+		add("correlation.delay", c.Delay)
+		add("correlation.loss", c.Loss)
+		add("correlation.duplicate", c.Duplicate)
+		add("correlation.corrupt", c.Corrupt)
+		add("correlation.reorder", c.Reorder)
 	}
 	if l := e.Loss; l != nil {
 		if m := l.Model; m != nil {

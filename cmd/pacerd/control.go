@@ -153,7 +153,7 @@ func (d *daemon) status() (*control.Status, error) {
 	if l == nil {
 		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
 	}
-	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}}
+	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}, Seed: l.Seed()}
 	cfg := d.running()
 	for _, ds := range l.DirectionStats() {
 		st.Directions = append(st.Directions, directionOf(ds, cfg))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strconv"
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats"
@@ -98,7 +99,25 @@ func emulationChanges(req control.EmulationChange) []config.Change {
 	ch.add("delay", req.Delay)
 	ch.add("jitter", req.Jitter)
 	ch.add("distribution", req.Distribution)
-	ch.addBool("reorder", req.Reorder)
+	if r := req.Reorder; r != nil {
+		switch {
+		case r.Chance == "" && r.Gap != 0:
+			ch = append(ch, config.Change{Key: "reorder", Value: map[string]string{"gap": strconv.Itoa(r.Gap)}})
+		case r.Chance == "":
+			ch.add("reorder", strconv.FormatBool(r.Jitter))
+		case r.Gap == 0:
+			ch.add("reorder", r.Chance)
+		default:
+			ch = append(ch, config.Change{Key: "reorder", Value: map[string]string{"chance": r.Chance, "gap": strconv.Itoa(r.Gap)}})
+		}
+	}
+	if c := req.Correlation; c != nil {
+		ch.add("correlation.delay", c.Delay)
+		ch.add("correlation.loss", c.Loss)
+		ch.add("correlation.duplicate", c.Duplicate)
+		ch.add("correlation.corrupt", c.Corrupt)
+		ch.add("correlation.reorder", c.Reorder)
+	}
 	if l := req.Loss; l != nil {
 		if m := l.Model; m != nil {
 			model := map[string]string{}
@@ -140,7 +159,21 @@ func emulationJSON(e config.EmulateConfig) control.Emulation {
 	if e.Distribution != config.DistUniform {
 		out.Distribution = e.Distribution.String()
 	}
-	out.Reorder = e.Reorder
+	switch {
+	case e.ReorderChance > 0:
+		out.Reorder = &control.Reorder{Chance: config.FormatPercent(e.ReorderChance), Gap: e.ReorderGap}
+	case e.Reorder:
+		out.Reorder = &control.Reorder{Jitter: true}
+	}
+	if c := e.Correlation; c != (config.Correlation{}) {
+		pct := func(x float64) string {
+			if x == 0 {
+				return ""
+			}
+			return config.FormatPercent(x)
+		}
+		out.Correlation = &control.Correlation{Delay: pct(c.Delay), Loss: pct(c.Loss), Duplicate: pct(c.Duplicate), Corrupt: pct(c.Corrupt), Reorder: pct(c.Reorder)}
+	}
 	switch {
 	case e.LossModel != nil:
 		m := e.LossModel

@@ -23,7 +23,7 @@ func TestControlSetEmulation(t *testing.T) {
 	ctx := context.Background()
 	trace := filepath.Join(t.TempDir(), "lte.down")
 	writeFile(t, trace, "1\n2\n")
-	on, off := true, false
+	on, off := &control.Reorder{Jitter: true}, &control.Reorder{}
 	steps := []struct {
 		name string
 		dir  string
@@ -33,11 +33,11 @@ func TestControlSetEmulation(t *testing.T) {
 		json control.Emulation
 	}{
 		{"delay and jitter", "egress", "bulk",
-			control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: &on, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"},
+			control.EmulationChange{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: on, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"},
 			config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistNormal, Reorder: true, Loss: 1, Duplicate: 0.1, Corrupt: 0.01},
-			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: true, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"}},
+			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal", Reorder: on, Loss: &control.Loss{Percent: "1%"}, Duplicate: "0.1%", Corrupt: "0.01%"}},
 		{"a loss model replaces the loss", "egress", "bulk",
-			control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "2%", R: "30%"}}, Reorder: &off},
+			control.EmulationChange{Loss: &control.Loss{Model: &control.LossModel{P: "2%", R: "30%"}}, Reorder: off},
 			config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: config.DistNormal,
 				LossModel: &config.GilbertElliott{P: 2, R: 30, H: 0, K: 100}, Duplicate: 0.1, Corrupt: 0.01},
 			control.Emulation{Delay: "40ms", Jitter: "5ms", Distribution: "normal",
@@ -55,6 +55,17 @@ func TestControlSetEmulation(t *testing.T) {
 			control.Emulation{Delay: "40ms", Trace: trace}},
 		{"delay 0 removes the delay line; trace none the trace", "egress", "bulk", control.EmulationChange{Delay: "0s", Trace: "none"},
 			config.EmulateConfig{}, control.Emulation{}},
+		{"netem's reorder and correlations", "egress", "bulk",
+			control.EmulationChange{Delay: "20ms", Jitter: "2ms", Reorder: &control.Reorder{Chance: "25%", Gap: 5}, Loss: &control.Loss{Percent: "1%"},
+				Correlation: &control.Correlation{Loss: "25%", Delay: "50%", Reorder: "10%"}},
+			config.EmulateConfig{Delay: 20 * time.Millisecond, Jitter: 2 * time.Millisecond, ReorderChance: 25, ReorderGap: 5, Loss: 1,
+				Correlation: config.Correlation{Loss: 25, Delay: 50, Reorder: 10}},
+			control.Emulation{Delay: "20ms", Jitter: "2ms", Reorder: &control.Reorder{Chance: "25%", Gap: 5}, Loss: &control.Loss{Percent: "1%"},
+				Correlation: &control.Correlation{Loss: "25%", Delay: "50%", Reorder: "10%"}}},
+		{"a correlation goes with its setting", "egress", "bulk",
+			control.EmulationChange{Jitter: "0s", Loss: &control.Loss{Percent: "none"}, Reorder: &control.Reorder{Chance: "none"}},
+			config.EmulateConfig{Delay: 20 * time.Millisecond},
+			control.Emulation{Delay: "20ms"}},
 		{"a police class may have a delay line", "ingress", "pol", control.EmulationChange{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"},
 			config.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: config.DistPareto},
 			control.Emulation{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"}},
@@ -92,7 +103,7 @@ func TestControlSetEmulationFailures(t *testing.T) {
 	running := d.running()
 	snapshot := running.Egress.Classes[0].Emulate.Clone()
 	linkBefore := emulationOf(d, "egress", "bulk")
-	on := true
+	on := &control.Reorder{Jitter: true}
 	rel := "lte.down"
 	for _, tc := range []struct {
 		name      string
@@ -100,7 +111,10 @@ func TestControlSetEmulationFailures(t *testing.T) {
 		errorText string
 	}{
 		{"jitter above delay", control.EmulationChange{Jitter: "50ms"}, "jitter: 50ms is above the delay (40ms)"},
-		{"reorder without jitter", control.EmulationChange{Reorder: &on}, "reorder: reorder only matters with jitter"},
+		{"reorder without jitter", control.EmulationChange{Reorder: on}, "reorder: reorder only matters with jitter"},
+		{"reorder gap without chance", control.EmulationChange{Reorder: &control.Reorder{Gap: 3}}, "reorder: give the chance that a packet skips the delay"},
+		{"correlation without its setting", control.EmulationChange{Correlation: &control.Correlation{Duplicate: "5%"}}, "correlation.duplicate: a correlation needs duplicate"},
+		{"correlation bare", control.EmulationChange{Correlation: &control.Correlation{Delay: "5"}}, `correlation.delay: percentage "5" needs a % sign`},
 		{"distribution without jitter", control.EmulationChange{Distribution: "normal"}, "distribution: the distribution only matters with jitter"},
 		{"delay too long", control.EmulationChange{Delay: "1m"}, "delay: 1m0s is out of range [0s, 10s]"},
 		{"delay unit", control.EmulationChange{Delay: "40"}, `delay: invalid duration "40" (use a number and a unit: 40ms, 1.5s)`},
@@ -162,7 +176,7 @@ func TestControlAddEmulation(t *testing.T) {
 	writeFile(t, trace, "1\n")
 	cl, err := c.Add(ctx, "egress", control.AddRequest{ClassConfig: control.ClassConfig{
 		Name: "lossy", Rate: "10mbit", Mode: "police",
-		Emulation: control.Emulation{Delay: "20ms", Jitter: "1ms", Distribution: "paretonormal", Reorder: true,
+		Emulation: control.Emulation{Delay: "20ms", Jitter: "1ms", Distribution: "paretonormal", Reorder: &control.Reorder{Jitter: true},
 			Loss: &control.Loss{Model: &control.LossModel{P: "5%", H: "10%"}}, Duplicate: "1%", Corrupt: "0.5%",
 			Rates: []control.RateStep{{At: "0s", Rate: "10mbit"}, {At: "500ms", Rate: "1mbit"}, {At: "1s"}}},
 	}})
@@ -206,7 +220,7 @@ func TestControlAddEmulation(t *testing.T) {
 	}{
 		{"relative trace", control.Emulation{Trace: "lte.up"}, `trace: "lte.up": give an absolute path`},
 		{"missing trace", control.Emulation{Trace: "/nonexistent/lte.up"}, "trace: trace: open /nonexistent/lte.up: no such file or directory"},
-		{"reorder without jitter", control.Emulation{Delay: "1ms", Reorder: true}, "reorder: reorder only matters with jitter"},
+		{"reorder without jitter", control.Emulation{Delay: "1ms", Reorder: &control.Reorder{Jitter: true}}, "reorder: reorder only matters with jitter"},
 		{"loss bare", control.Emulation{Loss: &control.Loss{Percent: "5"}}, `loss: percentage "5" needs a % sign`},
 		{"loss model without p", control.Emulation{Loss: &control.Loss{Model: &control.LossModel{R: "5%"}}}, "loss: a Gilbert-Elliott loss model needs p"},
 		{"rates without end", control.Emulation{Rates: []control.RateStep{{At: "0s", Rate: "1mbit"}}}, "rates[0]: the last step ends the schedule"},
@@ -290,6 +304,9 @@ func TestControlStatusEmulation(t *testing.T) {
 	st, err := c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st.Seed == 0 {
+		t.Error("no emulation seed in the status (the link draws one when the config gives none)")
 	}
 	for _, cl := range st.Classes {
 		wantSchedule := ""

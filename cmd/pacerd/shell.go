@@ -67,10 +67,11 @@ type shellSettings struct {
 	// shellAutorate's rates probing reflectors).
 	uplinkAuto, downlinkAuto bool
 	reflectors               []netip.Addr
-	passive                  bool   // -passive: auto rates also follow CMD's TCP flows
-	metrics, control         string // "": not given
-	queues                   *int   // nil: not given
-	offload                  *bool  // nil: not given
+	passive                  bool    // -passive: auto rates also follow CMD's TCP flows
+	metrics, control         string  // "": not given
+	queues                   *int    // nil: not given
+	offload                  *bool   // nil: not given
+	seed                     *uint64 // -seed; nil: not given
 	// Link emulation, as mm-delay, mm-loss and mm-link: a one-way delay
 	// and a loss percentage in both directions, and Mahimahi traces per
 	// direction.
@@ -102,6 +103,7 @@ func runShell(args []string, stderr io.Writer) int {
 	loss := fs.String("loss", "", "`percent` of packets lost in each direction, as mm-loss (e.g. 1%)")
 	uplinkTrace := fs.String("uplink-trace", "", "Mahimahi trace `file` for the rate from CMD to the world, as mm-link's uplink trace")
 	downlinkTrace := fs.String("downlink-trace", "", "Mahimahi trace `file` for the rate back, as mm-link's downlink trace")
+	seed := fs.Uint64("seed", 0, "`seed` of link emulation's random draws (delay jitter, loss, reorder, ...): a run with the same seed and the same traffic meets the same fate (default: the file's link.seed, else one drawn at start, which pacerctl status shows)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -173,6 +175,8 @@ func runShell(args []string, stderr io.Writer) int {
 			set.queues = queues
 		case "offload":
 			set.offload = offload
+		case "seed":
+			set.seed = seed
 		}
 	})
 
@@ -403,6 +407,9 @@ func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultContr
 	}
 	if set.offload != nil {
 		cfg.Link.Offload = *set.offload
+	}
+	if set.seed != nil {
+		cfg.Link.Seed = *set.seed
 	}
 	if set.metrics != "" {
 		cfg.Metrics.Listen = set.metrics

@@ -78,6 +78,16 @@ ingress:
 			t.Errorf("metrics %q control %q, want the shell's own", cfg.Metrics.Listen, cfg.Control.Socket)
 		}
 	})
+	t.Run("seed", func(t *testing.T) {
+		seed := uint64(7)
+		cfg, err := shellConfig(shellSettings{seed: &seed}, inner, outer, sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Link.Seed != 7 {
+			t.Errorf("seed %d, want -seed's 7", cfg.Link.Seed)
+		}
+	})
 	t.Run("daemon file", func(t *testing.T) {
 		queues := 1
 		cfg, err := shellConfig(shellSettings{path: daemonFile, queues: &queues, control: "/tmp/x.sock"}, inner, outer, sock)

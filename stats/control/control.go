@@ -60,6 +60,10 @@ type Status struct {
 	// Classes are in configuration order, egress first; each direction's
 	// "default" class (if any) and "unclassified" come last.
 	Classes []Class `json:"classes"`
+	// Seed is the seed of the link's emulation draws (link.seed, or the
+	// one drawn at start): a run with it and the same traffic meets the
+	// same fate.
+	Seed uint64 `json:"seed,omitempty"`
 	// At is the daemon's clock when it had read the classes' counters.
 	// A client that computes rates from two statuses takes their times
 	// from At rather than from when its requests went out or came back:
@@ -154,21 +158,87 @@ type ClassConfig struct {
 // it. Empty fields are omitted, and in a request take their defaults
 // (none).
 type Emulation struct {
-	Delay        string     `json:"delay,omitempty"`
-	Jitter       string     `json:"jitter,omitempty"`
-	Distribution string     `json:"distribution,omitempty"`
-	Reorder      bool       `json:"reorder,omitempty"`
-	Loss         *Loss      `json:"loss,omitempty"`
-	Duplicate    string     `json:"duplicate,omitempty"`
-	Corrupt      string     `json:"corrupt,omitempty"`
-	Trace        string     `json:"trace,omitempty"`
-	Rates        []RateStep `json:"rates,omitempty"`
+	Delay        string       `json:"delay,omitempty"`
+	Jitter       string       `json:"jitter,omitempty"`
+	Distribution string       `json:"distribution,omitempty"`
+	Reorder      *Reorder     `json:"reorder,omitempty"`
+	Correlation  *Correlation `json:"correlation,omitempty"`
+	Loss         *Loss        `json:"loss,omitempty"`
+	Duplicate    string       `json:"duplicate,omitempty"`
+	Corrupt      string       `json:"corrupt,omitempty"`
+	Trace        string       `json:"trace,omitempty"`
+	Rates        []RateStep   `json:"rates,omitempty"`
 }
 
 // IsZero reports whether e emulates nothing.
 func (e *Emulation) IsZero() bool {
-	return e.Delay == "" && e.Jitter == "" && e.Distribution == "" && !e.Reorder && e.Loss == nil &&
+	return e.Delay == "" && e.Jitter == "" && e.Distribution == "" && (e.Reorder == nil || e.Reorder.IsZero()) &&
+		(e.Correlation == nil || *e.Correlation == Correlation{}) && e.Loss == nil &&
 		e.Duplicate == "" && e.Corrupt == "" && e.Trace == "" && len(e.Rates) == 0
+}
+
+// Reorder is reorder as in the config file, one of three forms: Jitter
+// (JSON true: jitter may reorder a flow's packets), or Chance (netem's
+// reorder, "25%": the chance that a packet skips the delay; JSON a
+// string) with an optional Gap (JSON {"chance": "25%", "gap": 5}).
+type Reorder struct {
+	Jitter bool
+	Chance string
+	Gap    int
+}
+
+// IsZero reports whether r reorders nothing (JSON false).
+func (r *Reorder) IsZero() bool { return *r == Reorder{} }
+
+// MarshalJSON writes r in the config file's form.
+func (r Reorder) MarshalJSON() ([]byte, error) {
+	switch {
+	case r.Chance == "" && r.Gap == 0:
+		return json.Marshal(r.Jitter)
+	case r.Gap == 0:
+		return json.Marshal(r.Chance)
+	}
+	return json.Marshal(struct {
+		Chance string `json:"chance,omitempty"`
+		Gap    int    `json:"gap"`
+	}{r.Chance, r.Gap})
+}
+
+// UnmarshalJSON reads true or false, a chance ("25%") or an object with
+// a chance and a gap (its unknown keys are errors).
+func (r *Reorder) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*r = Reorder{}
+	switch {
+	case bytes.HasPrefix(b, []byte(`"`)):
+		return json.Unmarshal(b, &r.Chance)
+	case bytes.HasPrefix(b, []byte("{")):
+		var o struct {
+			Chance string `json:"chance"`
+			Gap    int    `json:"gap"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return err
+		}
+		r.Chance, r.Gap = o.Chance, o.Gap
+		return nil
+	case bytes.Equal(b, []byte("true")), bytes.Equal(b, []byte("false")):
+		return json.Unmarshal(b, &r.Jitter)
+	}
+	return errors.New(`reorder must be true or false (may jitter reorder a flow), a chance such as "25%" or {"chance": "25%", "gap": 5}`)
+}
+
+// Correlation is the lag-1 correlation of a flow's successive draws of
+// each setting, percentages as the config file's ("25%"); empty: none
+// (in a change: kept).
+type Correlation struct {
+	Delay     string `json:"delay,omitempty"`
+	Loss      string `json:"loss,omitempty"`
+	Duplicate string `json:"duplicate,omitempty"`
+	Corrupt   string `json:"corrupt,omitempty"`
+	Reorder   string `json:"reorder,omitempty"`
 }
 
 // Loss is a loss setting: either a percentage (Percent, such as "1%"; in
@@ -234,19 +304,22 @@ type RateStep struct {
 // of 0 with no jitter given removes the whole delay line (jitter,
 // distribution and reorder too), and a jitter of 0 removes the
 // distribution and reorder unless they are given. Loss "0%" or "none"
-// removes any loss (a model too). Trace (an absolute path, read and
-// checked at once) or Rates (a schedule) replace the schedule, either
-// kind; Trace "none" or an empty Rates list remove it.
+// removes any loss (a model too). Reorder replaces all of reorder (false
+// or a chance "0%" ends it). A correlation of "0%" removes it; one whose
+// setting a change removes goes with it unless given. Trace (an absolute
+// path, read and checked at once) or Rates (a schedule) replace the
+// schedule, either kind; Trace "none" or an empty Rates list remove it.
 type EmulationChange struct {
-	Delay        string      `json:"delay,omitempty"`
-	Jitter       string      `json:"jitter,omitempty"`
-	Distribution string      `json:"distribution,omitempty"`
-	Reorder      *bool       `json:"reorder,omitempty"`
-	Loss         *Loss       `json:"loss,omitempty"`
-	Duplicate    string      `json:"duplicate,omitempty"`
-	Corrupt      string      `json:"corrupt,omitempty"`
-	Trace        string      `json:"trace,omitempty"`
-	Rates        *[]RateStep `json:"rates,omitempty"`
+	Delay        string       `json:"delay,omitempty"`
+	Jitter       string       `json:"jitter,omitempty"`
+	Distribution string       `json:"distribution,omitempty"`
+	Reorder      *Reorder     `json:"reorder,omitempty"`
+	Correlation  *Correlation `json:"correlation,omitempty"`
+	Loss         *Loss        `json:"loss,omitempty"`
+	Duplicate    string       `json:"duplicate,omitempty"`
+	Corrupt      string       `json:"corrupt,omitempty"`
+	Trace        string       `json:"trace,omitempty"`
+	Rates        *[]RateStep  `json:"rates,omitempty"`
 }
 
 // DirectionSetRequest changes a direction's own link emulation (PATCH
