@@ -76,6 +76,9 @@ type EmulateConfig struct {
 	ReorderGap    int
 	// Correlation is the lag-1 correlation of a flow's successive draws.
 	Correlation Correlation
+	// OnOff, if set, takes the link down and up in turn: every packet
+	// is lost while it is down.
+	OnOff *OnOffConfig
 	// Loss is the chance (percent, 0 to 100) that a packet is dropped
 	// independently; LossModel, if set, replaces it by Gilbert-Elliott.
 	Loss      float64
@@ -104,6 +107,18 @@ type Correlation struct {
 	Delay, Loss, Duplicate, Corrupt, Reorder float64
 }
 
+// OnOffConfig is an on/off link (Mahimahi's mm-onoff): up for On, then
+// down for Off, in turn, from when the setting starts (a reload or change
+// starts it anew); with Exponential each period is drawn exponential with
+// that mean (mm-onoff's), from the link's seed.
+type OnOffConfig struct {
+	On, Off     time.Duration
+	Exponential bool
+}
+
+// MaxOnOff bounds an on/off link's periods.
+const MaxOnOff = 24 * time.Hour
+
 // MaxReorderGap bounds a reorder gap.
 const MaxReorderGap = 1 << 20
 
@@ -111,7 +126,7 @@ const MaxReorderGap = 1 << 20
 func (e *EmulateConfig) IsZero() bool {
 	return e.Delay == 0 && e.Jitter == 0 && e.Loss == 0 && e.LossModel == nil &&
 		e.Duplicate == 0 && e.Corrupt == 0 && e.Trace == "" && len(e.Rates) == 0 &&
-		e.ReorderChance == 0 && e.Correlation == (Correlation{})
+		e.ReorderChance == 0 && e.Correlation == (Correlation{}) && e.OnOff == nil
 }
 
 // Bounds of link emulation that Validate checks.
@@ -183,6 +198,10 @@ func (e *EmulateConfig) Clone() EmulateConfig {
 		m := *e.LossModel
 		c.LossModel = &m
 	}
+	if e.OnOff != nil {
+		o := *e.OnOff
+		c.OnOff = &o
+	}
 	return c
 }
 
@@ -246,6 +265,7 @@ func FormatRateSteps(steps []RateStep) string {
 //	reorder: 25%                  (netem's reorder: skip the delay; or:)
 //	reorder: {chance: 25%, gap: 5}
 //	correlation: {delay: 25%, loss: 25%, duplicate: 0%, corrupt: 0%, reorder: 0%}
+//	onoff: {on: 10s, off: 1s, exponential: false}
 //	loss: 1%                      (or a Gilbert-Elliott model:)
 //	loss: {p: 1%, r: 25%, h: 0%, k: 100%}   (r: 100%-p, h: 0%, k: 100%)
 //	duplicate: 0.1%
@@ -279,6 +299,22 @@ func (d *decoder) emulateFields(e *EmulateConfig) []field {
 			}
 			e.LossModel = nil
 			d.percent(&e.Loss)(n, path)
+		}},
+		{"onoff", func(n *yaml.Node, path string) {
+			if isNull(d.node(n)) {
+				e.OnOff = nil
+				return
+			}
+			o := &OnOffConfig{}
+			if e.OnOff != nil {
+				*o = *e.OnOff
+			}
+			d.mapping(n, path, []field{
+				{"on", d.span(&o.On)},
+				{"off", d.span(&o.Off)},
+				{"exponential", d.boolean(&o.Exponential)},
+			})
+			e.OnOff = o
 		}},
 		{"duplicate", d.percent(&e.Duplicate)},
 		{"corrupt", d.percent(&e.Corrupt)},
@@ -443,6 +479,16 @@ func (v *validator) emulate(path string, e *EmulateConfig, rate uint64) {
 			p float64
 		}{{"p", g.P}, {"r", g.R}, {"h", g.H}, {"k", g.K}} {
 			v.percent(path+".loss."+x.k, x.p)
+		}
+	}
+	if o := e.OnOff; o != nil {
+		for _, x := range []struct {
+			key string
+			d   time.Duration
+		}{{"on", o.On}, {"off", o.Off}} {
+			if x.d <= 0 || x.d > MaxOnOff {
+				v.errorf(path+".onoff."+x.key, "%v is out of range (0s, %v]: give how long the link stays %s, such as 10s", x.d, MaxOnOff, map[string]string{"on": "up", "off": "down"}[x.key])
+			}
 		}
 	}
 	v.percent(path+".duplicate", e.Duplicate)

@@ -205,6 +205,8 @@ func TestParseConfigEmulate(t *testing.T) {
 		{name: "correlations", settings: "delay: 10ms, jitter: 2ms, loss: 1%, duplicate: 1%, corrupt: 1%, reorder: 5%, correlation: {delay: 25%, loss: 50%, duplicate: 10%, corrupt: 1%, reorder: 99.9%}",
 			want: config.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Loss: 1, Duplicate: 1, Corrupt: 1, ReorderChance: 5,
 				Correlation: config.Correlation{Delay: 25, Loss: 50, Duplicate: 10, Corrupt: 1, Reorder: 99.9}}},
+		{name: "onoff", settings: "onoff: {on: 300ms, off: 200ms}", want: config.EmulateConfig{OnOff: &config.OnOffConfig{On: 300 * time.Millisecond, Off: 200 * time.Millisecond}}},
+		{name: "onoff exponential", settings: "onoff: {on: 10s, off: 1s, exponential: true}", want: config.EmulateConfig{OnOff: &config.OnOffConfig{On: 10 * time.Second, Off: time.Second, Exponential: true}}},
 		{name: "everything", settings: "delay: 40ms, jitter: 10ms, distribution: normal, reorder: true, loss: 5%, duplicate: 1%, corrupt: 0.01%, rates: [{at: 0s, rate: 1mbit}, {at: 1s}]",
 			want: config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Distribution: config.DistNormal, Reorder: true,
 				Loss: 5, Duplicate: 1, Corrupt: 0.01, Rates: []config.RateStep{{At: 0, Rate: 125_000}, {At: time.Second}}}},
@@ -349,6 +351,8 @@ func TestParseConfigEmulateErrors(t *testing.T) {
 		{name: "reorder without chance", yaml: class("    reorder: {gap: 5}\n"), line: 8, want: "egress.classes[0].reorder: give the chance that a packet skips the delay, such as {chance: 25%, gap: 5}"},
 		{name: "reorder gap zero", yaml: class("    reorder: {chance: 5%, gap: 0}\n"), line: 8, want: "egress.classes[0].reorder.gap: 0 is out of range [1, 1048576]"},
 		{name: "reorder unknown key", yaml: class("    reorder: {chance: 5%, every: 3}\n"), line: 8, want: `egress.classes[0].reorder.every: unknown key "every" (known: chance, gap)`},
+		{name: "onoff scalar", yaml: class("    onoff: 1s\n"), line: 8, want: "egress.classes[0].onoff: must be a mapping of keys (on, off, exponential)"},
+		{name: "onoff unknown", yaml: class("    onoff: {up: 1s}\n"), line: 8, want: `egress.classes[0].onoff.up: unknown key "up" (known: on, off, exponential)`},
 		{name: "correlation bare", yaml: class("    correlation: {loss: 25}\n"), line: 8, want: `egress.classes[0].correlation.loss: percentage "25" needs a % sign`},
 		{name: "correlation unknown", yaml: class("    correlation: {rate: 25%}\n"), line: 8, want: `egress.classes[0].correlation.rate: unknown key "rate" (known: delay, loss, duplicate, corrupt, reorder)`},
 		{name: "loss bare", yaml: class("    loss: 1\n"), line: 8, want: `egress.classes[0].loss: percentage "1" needs a % sign (such as 1%)`},
@@ -405,6 +409,8 @@ func TestParseConfigEmulateErrors(t *testing.T) {
 		{name: "loss correlation with a model", yaml: class("    loss: {p: 1%}\n    correlation: {loss: 25%}\n"), line: 9,
 			want: "egress.classes[0].correlation.loss: a correlation needs a loss percentage (a Gilbert-Elliott model has its own correlation)"},
 		{name: "reorder correlation without reorder", yaml: class("    delay: 10ms\n    correlation: {reorder: 25%}\n"), line: 9, want: "egress.classes[0].correlation.reorder: a correlation needs a reorder chance"},
+		{name: "onoff without off", yaml: class("    onoff: {on: 1s}\n"), line: 8, want: "egress.classes[0].onoff.off: 0s is out of range (0s, 24h0m0s]: give how long the link stays down, such as 10s"},
+		{name: "onoff too long", yaml: class("    onoff: {on: 25h, off: 1s}\n"), line: 8, want: "egress.classes[0].onoff.on: 25h0m0s is out of range (0s, 24h0m0s]"},
 		{name: "validation errors together", yaml: class("    delay: 20s\n    jitter: 30s\n    reorder: true\n"), line: 8, want: "delay: 20s is out of range", n: 2},
 	}
 	for _, tt := range tests {

@@ -189,7 +189,7 @@ func (c *Class) build(cfg *config.ClassConfig, now int64, inner bool) *classStat
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash, wire: wireOf(cfg.Wire)}
 	c.applyPer(st, *cfg, now)
-	st.emu = emuSettings(cfg.Emulate, "class/"+c.name)
+	st.emu = emuSettings(cfg.Emulate, "class/"+c.name, now)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
 		st.fq = true
 		st.fqParams = fqParams(*cfg)
@@ -332,8 +332,9 @@ func (c *Class) applyPer(st *classState, cfg config.ClassConfig, now int64) {
 // emuSettings converts a config's link emulation for package emulate;
 // nil when it emulates nothing the data path does per packet (rate
 // schedules live in the buckets). Its draws are told apart from other
-// emulations' by name (emulate.Salt); a change starts them anew.
-func emuSettings(e config.EmulateConfig, name string) *emulate.Settings {
+// emulations' by name (emulate.Salt); a change starts them anew, and an
+// on/off link's first up period at now (link clock).
+func emuSettings(e config.EmulateConfig, name string, now int64) *emulate.Settings {
 	c := e.Correlation
 	s := &emulate.Settings{
 		Delay: e.Delay, Jitter: e.Jitter, Dist: emulate.Distribution(e.Distribution), Reorder: e.Reorder,
@@ -343,6 +344,9 @@ func emuSettings(e config.EmulateConfig, name string) *emulate.Settings {
 	}
 	if g := e.LossModel; g != nil {
 		s.GE = &emulate.GilbertElliott{P: g.P / 100, R: g.R / 100, H: g.H / 100, K: g.K / 100}
+	}
+	if o := e.OnOff; o != nil {
+		s.OnOff = emulate.NewOnOff(o.On, o.Off, o.Exponential, now, emulate.Salt(name+"/onoff"))
 	}
 	if *s == (emulate.Settings{}) {
 		return nil

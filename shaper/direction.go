@@ -45,7 +45,7 @@ type direction struct {
 func newDirection(name string, cfg config.DirectionConfig, old *direction, workers int, now int64) (*direction, error) {
 	d := &direction{name: name, cfg: cfg}
 	cfg = cfg.Expanded() // tins as classes of their own
-	d.emu = emuSettings(cfg.Emulate, "direction/"+name)
+	d.emu = emuSettings(cfg.Emulate, "direction/"+name, now)
 	if cfg.Global != nil {
 		g := *cfg.Global
 		d.global = &g

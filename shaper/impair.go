@@ -50,14 +50,14 @@ func (im *impairer) arrive(a *arrival) bool {
 	var dd, cd emulate.Draw
 	if de != nil {
 		dd = de.Streams.Arrival(im.seed, key)
-		if dd.Lose(de) {
+		if dd.Lose(de) || de.OnOff != nil && de.OnOff.Down(im.seed, a.now) {
 			a.sh.drops[DropLoss].Add(1)
 			return false
 		}
 	}
 	if ce != nil {
 		cd = ce.Streams.Arrival(im.seed, key)
-		if cd.Lose(ce) {
+		if cd.Lose(ce) || ce.OnOff != nil && ce.OnOff.Down(im.seed, a.now) {
 			a.sh.drops[DropLoss].Add(1)
 			return false
 		}

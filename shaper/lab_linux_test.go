@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,126 @@ func spearman(xs, ys []float64) float64 {
 		vy += (ry[i] - m) * (ry[i] - m)
 	}
 	return cov / math.Sqrt(vx*vy)
+}
+
+// lossRuns returns the runs of consecutive lost datagrams of r, each as
+// the send times (from r.Start) of its first lost datagram and of the
+// first datagram that arrived after it; runs at the stream's ends are
+// left out (their edges are not seen).
+func lossRuns(r tuntest.SeqResult) [][2]time.Duration {
+	got := make([]bool, r.Sent)
+	for _, s := range r.Seqs {
+		if int(s) < r.Sent {
+			got[s] = true
+		}
+	}
+	var runs [][2]time.Duration
+	for s := 1; s < r.Sent; s++ {
+		if got[s] || !got[s-1] {
+			continue
+		}
+		e := s
+		for e < r.Sent && !got[e] {
+			e++
+		}
+		if e < r.Sent {
+			runs = append(runs, [2]time.Duration{r.SentAt[s], r.SentAt[e]})
+		}
+		s = e
+	}
+	return runs
+}
+
+// TestEmulateOnOff: onoff {on: 300ms, off: 200ms} loses every datagram
+// for 200 ms every 500 ms: each run of losses in a paced stream (one
+// datagram every 0.5 ms) lasts 200 ms and starts 500 ms after the one
+// before, within 5 ms. Offloads on and off.
+func TestEmulateOnOff(t *testing.T) {
+	rateTest(t)
+	for _, offload := range []bool{true, false} {
+		tl := newTestLink(t, offload, `
+egress:
+  classes:
+    - {name: lab, match: {proto: udp, dport: 9000}, rate: 50mbit, onoff: {on: 300ms, off: 200ms}}
+`, withTxQueueLen(20_000))
+		r, ok := tl.sendCounted(t, 6000, 2000)
+		if !ok {
+			t.Fatalf("offload=%v: the kernel dropped datagrams before pacer read them", offload)
+		}
+		runs := lossRuns(r)
+		t.Logf("offload=%v: %v; runs of losses %v", offload, fatesOf(r), runs)
+		if len(runs) < 4 {
+			t.Fatalf("offload=%v: %d runs of losses in 3 s, want 5 or 6", offload, len(runs))
+		}
+		for i, run := range runs {
+			if d := run[1] - run[0]; (d - 200*time.Millisecond).Abs() > 5*time.Millisecond {
+				t.Errorf("offload=%v: the link was down %v (datagrams sent from %v), want 200ms +- 5ms", offload, d, run[0])
+			}
+			if i > 0 {
+				if p := run[0] - runs[i-1][0]; (p - 500*time.Millisecond).Abs() > 5*time.Millisecond {
+					t.Errorf("offload=%v: down periods %v apart, want 500ms +- 5ms", offload, p)
+				}
+			}
+		}
+	}
+}
+
+// TestEmulateBlackout: Link.Blackout takes both directions down for
+// 300 ms from the call: paced streams each way lose exactly the
+// datagrams sent in that window, within 5 ms at either edge, and only
+// those. Offloads on and off.
+func TestEmulateBlackout(t *testing.T) {
+	rateTest(t)
+	for _, offload := range []bool{true, false} {
+		tl := newTestLink(t, offload, `
+egress:
+  classes:
+    - {name: lab, match: {proto: udp, dport: 9000}, rate: 50mbit}
+`, withTxQueueLen(20_000))
+		var at time.Time
+		var wg sync.WaitGroup
+		timer := time.AfterFunc(500*time.Millisecond, func() {
+			at = time.Now()
+			if err := tl.Blackout("", 300*time.Millisecond); err != nil {
+				t.Error(err)
+			}
+		})
+		var back tuntest.SeqResult
+		var backErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			back, backErr = tuntest.SendSequence(tl.ns2, tl.ns1, tl.innerIP, 9001, 3000, 100, 2000, 300*time.Millisecond)
+		}()
+		r, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 3000, 100, 2000, 300*time.Millisecond)
+		wg.Wait()
+		timer.Stop()
+		if err != nil || backErr != nil {
+			t.Fatal(err, backErr)
+		}
+		for _, c := range []struct {
+			dir string
+			r   tuntest.SeqResult
+		}{{Egress, r}, {Ingress, back}} {
+			runs := lossRuns(c.r)
+			f := fatesOf(c.r)
+			t.Logf("offload=%v %s: %v; runs of losses %v (blackout at %v)", offload, c.dir, f, runs, at.Sub(c.r.Start))
+			if len(runs) != 1 {
+				t.Errorf("offload=%v %s: %d runs of losses, want the blackout's one", offload, c.dir, len(runs))
+				continue
+			}
+			from, to := c.r.Start.Add(runs[0][0]), c.r.Start.Add(runs[0][1])
+			// The first datagram lost was sent after the call; the
+			// first one through after it, about 300 ms later.
+			if d := from.Sub(at); d < -time.Millisecond || d > 5*time.Millisecond {
+				t.Errorf("offload=%v %s: the first datagram lost was sent %v after the blackout began, want 0 to 5ms", offload, c.dir, d)
+			}
+			if d := to.Sub(at.Add(300 * time.Millisecond)); d.Abs() > 5*time.Millisecond {
+				t.Errorf("offload=%v %s: the first datagram through again was sent %v after the blackout's end, want within 5ms", offload, c.dir, d)
+			}
+		}
+		if left := tl.BlackoutLeft(Egress); left != 0 {
+			t.Errorf("blackout left %v after it ended", left)
+		}
+	}
 }

@@ -57,7 +57,10 @@ type Link struct {
 	keepSysmon bool
 	keeper     *sysmon.Keeper
 	// seed seeds link emulation's draws (WithSeed).
-	seed     uint64
+	seed uint64
+	// outage is, per direction (egress, ingress), the link clock until
+	// which a blackout loses every packet (Blackout).
+	outage   [2]atomic.Int64
 	stopping atomic.Bool
 	drainBy  atomic.Int64
 	stopOnce sync.Once
@@ -140,6 +143,7 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 			w.hasher = hasher
 			w.imp.seed = l.seed
 			w.rtts, w.ingress = &l.rtts, side.name == Ingress
+			w.outage = &l.outage[dirIndex(side.name)]
 			w.log = log.With("direction", side.name)
 			if !lo.noGRO && side.dstDev.Offload() {
 				uso, _ := side.dstDev.(interface{ USO() bool })
@@ -286,6 +290,45 @@ func WithSysmonKeeper(on bool) LinkOption {
 // link.seed sets it.
 func WithSeed(seed uint64) LinkOption {
 	return func(o *linkSettings) { o.seed = seed }
+}
+
+// Blackout takes direction dir (Egress, Ingress, or "" for both) down for
+// d from now: every packet that arrives meanwhile is lost, counted as
+// link emulation's loss (DropLoss) of its class, as on a link that is
+// cut; packets that arrived before still leave (they were on their way).
+// A d of 0 ends a blackout now; a later call replaces the earlier one's
+// end.
+func (l *Link) Blackout(dir string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("blackout: %v is negative", d)
+	}
+	until := l.now() + int64(d)
+	if d == 0 {
+		until = 0
+	}
+	switch dir {
+	case Egress, Ingress:
+		l.outage[dirIndex(dir)].Store(until)
+	case "":
+		l.outage[0].Store(until)
+		l.outage[1].Store(until)
+	default:
+		return fmt.Errorf("blackout: no direction %q (egress, ingress, or both)", dir)
+	}
+	return nil
+}
+
+// BlackoutLeft returns how long direction dir stays down (0: it is up).
+func (l *Link) BlackoutLeft(dir string) time.Duration {
+	return time.Duration(max(l.outage[dirIndex(dir)].Load()-l.now(), 0))
+}
+
+// dirIndex is a direction's index: 0 for Egress, 1 for Ingress.
+func dirIndex(dir string) int {
+	if dir == Ingress {
+		return 1
+	}
+	return 0
 }
 
 // Seed returns the seed of the link's emulation draws (WithSeed, or the

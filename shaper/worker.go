@@ -50,6 +50,7 @@ const yieldEvery = 500 * time.Microsecond
 type worker struct {
 	idx      int
 	dir      *atomic.Pointer[direction]
+	outage   *atomic.Int64 // the direction is down until this link clock (Link.Blackout)
 	src      DeadlineQueue
 	dst      tun.Queue
 	ring     ringIO // the worker's io_uring, also src and dst (nil: none)
@@ -121,7 +122,7 @@ func readSize(dev tun.Device, offload bool) int {
 // newWorker returns a worker that reads from src into buffers of size
 // bytes (readSize) and writes to dst.
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, size int) *worker {
-	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}}
+	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}, outage: new(atomic.Int64)}
 	w.out.flushAt = maxFlush
 	size += tun.Headroom
 	w.bufs = make([][]byte, batchSize)
@@ -272,6 +273,10 @@ func (w *worker) handle(d *direction, i int, now int64) {
 		w.echoes.Echoed(w.idx, a.buf[tun.Headroom:tun.Headroom+a.pkt.Size], now)
 	}
 	w.classify(a)
+	if now < w.outage.Load() { // a blackout (Link.Blackout): lost
+		a.sh.drops[DropLoss].Add(1)
+		return
+	}
 	w.noteWindow(a.st)
 	w.wash(a)
 	if !w.imp.arrive(a) {

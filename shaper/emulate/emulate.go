@@ -52,6 +52,8 @@ type Settings struct {
 	Gap   uint32
 	// Corr are the lag-1 correlations of the draws (see Draw).
 	Corr Correlation
+	// OnOff, if set, loses every packet while it is down.
+	OnOff *OnOff
 	// Streams are the per-flow random state (nil: Settings draw nothing;
 	// NewSettings-style callers set it with NewStreams).
 	Streams *Streams
@@ -68,7 +70,7 @@ type Correlation struct {
 func (s *Settings) Delays() bool { return s != nil && (s.Delay > 0 || s.Jitter > 0) }
 
 // Drops reports whether s may drop packets.
-func (s *Settings) Drops() bool { return s != nil && (s.Loss > 0 || s.GE != nil) }
+func (s *Settings) Drops() bool { return s != nil && (s.Loss > 0 || s.GE != nil || s.OnOff != nil) }
 
 // Departs reports whether s duplicates or corrupts packets as they leave.
 func (s *Settings) Departs() bool { return s != nil && (s.Duplicate > 0 || s.Corrupt > 0) }

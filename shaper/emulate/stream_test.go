@@ -3,6 +3,7 @@ package emulate
 import (
 	"math"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -205,5 +206,60 @@ func BenchmarkArrivalLose(b *testing.B) {
 	for b.Loop() {
 		d := s.Streams.Arrival(1, key)
 		d.Lose(s)
+	}
+}
+
+// TestOnOffFixed: a fixed on/off link is up for On and down for Off in
+// turn from its start, also when asked after a long silence.
+func TestOnOffFixed(t *testing.T) {
+	ms := int64(time.Millisecond)
+	o := NewOnOff(300*time.Millisecond, 200*time.Millisecond, false, 1000*ms, Salt("x"))
+	for _, c := range []struct {
+		at   int64
+		down bool
+	}{{0, false}, {999 * ms, false}, {1000 * ms, false}, {1299 * ms, false}, {1300 * ms, true}, {1499 * ms, true}, {1500 * ms, false},
+		{1800 * ms, true}, {100_000*ms + 299*ms, false}, {100_000*ms + 300*ms, true}, {100_000*ms + 499*ms, true}} {
+		if got := o.Down(1, c.at); got != c.down {
+			t.Errorf("at %v: down %v, want %v", time.Duration(c.at), got, c.down)
+		}
+	}
+}
+
+// TestOnOffExponential: exponential periods have the means asked for,
+// and the same seed draws the same timeline.
+func TestOnOffExponential(t *testing.T) {
+	timeline := func(seed uint64) (up, down float64, flips int, at []int64) {
+		o := NewOnOff(20*time.Millisecond, 10*time.Millisecond, true, 0, Salt("x"))
+		was := false
+		var since int64
+		step := int64(10 * time.Microsecond)
+		for now := int64(0); now < int64(200*time.Second); now += step {
+			d := o.Down(seed, now)
+			if d != was {
+				if was {
+					down += float64(now - since)
+				} else {
+					up += float64(now - since)
+				}
+				flips++
+				since, was = now, d
+				if len(at) < 20 {
+					at = append(at, now)
+				}
+			}
+		}
+		return up, down, flips, at
+	}
+	up, down, flips, at := timeline(9)
+	meanUp, meanDown := up/float64(flips/2)/1e6, down/float64(flips/2)/1e6
+	t.Logf("%d periods: mean up %.2f ms, down %.2f ms", flips/2, meanUp, meanDown)
+	// About 6,700 periods: the means' standard errors are 1.2%.
+	if math.Abs(meanUp-20)/20 > 0.05 || math.Abs(meanDown-10)/10 > 0.05 {
+		t.Errorf("mean up %.2f ms, down %.2f ms; want 20 and 10", meanUp, meanDown)
+	}
+	_, _, _, again := timeline(9)
+	_, _, _, other := timeline(10)
+	if !slices.Equal(at, again) || slices.Equal(at, other) {
+		t.Errorf("timelines: seed 9 %v and %v, seed 10 %v", at, again, other)
 	}
 }

@@ -19,6 +19,10 @@ type SeqResult struct {
 	Seqs   []uint32
 	Delays []time.Duration
 	Sent   int
+	// Start is when the sender started; SentAt[i] is when it sent
+	// sequence number i, from Start.
+	Start  time.Time
+	SentAt []time.Duration
 }
 
 // Lost returns how many sent sequence numbers never arrived.
@@ -100,6 +104,7 @@ func SendSequence(fromNs, toNs string, to netip.Addr, port, count, size, pps int
 	}
 	defer tx.Close()
 	start := time.Now()
+	res.Start, res.SentAt = start, make([]time.Duration, count)
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, max(size, 16))
@@ -108,7 +113,8 @@ func SendSequence(fromNs, toNs string, to netip.Addr, port, count, size, pps int
 				time.Sleep(time.Until(due))
 			}
 			binary.BigEndian.PutUint32(buf, uint32(i))
-			binary.BigEndian.PutUint64(buf[8:], uint64(time.Since(start)))
+			res.SentAt[i] = time.Since(start)
+			binary.BigEndian.PutUint64(buf[8:], uint64(res.SentAt[i]))
 			if _, err := tx.Write(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				// ECONNREFUSED from an earlier ICMP, or ENOBUFS: the
 				// datagram is lost, which the result shows.
