@@ -437,6 +437,8 @@ func (a *applier) valueNode(ch Change) *yaml.Node {
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 		case "reorder":
 			return scalar("false")
+		case "onoff":
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 		}
 	}
 	return valueNode(ch.Value)

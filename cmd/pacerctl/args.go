@@ -69,7 +69,8 @@ func queueSettings(cmd string, s map[string]string) (ecn *bool, flows int, err e
 // loss.p, loss.r, loss.h and loss.k give a Gilbert-Elliott model instead
 // of loss.
 var emulationKeys = []string{"delay", "jitter", "distribution", "reorder", "reorder.gap", "loss", "loss.p", "loss.r", "loss.h", "loss.k", "duplicate", "corrupt", "trace", "rates",
-	"correlation.delay", "correlation.loss", "correlation.duplicate", "correlation.corrupt", "correlation.reorder"}
+	"correlation.delay", "correlation.loss", "correlation.duplicate", "correlation.corrupt", "correlation.reorder",
+	"onoff", "onoff.on", "onoff.off", "onoff.exponential"}
 
 // emulationSettings reads the link emulation settings: reorder (true or
 // false, or a chance such as 25% with reorder.gap), loss as a percentage
@@ -100,6 +101,24 @@ func emulationSettings(cmd string, s map[string]string) (control.EmulationChange
 			return e, usagef("%s: reorder.gap needs reorder=CHANCE (such as reorder=25%% reorder.gap=5)", cmd)
 		}
 		e.Reorder.Gap = n
+	}
+	o := control.OnOff{On: s["onoff.on"], Off: s["onoff.off"]}
+	if v, ok := s["onoff.exponential"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return e, usagef("%s: onoff.exponential=%q: use true or false", cmd, v)
+		}
+		o.Exponential = &b
+	}
+	switch v, ok := s["onoff"]; {
+	case ok && v != "none":
+		return e, usagef("%s: onoff=%q: use onoff.on=DURATION onoff.off=DURATION [onoff.exponential=true], or onoff=none", cmd, v)
+	case ok && o != (control.OnOff{}):
+		return e, usagef("%s: onoff=none removes the on/off link: give no onoff.* with it", cmd)
+	case ok:
+		e.OnOff = &control.OnOff{On: "none"}
+	case o != (control.OnOff{}):
+		e.OnOff = &o
 	}
 	c := control.Correlation{Delay: s["correlation.delay"], Loss: s["correlation.loss"], Duplicate: s["correlation.duplicate"],
 		Corrupt: s["correlation.corrupt"], Reorder: s["correlation.reorder"]}
@@ -234,7 +253,7 @@ func parseAdd(name string, args []string) (control.AddRequest, error) {
 			Emulation: control.Emulation{
 				Delay: emu.Delay, Jitter: emu.Jitter, Distribution: emu.Distribution, Loss: emu.Loss,
 				Duplicate: emu.Duplicate, Corrupt: emu.Corrupt, Trace: emu.Trace,
-				Reorder: emu.Reorder, Correlation: emu.Correlation,
+				Reorder: emu.Reorder, Correlation: emu.Correlation, OnOff: emu.OnOff,
 			},
 		},
 		Before: s["before"],

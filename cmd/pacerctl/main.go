@@ -94,6 +94,8 @@ commands:
           Gilbert-Elliott model loss.p=PERCENT [loss.r= loss.h= loss.k=]
           correlation.delay= .loss= .duplicate= .corrupt= .reorder=PERCENT
           (each flow's successive draws: correlation.loss=25%)
+          onoff.on=DURATION onoff.off=DURATION [onoff.exponential=true]
+          (up and down in turn, as mm-onoff; onoff=none removes it)
           duplicate=PERCENT  corrupt=PERCENT  trace=FILE (Mahimahi's
           format; replaces the rate)  rates=AT:RATE,...,END (a looping
           schedule such as 0s:12mbit,1s:3mbit,2s)
@@ -116,6 +118,9 @@ commands:
         flow; "overflow" for the bucket keys past the table's bound share),
         its rate over the last second and its limit, bytes sent, bytes
         queued, drops, and how long ago its last packet came
+  blackout DURATION [DIRECTION]
+        take both directions (or one) down for DURATION from now: every
+        packet that arrives meanwhile is lost (a partition); 0s ends it
   remove DIRECTION CLASS
         remove a class (or the default class); what it holds is still sent
   reload
@@ -270,6 +275,28 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		return flowsCommand(ctx, c, args, stdout)
 	case "keys":
 		return keysCommand(ctx, c, args, stdout)
+	case "blackout":
+		if len(args) < 1 || len(args) > 2 {
+			return usagef("blackout needs DURATION [DIRECTION]")
+		}
+		dur, err := time.ParseDuration(args[0])
+		if err != nil || dur < 0 {
+			return usagef("blackout: %q: give how long the link stays down, such as 2s (0s ends a blackout)", args[0])
+		}
+		dir := ""
+		if len(args) == 2 {
+			dir = args[1]
+		}
+		if _, err := c.Blackout(ctx, dir, dur); err != nil {
+			return err
+		}
+		what := cmp.Or(dir, "both directions")
+		if dur == 0 {
+			fmt.Fprintf(stdout, "blackout of %s ended\n", what)
+		} else {
+			fmt.Fprintf(stdout, "%s down for %v: every packet that arrives meanwhile is lost\n", what, dur)
+		}
+		return nil
 	case "reload":
 		if len(args) != 0 {
 			return usagef("reload takes no arguments")

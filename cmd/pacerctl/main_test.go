@@ -540,3 +540,32 @@ func TestWriteTableAutorate(t *testing.T) {
 		}
 	}
 }
+
+// TestParseOnOff: onoff.* settings make an on/off link; onoff=none
+// removes it, alone.
+func TestParseOnOff(t *testing.T) {
+	on := true
+	for _, c := range []struct {
+		args    []string
+		want    *control.OnOff
+		wantErr string
+	}{
+		{[]string{"onoff.on=10s", "onoff.off=1s"}, &control.OnOff{On: "10s", Off: "1s"}, ""},
+		{[]string{"onoff.off=1s", "onoff.exponential=true"}, &control.OnOff{Off: "1s", Exponential: &on}, ""},
+		{[]string{"onoff=none"}, &control.OnOff{On: "none"}, ""},
+		{[]string{"onoff=none", "onoff.on=1s"}, nil, "onoff=none removes the on/off link"},
+		{[]string{"onoff=yes"}, nil, `onoff="yes": use onoff.on=DURATION`},
+		{[]string{"onoff.exponential=maybe"}, nil, `onoff.exponential="maybe": use true or false`},
+	} {
+		req, err := parseSet(c.args)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%v: %v, want %q", c.args, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(req.OnOff, c.want) {
+			t.Errorf("%v: %+v %v, want %+v", c.args, req.OnOff, err, c.want)
+		}
+	}
+}

@@ -97,6 +97,9 @@ func writeTable(w io.Writer, st *control.Status) error {
 		if e := emulation(d.Emulation); e != "" {
 			parts = append(parts, "emulation "+e)
 		}
+		if d.BlackoutLeft != "" {
+			parts = append(parts, "BLACKOUT ("+d.BlackoutLeft+" left)")
+		}
 		if d.Global != nil {
 			parts = append(parts, "global "+globalLease(d.Global))
 		}
@@ -305,6 +308,13 @@ func emulation(e control.Emulation) string {
 			parts = append(parts, "correlation "+strings.Join(cs, ","))
 		}
 	}
+	if o := e.OnOff; o != nil {
+		on := "onoff " + o.On + "/" + o.Off
+		if o.Exponential != nil && *o.Exponential {
+			on += " exponential"
+		}
+		parts = append(parts, on)
+	}
 	if l := e.Loss; l != nil {
 		if m := l.Model; m != nil {
 			ge := "loss ge p=" + m.P + " r=" + m.R
@@ -482,6 +492,13 @@ func describeEmulation(add func(k, v string), e control.Emulation) {
 		add("correlation.duplicate", c.Duplicate)
 		add("correlation.corrupt", c.Corrupt)
 		add("correlation.reorder", c.Reorder)
+	}
+	if o := e.OnOff; o != nil {
+		add("onoff.on", o.On)
+		add("onoff.off", o.Off)
+		if o.Exponential != nil && *o.Exponential {
+			add("onoff.exponential", "true")
+		}
 	}
 	if l := e.Loss; l != nil {
 		if m := l.Model; m != nil {

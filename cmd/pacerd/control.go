@@ -97,6 +97,20 @@ func (d *daemon) controlHandler() http.Handler {
 	mux.HandleFunc("GET "+control.FlowsPath+"/{direction}/{class}", d.flowsHandler)
 	mux.HandleFunc("GET "+control.KeysPath+"/{direction}/{class}", d.keysHandler)
 	mux.HandleFunc("PATCH "+control.DirectionsPath+"/{direction}", d.directionHandler)
+	mux.HandleFunc("POST "+control.BlackoutPath, func(w http.ResponseWriter, r *http.Request) {
+		var req control.BlackoutRequest
+		err := decode(r, &req)
+		if err == nil {
+			err = d.blackout(req)
+		}
+		d.logChange("blackout", req.Direction, "", req, err)
+		if err != nil {
+			reply(w, 0, nil, err)
+			return
+		}
+		st, err := d.status()
+		reply(w, http.StatusOK, st, err)
+	})
 	mux.HandleFunc("POST "+control.ReloadPath, func(w http.ResponseWriter, r *http.Request) {
 		cfg, err := d.reload()
 		if err != nil {
@@ -156,13 +170,35 @@ func (d *daemon) status() (*control.Status, error) {
 	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}, Seed: l.Seed()}
 	cfg := d.running()
 	for _, ds := range l.DirectionStats() {
-		st.Directions = append(st.Directions, directionOf(ds, cfg))
+		dj := directionOf(ds, cfg)
+		if left := l.BlackoutLeft(ds.Direction); left > 0 {
+			dj.BlackoutLeft = left.Round(time.Millisecond).String()
+		}
+		st.Directions = append(st.Directions, dj)
 	}
 	for _, ci := range l.Classes() {
 		st.Classes = append(st.Classes, d.classOf(ci))
 	}
 	st.At = time.Now()
 	return st, nil
+}
+
+// blackout takes a direction (or both) down for a while (Link.Blackout).
+func (d *daemon) blackout(req control.BlackoutRequest) error {
+	l := d.link.Load()
+	if l == nil {
+		return &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
+	}
+	if req.Direction != "" {
+		if err := checkDirection(req.Direction); err != nil {
+			return err
+		}
+	}
+	dur, err := time.ParseDuration(req.Duration)
+	if err != nil || dur < 0 {
+		return badRequest("duration: %q: give how long the link stays down, such as 2s (0s ends a blackout)", req.Duration)
+	}
+	return l.Blackout(req.Direction, dur)
 }
 
 func (d *daemon) classOf(ci shaper.ClassInfo) control.Class {

@@ -131,6 +131,22 @@ func emulationChanges(req control.EmulationChange) []config.Change {
 			ch.add("loss", l.Percent)
 		}
 	}
+	if o := req.OnOff; o != nil {
+		if o.On == "none" {
+			ch.add("onoff", "none")
+		} else {
+			m := map[string]string{}
+			for k, v := range map[string]string{"on": o.On, "off": o.Off} {
+				if v != "" {
+					m[k] = v
+				}
+			}
+			if o.Exponential != nil {
+				m["exponential"] = strconv.FormatBool(*o.Exponential)
+			}
+			ch = append(ch, config.Change{Key: "onoff", Value: m})
+		}
+	}
 	ch.add("duplicate", req.Duplicate)
 	ch.add("corrupt", req.Corrupt)
 	ch.add("trace", req.Trace)
@@ -182,6 +198,12 @@ func emulationJSON(e config.EmulateConfig) control.Emulation {
 		}}
 	case e.Loss > 0:
 		out.Loss = &control.Loss{Percent: config.FormatPercent(e.Loss)}
+	}
+	if o := e.OnOff; o != nil {
+		out.OnOff = &control.OnOff{On: o.On.String(), Off: o.Off.String()}
+		if o.Exponential {
+			out.OnOff.Exponential = &o.Exponential
+		}
 	}
 	if e.Duplicate > 0 {
 		out.Duplicate = config.FormatPercent(e.Duplicate)

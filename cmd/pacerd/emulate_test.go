@@ -66,6 +66,18 @@ func TestControlSetEmulation(t *testing.T) {
 			control.EmulationChange{Jitter: "0s", Loss: &control.Loss{Percent: "none"}, Reorder: &control.Reorder{Chance: "none"}},
 			config.EmulateConfig{Delay: 20 * time.Millisecond},
 			control.Emulation{Delay: "20ms"}},
+		{"an on/off link", "egress", "bulk",
+			control.EmulationChange{OnOff: &control.OnOff{On: "10s", Off: "1s"}},
+			config.EmulateConfig{Delay: 20 * time.Millisecond, OnOff: &config.OnOffConfig{On: 10 * time.Second, Off: time.Second}},
+			control.Emulation{Delay: "20ms", OnOff: &control.OnOff{On: "10s", Off: "1s"}}},
+		{"on/off exponential, then its off period alone", "egress", "bulk",
+			control.EmulationChange{OnOff: &control.OnOff{Off: "2s", Exponential: &[]bool{true}[0]}},
+			config.EmulateConfig{Delay: 20 * time.Millisecond, OnOff: &config.OnOffConfig{On: 10 * time.Second, Off: 2 * time.Second, Exponential: true}},
+			control.Emulation{Delay: "20ms", OnOff: &control.OnOff{On: "10s", Off: "2s", Exponential: &[]bool{true}[0]}}},
+		{"on/off none", "egress", "bulk",
+			control.EmulationChange{OnOff: &control.OnOff{On: "none"}},
+			config.EmulateConfig{Delay: 20 * time.Millisecond},
+			control.Emulation{Delay: "20ms"}},
 		{"a police class may have a delay line", "ingress", "pol", control.EmulationChange{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"},
 			config.EmulateConfig{Delay: 10 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: config.DistPareto},
 			control.Emulation{Delay: "10ms", Jitter: "2ms", Distribution: "pareto"}},
@@ -346,4 +358,31 @@ func TestControlSetDirectionRate(t *testing.T) {
 	if d.running() != running {
 		t.Errorf("a failed set replaced the running config")
 	}
+}
+
+// TestControlBlackout: POST /v1/blackout takes the directions down (the
+// status shows how long for), 0s ends it, and a bad request changes
+// nothing.
+func TestControlBlackout(t *testing.T) {
+	_, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	st, err := c.Blackout(ctx, "", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range st.Directions {
+		if left, err := time.ParseDuration(d.BlackoutLeft); err != nil || left <= 9*time.Second || left > 10*time.Second {
+			t.Errorf("%s: blackout left %q, want about 10s", d.Name, d.BlackoutLeft)
+		}
+	}
+	if st, err = c.Blackout(ctx, "egress", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range st.Directions {
+		if (d.BlackoutLeft == "") != (d.Name == "egress") {
+			t.Errorf("%s: blackout left %q after egress's ended", d.Name, d.BlackoutLeft)
+		}
+	}
+	_, err = c.Blackout(ctx, "sideways", time.Second)
+	wantStatus(t, err, 404, `unknown direction "sideways"`)
 }

@@ -7,7 +7,7 @@
 _pacerctl_settings_set="rate= burst= peak= backlog= per_rate= per_burst= per_peak= per_keys= per_idle= parent= ceil= cburst= priority= weight="
 _pacerctl_settings_add="rate= burst= peak= mode= backlog= capped= before= match.src= match.dst= match.proto= match.sport= match.dport= match.dscp="
 _pacerctl_settings_queue="queue= aqm= ecn= target= interval= rtt= flows= isolate= quantum= ack_filter="
-_pacerctl_settings_emulation="delay= jitter= distribution= reorder= reorder.gap= loss= loss.p= loss.r= loss.h= loss.k= duplicate= corrupt= trace= rates= correlation.delay= correlation.loss= correlation.duplicate= correlation.corrupt= correlation.reorder="
+_pacerctl_settings_emulation="delay= jitter= distribution= reorder= reorder.gap= loss= loss.p= loss.r= loss.h= loss.k= duplicate= corrupt= trace= rates= correlation.delay= correlation.loss= correlation.duplicate= correlation.corrupt= correlation.reorder= onoff= onoff.on= onoff.off= onoff.exponential="
 _pacerctl_settings_global="global.key= global.rate= global.burst= global.period= global.lease= global.on_unreachable="
 
 _pacerctl_classes() { # direction, socket flag words
@@ -37,7 +37,7 @@ _pacerctl() {
 		-socket | --socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 		-timeout | --timeout) return ;;
 		esac
-		COMPREPLY=($(compgen -W "status watch set add direction remove flows keys reload help -socket -timeout -h" -- "$cur"))
+		COMPREPLY=($(compgen -W "status watch set add direction blackout remove flows keys reload help -socket -timeout -h" -- "$cur"))
 		return
 	fi
 	local n=$((cword - cmdi)) # the argument's position after the command

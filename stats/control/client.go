@@ -79,6 +79,16 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return &s, nil
 }
 
+// Blackout takes a direction ("" for both) down for d from now (0 ends a
+// blackout) and returns the status after it.
+func (c *Client) Blackout(ctx context.Context, direction string, d time.Duration) (*Status, error) {
+	var s Status
+	if err := c.do(ctx, http.MethodPost, BlackoutPath, BlackoutRequest{Direction: direction, Duration: d.String()}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // Class returns one class.
 func (c *Client) Class(ctx context.Context, direction, class string) (*Class, error) {
 	var out Class

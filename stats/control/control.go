@@ -51,7 +51,17 @@ const (
 	ReloadPath  = "/v1/reload"
 	// DirectionsPath + "/" + direction changes a direction's emulation.
 	DirectionsPath = "/v1/directions"
+	// BlackoutPath takes directions down for a while (BlackoutRequest).
+	BlackoutPath = "/v1/blackout"
 )
+
+// BlackoutRequest takes a direction ("egress", "ingress", or "" for both)
+// down for Duration ("2s") from now: every packet that arrives meanwhile
+// is lost. "0s" ends a blackout. The answer is the Status.
+type BlackoutRequest struct {
+	Direction string `json:"direction,omitempty"`
+	Duration  string `json:"duration"`
+}
 
 // Status is the whole picture: both directions and every class, each with
 // its configuration, counters and achieved rate.
@@ -83,6 +93,9 @@ type Direction struct {
 	// The direction's own link emulation, as in the config file (its
 	// fields appear at the top level of the JSON object).
 	Emulation
+	// BlackoutLeft is how long a blackout keeps the direction down
+	// ("1.2s"; "" when it is up).
+	BlackoutLeft string `json:"blackout_left,omitempty"`
 	// Global is the direction's own global limit (its total rate leased
 	// from Redis); nil without one.
 	Global *stats.GlobalStats `json:"global,omitempty"`
@@ -164,16 +177,27 @@ type Emulation struct {
 	Reorder      *Reorder     `json:"reorder,omitempty"`
 	Correlation  *Correlation `json:"correlation,omitempty"`
 	Loss         *Loss        `json:"loss,omitempty"`
+	OnOff        *OnOff       `json:"onoff,omitempty"`
 	Duplicate    string       `json:"duplicate,omitempty"`
 	Corrupt      string       `json:"corrupt,omitempty"`
 	Trace        string       `json:"trace,omitempty"`
 	Rates        []RateStep   `json:"rates,omitempty"`
 }
 
+// OnOff is an on/off link as in the config file: up for On ("10s"), down
+// for Off, in turn; Exponential draws the periods exponential with those
+// means. In a change, fields left empty keep their value, and On "none"
+// removes the on/off link.
+type OnOff struct {
+	On          string `json:"on,omitempty"`
+	Off         string `json:"off,omitempty"`
+	Exponential *bool  `json:"exponential,omitempty"`
+}
+
 // IsZero reports whether e emulates nothing.
 func (e *Emulation) IsZero() bool {
 	return e.Delay == "" && e.Jitter == "" && e.Distribution == "" && (e.Reorder == nil || e.Reorder.IsZero()) &&
-		(e.Correlation == nil || *e.Correlation == Correlation{}) && e.Loss == nil &&
+		(e.Correlation == nil || *e.Correlation == Correlation{}) && e.Loss == nil && e.OnOff == nil &&
 		e.Duplicate == "" && e.Corrupt == "" && e.Trace == "" && len(e.Rates) == 0
 }
 
@@ -316,6 +340,7 @@ type EmulationChange struct {
 	Reorder      *Reorder     `json:"reorder,omitempty"`
 	Correlation  *Correlation `json:"correlation,omitempty"`
 	Loss         *Loss        `json:"loss,omitempty"`
+	OnOff        *OnOff       `json:"onoff,omitempty"`
 	Duplicate    string       `json:"duplicate,omitempty"`
 	Corrupt      string       `json:"corrupt,omitempty"`
 	Trace        string       `json:"trace,omitempty"`
