@@ -447,18 +447,25 @@ egress:
 	var at []time.Time
 	var sent []uint64
 	for len(sent) < 300 {
+		// The read is bracketed by the clock, and a read that took long
+		// (the test was descheduled between the counter and the clock) is
+		// left out: its time would not be the counter's, and a window
+		// ending or starting at it would look shorter or longer than it
+		// was (a 80 ms stall made 1 s windows look 8% over the rate).
+		t0 := time.Now()
 		ks, err := tl.Keys(Egress, "keyed")
 		if err != nil {
 			t.Fatal(err)
 		}
+		t1 := time.Now()
 		var s uint64
 		for _, k := range ks {
 			if k.Key == srcs[0] {
 				s = k.SentBytes
 			}
 		}
-		if s > 0 || len(sent) > 0 { // from the key's first packet on
-			at = append(at, time.Now())
+		if (s > 0 || len(sent) > 0) && t1.Sub(t0) < time.Millisecond { // from the key's first packet on
+			at = append(at, t0.Add(t1.Sub(t0)/2))
 			sent = append(sent, s)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -263,3 +263,52 @@ func TestOnOffExponential(t *testing.T) {
 		t.Errorf("timelines: seed 9 %v and %v, seed 10 %v", at, again, other)
 	}
 }
+
+// FuzzDraws: whatever the settings and the seed, a delay is never
+// negative, early packets of a flow keep their gap, the same seed and
+// flow draw the same, and an on/off link is down only after its first
+// up period.
+func FuzzDraws(f *testing.F) {
+	f.Add(uint64(1), uint64(2), int64(40e6), int64(10e6), uint8(1), 0.25, 0.5, 0.1, uint32(3), int64(1e9), int64(5e8))
+	f.Add(uint64(0), uint64(0), int64(0), int64(0), uint8(0), 0.0, 0.0, 0.0, uint32(0), int64(1), int64(1))
+	f.Add(uint64(99), uint64(1<<63), int64(1e9), int64(1e9), uint8(3), 1.0, 0.999, 1.0, uint32(1<<20), int64(1), int64(1<<40))
+	f.Fuzz(func(t *testing.T, seed, key uint64, delay, jitter int64, dist uint8, p, rho, early float64, gap uint32, on, off int64) {
+		if delay < 0 || jitter < 0 || jitter > delay || p < 0 || p > 1 || rho < 0 || rho >= 1 || early < 0 || early > 1 || on <= 0 || off <= 0 {
+			t.Skip()
+		}
+		mk := func() *Settings {
+			return &Settings{Delay: time.Duration(delay), Jitter: time.Duration(jitter), Dist: Distribution(dist % 4),
+				Loss: p, Early: early, Gap: gap, Corr: Correlation{Delay: rho, Loss: rho, Early: rho}, Streams: NewStreams(Salt("fuzz"))}
+		}
+		a, b := mk(), mk()
+		last := -1
+		for i := range 200 {
+			da, db := a.Streams.Arrival(seed, key), b.Streams.Arrival(seed, key)
+			la, lb := da.Lose(a), db.Lose(b)
+			xa, xb := da.Delay(a), db.Delay(b)
+			ea, eb := da.Early(a), db.Early(b)
+			if la != lb || xa != xb || ea != eb {
+				t.Fatalf("packet %d: the same seed drew (%v %v %v) and (%v %v %v)", i, la, xa, ea, lb, xb, eb)
+			}
+			if xa < 0 {
+				t.Fatalf("packet %d: delay %v", i, xa)
+			}
+			if ea {
+				if last >= 0 && i-last < int(max(gap, 1)) {
+					t.Fatalf("early packets %d and %d closer than gap %d", last, i, gap)
+				}
+				last = i
+			}
+		}
+		// An exponential first up period may be short, but never 0; a
+		// fixed one lasts on.
+		exp := seed%2 == 0
+		o := NewOnOff(time.Duration(on), time.Duration(off), exp, 0, Salt("fuzz"))
+		if o.Down(seed, 0) || !exp && o.Down(seed, on-1) {
+			t.Fatalf("down before the first up period (%v) ended", time.Duration(on))
+		}
+		if !exp && on < 1<<40 && off < 1<<40 && !o.Down(seed, on) {
+			t.Fatalf("up at %v, the first down period's start", time.Duration(on))
+		}
+	})
+}
