@@ -70,6 +70,9 @@ type Config struct {
 	// Circuits, if set, names files of subscriber circuits whose classes
 	// Parse adds to the directions (see CircuitsConfig).
 	Circuits *CircuitsConfig
+	// Scenario, if set, is a timeline of changes the daemon applies
+	// from its start (see Scenario).
+	Scenario *Scenario
 
 	src *source
 	// warnings are Parse's own, for Warnings (circuits left out).
@@ -141,6 +144,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.CheckScenario(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -184,6 +190,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		d.gatewayField(c),
 		d.redisField(c),
 		d.circuitsField(c),
+		d.scenarioField(c),
 	})
 }
 

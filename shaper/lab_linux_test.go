@@ -4,13 +4,17 @@ package shaper
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pacer-dev/pacer/config"
+	"github.com/pacer-dev/pacer/shaper/scenario"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -407,6 +411,103 @@ egress:
 		}
 		if left := tl.BlackoutLeft(Egress); left != 0 {
 			t.Errorf("blackout left %v after it ended", left)
+		}
+	}
+}
+
+// linkApplier applies a scenario's steps to a test link as pacerd does:
+// on a copy of the running config, validated, then Apply; a blackout by
+// Link.Blackout.
+type linkApplier struct {
+	tl   *testLink
+	base *config.Config
+	cfg  *config.Config
+}
+
+func (a *linkApplier) Step(i int, s *config.ScenarioStep) error {
+	if s.Blackout > 0 {
+		dir := s.Direction
+		if err := a.tl.Blackout(dir, s.Blackout); err != nil {
+			return err
+		}
+	}
+	next := a.cfg.Clone()
+	if err := s.Apply(next); err != nil {
+		return err
+	}
+	next.SetDefaults()
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	if err := a.tl.Apply(next.Egress, next.Ingress); err != nil {
+		return err
+	}
+	a.cfg = next
+	return nil
+}
+
+func (a *linkApplier) Restart() error {
+	a.cfg = a.base.Clone()
+	return a.tl.Apply(a.cfg.Egress, a.cfg.Ingress)
+}
+
+// TestScenarioTimeline: a scenario's steps take effect at their offsets:
+// a paced UDP probe (one datagram every 0.5 ms) through a class whose
+// loss a step sets to 100% at 300 ms and another back to 0% at 500 ms,
+// and a blackout of both directions from 800 ms for 200 ms, loses the
+// datagrams sent in those two windows, each edge within 5 ms of its
+// offset from the scenario's start. Offloads on and off.
+func TestScenarioTimeline(t *testing.T) {
+	rateTest(t)
+	for _, offload := range []bool{true, false} {
+		tl := newTestLink(t, offload, `
+egress:
+  classes:
+    - {name: lab, match: {proto: udp, dport: 9000}, rate: 50mbit}
+scenario:
+  steps:
+    - {at: 300ms, direction: egress, class: lab, loss: 100%, name: cut}
+    - {at: 500ms, direction: egress, class: lab, loss: 0%, name: mend}
+    - {at: 800ms, blackout: 200ms, name: blackout}
+`, withTxQueueLen(20_000))
+		app := &linkApplier{tl: tl, base: tl.cfg, cfg: tl.cfg.Clone()}
+		r := scenario.New(*tl.cfg.Scenario, app, slog.New(slog.DiscardHandler))
+		ctx, cancel := context.WithCancel(context.Background())
+		var start time.Time
+		var wg sync.WaitGroup
+		timer := time.AfterFunc(200*time.Millisecond, func() {
+			start = time.Now()
+			wg.Go(func() { r.Run(ctx, start) })
+		})
+		res, ok := tl.sendCounted(t, 3000, 2000)
+		timer.Stop()
+		wg.Wait()
+		cancel()
+		if !ok {
+			t.Fatalf("offload=%v: the kernel dropped datagrams before pacer read them", offload)
+		}
+		if st := r.State(); !st.Done || st.Err != "" {
+			t.Errorf("offload=%v: scenario state %+v", offload, st)
+		}
+		runs := lossRuns(res)
+		rel := func(d time.Duration) time.Duration { return res.Start.Add(d).Sub(start) }
+		var got [][2]time.Duration
+		for _, run := range runs {
+			got = append(got, [2]time.Duration{rel(run[0]), rel(run[1])})
+		}
+		t.Logf("offload=%v: runs of losses from the scenario's start %v", offload, got)
+		want := [][2]time.Duration{{300 * time.Millisecond, 500 * time.Millisecond}, {800 * time.Millisecond, time.Second}}
+		if len(got) != len(want) {
+			t.Fatalf("offload=%v: %d runs of losses, want 2", offload, len(got))
+		}
+		for i := range want {
+			for e := range 2 {
+				// The first datagram of a window is sent after its edge,
+				// less than 0.5 ms later.
+				if d := got[i][e] - want[i][e]; d < -time.Millisecond || d > 5*time.Millisecond {
+					t.Errorf("offload=%v: edge %v of window %d came at %v, want within 5 ms", offload, want[i][e], i, got[i][e])
+				}
+			}
 		}
 	}
 }

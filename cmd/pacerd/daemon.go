@@ -327,7 +327,7 @@ func (d *daemon) change(edit func(next *config.Config) error) error {
 func (d *daemon) changeClass(dir, name string, edit func(next *config.Config) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	next := cloneConfig(d.cfg)
+	next := d.cfg.Clone()
 	if err := edit(next); err != nil {
 		return err
 	}
@@ -379,41 +379,6 @@ func (d *daemon) applyClassLocked(next *config.Config, dir, name string) error {
 	}
 	d.cfg = next
 	return nil
-}
-
-// cloneConfig copies the parts of c that a change may modify (the
-// directions and their class lists). The copy has no record of file
-// positions: errors in it name settings, not lines of a file that does not
-// hold them.
-func cloneConfig(c *config.Config) *config.Config {
-	dir := func(dc config.DirectionConfig) config.DirectionConfig {
-		dc.Classes = append([]config.ClassConfig(nil), dc.Classes...)
-		for i := range dc.Classes {
-			dc.Classes[i].Per = dc.Classes[i].Per.Clone() // an editor may change it
-			dc.Classes[i].Emulate = dc.Classes[i].Emulate.Clone()
-			dc.Classes[i].Global = dc.Classes[i].Global.Clone()
-		}
-		if dc.Default != nil {
-			def := *dc.Default
-			def.Per = def.Per.Clone()
-			def.Emulate = def.Emulate.Clone()
-			def.Global = def.Global.Clone()
-			dc.Default = &def
-		}
-		dc.Emulate = dc.Emulate.Clone()
-		dc.Global = dc.Global.Clone()
-		dc.Autorate = dc.Autorate.Clone()
-		return dc
-	}
-	return &config.Config{
-		Link:    c.Link,
-		Metrics: c.Metrics,
-		Control: c.Control,
-		Egress:  dir(c.Egress),
-		Ingress: dir(c.Ingress),
-		Gateway: c.Gateway,
-		Redis:   c.Redis,
-	}
 }
 
 // close stops pacerd, once, in this order: /healthz turns 503; in

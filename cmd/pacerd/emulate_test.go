@@ -102,7 +102,7 @@ func TestControlSetEmulation(t *testing.T) {
 }
 
 // A failed set leaves the running config as it was, its rate schedule and
-// loss model included (cloneConfig copies them: the edit works on its own
+// loss model included (Config.Clone copies them: the edit works on its own
 // copy).
 func TestControlSetEmulationFailures(t *testing.T) {
 	d, _, c := newControlDaemon(t)
@@ -169,7 +169,7 @@ func TestCloneConfigEmulation(t *testing.T) {
 		Egress:  config.DirectionConfig{Emulate: e.Clone(), Classes: []config.ClassConfig{{Name: "a", Emulate: e.Clone()}}},
 		Ingress: config.DirectionConfig{Default: &config.ClassConfig{Name: "default", Emulate: e.Clone()}},
 	}
-	next := cloneConfig(c)
+	next := c.Clone()
 	for _, got := range []*config.EmulateConfig{&next.Egress.Emulate, &next.Egress.Classes[0].Emulate, &next.Ingress.Default.Emulate} {
 		got.LossModel.P = 50
 		got.Rates[0].Rate = 7
