@@ -28,6 +28,11 @@ type Scenario struct {
 	// settings) this long after each start; it is after the last step.
 	Loop  time.Duration
 	Steps []ScenarioStep
+
+	// src and at are where it was read (the file's lines, the section's
+	// path), for CheckScenario's errors.
+	src *source
+	at  string
 }
 
 // ScenarioStep is one step of a Scenario.
@@ -130,6 +135,7 @@ func (d *decoder) scenarioField(c *Config) field {
 // scenario decodes a scenario's mapping (the section, or a file of its
 // own: LoadScenario).
 func (d *decoder) scenario(n *yaml.Node, path string, sc *Scenario) {
+	sc.src, sc.at = d.src, path
 	d.mapping(n, path, []field{
 		{"loop", d.span(&sc.Loop)},
 		{"steps", func(n *yaml.Node, path string) {
@@ -255,16 +261,16 @@ func (c *Config) CheckScenario() error {
 	}
 	var errs []error
 	for i, st := range sc.Steps {
-		p := fmt.Sprintf("scenario.steps[%d]", i)
+		p := fmt.Sprintf("%s[%d]", joinPath(sc.at, "steps"), i)
 		if i > 0 && st.At < sc.Steps[i-1].At {
-			errs = append(errs, c.src.errorf(p+".at", "%v is before the step before (%v): steps go in order of time", st.At, sc.Steps[i-1].At))
+			errs = append(errs, sc.src.errorf(p+".at", "%v is before the step before (%v): steps go in order of time", st.At, sc.Steps[i-1].At))
 		}
 		if st.Blackout < 0 || st.Blackout > MaxOnOff {
-			errs = append(errs, c.src.errorf(p+".blackout", "%v is out of range [0s, %v]", st.Blackout, MaxOnOff))
+			errs = append(errs, sc.src.errorf(p+".blackout", "%v is out of range [0s, %v]", st.Blackout, MaxOnOff))
 		}
 	}
 	if n := len(sc.Steps); sc.Loop > 0 && n > 0 && sc.Loop <= sc.Steps[n-1].At {
-		errs = append(errs, c.src.errorf("scenario.loop", "%v is not after the last step (at %v): a loop starts over after it", sc.Loop, sc.Steps[n-1].At))
+		errs = append(errs, sc.src.errorf(joinPath(sc.at, "loop"), "%v is not after the last step (at %v): a loop starts over after it", sc.Loop, sc.Steps[n-1].At))
 	}
 	if len(errs) > 0 {
 		return joinSorted(errs)
@@ -272,14 +278,14 @@ func (c *Config) CheckScenario() error {
 	run := c.Clone()
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
-		p := fmt.Sprintf("scenario.steps[%d]", i)
+		p := fmt.Sprintf("%s[%d]", joinPath(sc.at, "steps"), i)
 		err := st.Apply(run)
 		if err == nil {
 			run.SetDefaults()
 			err = run.Validate()
 		}
 		if err != nil {
-			return c.src.errorf(p, "%s at %v: %s", st.Label(i), st.At, reasons(err))
+			return sc.src.errorf(p, "%s at %v: %s", st.Label(i), st.At, reasons(err))
 		}
 	}
 	return nil

@@ -88,6 +88,7 @@ type Collector struct {
 	dirDelay, dirLate              *prometheus.Desc
 	global                         globalDescs
 	autorate                       autorateDescs
+	scenario                       scenarioDescs
 
 	// detail is how many classes a direction may have for every class to
 	// be exported in full (WithDetailClasses).
@@ -162,6 +163,7 @@ func NewCollector(src Source, build BuildInfo, up func() bool, opts ...Collector
 		dirLate:         d("pacer_direction_late_seconds", "How much later than planned each packet that waited for tokens (or in a delay line) left, over all the direction's classes.", "direction"),
 		global:          newGlobalDescs(d, class),
 		autorate:        newAutorateDescs(d),
+		scenario:        newScenarioDescs(d),
 	}
 	for _, o := range opts {
 		o(c)
@@ -183,6 +185,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	c.global.describe(ch)
 	c.autorate.describe(ch)
+	c.scenario.describe(ch)
 }
 
 // Collect reads the Source once and sends the metrics. A direction with at
@@ -208,6 +211,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	gauge(c.linkUp, up)
+	c.scenario.collect(gauge)
 
 	for _, ds := range c.src.DirectionStats() {
 		if ds.RateBytesPerSecond > 0 {

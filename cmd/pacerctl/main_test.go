@@ -272,11 +272,13 @@ func TestWriteTableEmulation(t *testing.T) {
 		Trace: "/srv/traces/lte.down"}
 	st.Classes[0].Schedule, st.Classes[0].TraceRateBytesPerSecond = "trace", 375_000
 	st.Seed = 42
+	st.Scenario = &stats.ScenarioStats{Step: 2, Steps: 3, Label: "tunnel", Loop: 1, SinceSeconds: 1.23}
 	var b bytes.Buffer
 	if err := writeTable(&b, st); err != nil {
 		t.Fatal(err)
 	}
 	want := `emulation seed 42 (link.seed: the same traffic meets the same fate)
+scenario: step 2/3 tunnel, 1.2s ago, loop 1
 egress: total rate 100mbit (base), burst 125000b; emulation delay 20ms rates 1 step/1s
 ingress: emulation loss 0.5%
 DIRECTION  CLASS         MODE         RATE                       ACHIEVED  OFFERED  BACKLOG     FLOWS  DROPS                                   EMULATION

@@ -82,6 +82,9 @@ func writeTable(w io.Writer, st *control.Status) error {
 	if anyEmulation && st.Seed != 0 {
 		fmt.Fprintf(w, "emulation seed %d (link.seed: the same traffic meets the same fate)\n", st.Seed)
 	}
+	if sc := st.Scenario; sc != nil {
+		fmt.Fprintf(w, "scenario: %s\n", scenarioLine(sc))
+	}
 	for _, d := range st.Directions {
 		var parts []string
 		switch {
@@ -589,3 +592,23 @@ const (
 	perDefaultKeys = 65536
 	perDefaultIdle = "1m0s"
 )
+
+// scenarioLine writes where a scenario stands: "step 2/3 lossy, 1.2s
+// ago, loop 1", "not started (3 steps)", "done" when over, the step's
+// error after it.
+func scenarioLine(sc *stats.ScenarioStats) string {
+	if sc.Step == 0 {
+		return fmt.Sprintf("not started (%d steps)", sc.Steps)
+	}
+	line := fmt.Sprintf("step %d/%d %s, %s ago", sc.Step, sc.Steps, sc.Label, time.Duration(sc.SinceSeconds*float64(time.Second)).Round(100*time.Millisecond))
+	if sc.Loop > 0 {
+		line += fmt.Sprintf(", loop %d", sc.Loop)
+	}
+	if sc.Done {
+		line += ", done"
+	}
+	if sc.Error != "" {
+		line += " (failed: " + sc.Error + ")"
+	}
+	return line
+}

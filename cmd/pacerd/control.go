@@ -167,7 +167,7 @@ func (d *daemon) status() (*control.Status, error) {
 	if l == nil {
 		return nil, &requestError{status: http.StatusServiceUnavailable, err: errors.New("the link is not up yet")}
 	}
-	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}, Seed: l.Seed()}
+	st := &control.Status{Directions: []control.Direction{}, Classes: []control.Class{}, Seed: l.Seed(), Scenario: d.scenarioStats()}
 	cfg := d.running()
 	for _, ds := range l.DirectionStats() {
 		dj := directionOf(ds, cfg)

@@ -56,7 +56,7 @@ func newControlDaemonWith(t *testing.T, text string) (*daemon, string, *control.
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{path: path, log: log, cfg: cfg}
+	d := &daemon{path: path, log: log, cfg: cfg, base: cfg}
 	d.sampler = stats.NewSampler(d, time.Second)
 	d.link.Store(l)
 	d.state.Store(stateUp)

@@ -61,8 +61,12 @@ type daemon struct {
 	// metricsAddr is the address the metrics server bound.
 	metricsAddr net.Addr
 
-	mu  sync.Mutex // serialises changes; guards cfg
+	mu  sync.Mutex // serialises changes; guards cfg and base
 	cfg *config.Config
+	// base is the file's config as last loaded: a scenario's loop
+	// starts over from it.
+	base     *config.Config
+	scenario atomic.Pointer[scenarioRun] // the running scenario; nil: none
 
 	link    atomic.Pointer[shaper.Link] // nil until the link runs
 	gateway *routerGateway              // gateway mode; nil without it
@@ -167,7 +171,7 @@ wait:
 // everything started is stopped again. opts adjust the daemon before
 // anything starts (pacerd shell sets load).
 func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daemon)) (_ *daemon, err error) {
-	d := &daemon{path: path, log: log, cfg: cfg}
+	d := &daemon{path: path, log: log, cfg: cfg, base: cfg}
 	for _, o := range opts {
 		o(d)
 	}
@@ -179,7 +183,8 @@ func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daem
 		}
 	}()
 
-	collector := stats.NewCollector(d, stats.ReadBuildInfo(), func() bool { return d.state.Load() == stateUp }, stats.WithDetailClasses(cfg.Metrics.DetailClasses))
+	collector := stats.NewCollector(d, stats.ReadBuildInfo(), func() bool { return d.state.Load() == stateUp }, stats.WithDetailClasses(cfg.Metrics.DetailClasses),
+		stats.WithScenario(d.scenarioStats))
 	reg, err := stats.NewRegistry(collector)
 	if err != nil {
 		return nil, err
@@ -235,6 +240,7 @@ func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daem
 	}()
 	d.control = serve(cln, d.controlHandler(), log, "control")
 	log.Info("control socket listening", "path", cfg.Control.Socket)
+	d.startScenario(cfg)
 	return d, nil
 }
 
@@ -300,10 +306,15 @@ func (d *daemon) reload() (*config.Config, error) {
 		return nil, &requestError{status: http.StatusBadRequest, err: err}
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.applyLocked(cfg); err != nil {
+	err = d.applyLocked(cfg)
+	if err == nil {
+		d.base = cfg
+	}
+	d.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
+	d.startScenario(cfg) // from the new file's start
 	d.log.Info("reloaded", "config", d.path, "egress_classes", len(cfg.Egress.Classes), "ingress_classes", len(cfg.Ingress.Classes))
 	if s := cfg.Circuits.Summary(); s != "" {
 		d.log.Info("circuits", "read", s)
@@ -389,6 +400,7 @@ func (d *daemon) applyClassLocked(next *config.Config, dir, name string) error {
 func (d *daemon) close(drain time.Duration) error {
 	d.closeOnce.Do(func() {
 		d.state.Store(stateStopping)
+		d.stopScenario()
 		var errs []error
 		if err := d.gateway.close(); err != nil {
 			errs = append(errs, err)

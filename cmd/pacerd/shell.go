@@ -72,6 +72,7 @@ type shellSettings struct {
 	queues                   *int    // nil: not given
 	offload                  *bool   // nil: not given
 	seed                     *uint64 // -seed; nil: not given
+	scenario                 string  // -scenario: a file holding a scenario; "": none
 	// Link emulation, as mm-delay, mm-loss and mm-link: a one-way delay
 	// and a loss percentage in both directions, and Mahimahi traces per
 	// direction.
@@ -104,6 +105,7 @@ func runShell(args []string, stderr io.Writer) int {
 	uplinkTrace := fs.String("uplink-trace", "", "Mahimahi trace `file` for the rate from CMD to the world, as mm-link's uplink trace")
 	downlinkTrace := fs.String("downlink-trace", "", "Mahimahi trace `file` for the rate back, as mm-link's downlink trace")
 	seed := fs.Uint64("seed", 0, "`seed` of link emulation's random draws (delay jitter, loss, reorder, ...): a run with the same seed and the same traffic meets the same fate (default: the file's link.seed, else one drawn at start, which pacerctl status shows)")
+	scenarioPath := fs.String("scenario", "", "scenario `file`: a timeline of changes (loop, steps: [{at: 10s, loss: 5%}, {at: 20s, blackout: 2s}, ...]) run from the start, as the config's scenario section (docs/lab.md); replaces the file's")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -147,6 +149,7 @@ func runShell(args []string, stderr io.Writer) int {
 	}
 	set.passive = *passive
 	set.delay = *delay
+	set.scenario = *scenarioPath
 	if *loss != "" {
 		p, err := config.ParsePercent(*loss)
 		if err != nil {
@@ -411,6 +414,13 @@ func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultContr
 	if set.seed != nil {
 		cfg.Link.Seed = *set.seed
 	}
+	if set.scenario != "" {
+		sc, err := config.LoadScenario(set.scenario)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Scenario = sc
+	}
 	if set.metrics != "" {
 		cfg.Metrics.Listen = set.metrics
 	} else if cfg.Metrics.Listen == "" {
@@ -465,6 +475,9 @@ func shellConfig(set shellSettings, inner, outer config.LinkConfig, defaultContr
 	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckScenario(); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pacer-dev/pacer/config"
 )
@@ -76,6 +77,23 @@ ingress:
 		}
 		if cfg.Metrics.Listen != "127.0.0.1:0" || cfg.Control.Socket != sock {
 			t.Errorf("metrics %q control %q, want the shell's own", cfg.Metrics.Listen, cfg.Control.Socket)
+		}
+	})
+	t.Run("scenario", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "lab.yaml")
+		writeFile(t, path, "loop: 10s\nsteps:\n  - {at: 1s, loss: 5%}\n  - {at: 2s, blackout: 1s}\n")
+		cfg, err := shellConfig(shellSettings{scenario: path, uplink: 1.25e6}, inner, outer, sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc := cfg.Scenario; sc == nil || sc.Loop != 10*time.Second || len(sc.Steps) != 2 || sc.Steps[1].Blackout != time.Second {
+			t.Errorf("scenario %+v", cfg.Scenario)
+		}
+		bad := filepath.Join(t.TempDir(), "bad.yaml")
+		writeFile(t, bad, "steps:\n  - {at: 1s, jitter: 5ms}\n")
+		_, err = shellConfig(shellSettings{scenario: bad}, inner, outer, sock)
+		if err == nil || !strings.HasPrefix(err.Error(), bad+":2: steps[0]: step 1 at 1s: egress: jitter: 5ms is above the delay") {
+			t.Errorf("a scenario whose step fails: %v", err)
 		}
 	})
 	t.Run("seed", func(t *testing.T) {

@@ -70,6 +70,8 @@ type Status struct {
 	// Classes are in configuration order, egress first; each direction's
 	// "default" class (if any) and "unclassified" come last.
 	Classes []Class `json:"classes"`
+	// Scenario is where the running scenario stands (nil: none runs).
+	Scenario *stats.ScenarioStats `json:"scenario,omitempty"`
 	// Seed is the seed of the link's emulation draws (link.seed, or the
 	// one drawn at start): a run with it and the same traffic meets the
 	// same fate.
