@@ -3,18 +3,25 @@
 package shaper
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/scenario"
+	"github.com/pacer-dev/pacer/stats/mmlog"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 )
 
@@ -203,7 +210,9 @@ egress:
       loss: 10%
       correlation: {loss: 50%, delay: 75%}
 `, withTxQueueLen(20_000))
-		r, ok := tl.sendCounted(t, 20_000, 10_000)
+		// 4,000 a second: the sender sleeps between datagrams (at 5,000
+		// or more it spins, a core's worth beside the other rate tests).
+		r, ok := tl.sendCounted(t, 16_000, 4_000)
 		if !ok {
 			t.Fatalf("offload=%v: the kernel dropped datagrams before pacer read them", offload)
 		}
@@ -246,19 +255,19 @@ egress:
 		share, cond := float64(lost)/float64(r.Sent), float64(afterLost)/float64(after)
 		t.Logf("offload=%v: lost %.2f%%, after a loss %.1f%%; delay median %.2f ms, sd (IQR) %.2f ms, rank correlation of successive delays %.3f",
 			offload, 100*share, 100*cond, median, sd, rs)
-		// 20,000 draws of a chain correlated by 0.5: the share's standard
-		// deviation is sqrt(0.09/20000 * 1.5/0.5) = 0.37%; the conditional
-		// chance's, over about 2,000 losses, 1.1%.
+		// 16,000 draws of a chain correlated by 0.5: the share's standard
+		// deviation is sqrt(0.09/16000 * 1.5/0.5) = 0.41%; the conditional
+		// chance's, over about 1,600 losses, 1.24% (both bounds 3.6 sigma).
 		if math.Abs(share-0.10) > 0.015 {
 			t.Errorf("offload=%v: lost %.2f%%, want 10%% +- 1.5", offload, 100*share)
 		}
 		if math.Abs(cond-0.55) > 0.045 {
 			t.Errorf("offload=%v: a datagram after a lost one was lost %.1f%% of the time, want 55%% +- 4.5", offload, 100*cond)
 		}
-		// Correlated by 0.75, 18,000 delays count as about 2,600
-		// independent ones: the median's standard error is 0.12 ms; the
+		// Correlated by 0.75, 14,400 delays count as about 2,000
+		// independent ones: the median's standard error is 0.14 ms; the
 		// path adds a few hundred microseconds to the 20 ms.
-		if median < 19.6 || median > 20.8 || math.Abs(sd-5) > 0.5 {
+		if median < 19.5 || median > 20.9 || math.Abs(sd-5) > 0.5 {
 			t.Errorf("offload=%v: delay median %.2f ms, sd %.2f ms; want 20 (+ the path's) and 5", offload, median, sd)
 		}
 		if math.Abs(rs-0.734) > 0.04 {
@@ -507,6 +516,101 @@ scenario:
 				if d := got[i][e] - want[i][e]; d < -time.Millisecond || d > 5*time.Millisecond {
 					t.Errorf("offload=%v: edge %v of window %d came at %v, want within 5 ms", offload, want[i][e], i, got[i][e])
 				}
+			}
+		}
+	}
+}
+
+// TestPacketLog: the packet log of a trace-driven direction (Mahimahi's
+// constant 12 Mbit/s trace, one 1500-byte opportunity a millisecond)
+// that a 16 Mbit/s UDP stream saturates, read back, gives the trace's
+// 1,500,000 bytes a second both as its capacity ("#") and as what left
+// ("-"), within 1% in each whole second of the stream; the throughput
+// plot drawn from it shows the same capacity. Offloads on and off.
+func TestPacketLog(t *testing.T) {
+	rateTest(t)
+	for _, offload := range []bool{true, false} {
+		tl := newTestLink(t, offload, `
+egress:
+  rate: 12mbit
+  trace: ../configs/traces/constant-12mbit.trace
+  default: {rate: 13mbit, queue: fifo, backlog: 50ms}
+`, withTxQueueLen(20_000))
+		var b bytes.Buffer
+		lw, err := mmlog.NewWriter(&b, mmlog.Header{Link: "uplink", Trace: "constant-12mbit.trace", File: "test", Init: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, err := tl.LogPackets(Egress, lw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tl.LogPackets(Egress, lw); err == nil {
+			t.Error("a second log of one direction")
+		}
+		// 16 Mbit/s of 1400-byte datagrams (1,430 a second) for 4.5 s.
+		if _, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 6435, 1400, 1430, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := mmlog.Read(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		capacity, arrived, departed := l.Bins(time.Second)
+		t.Logf("offload=%v: %d events; per second: capacity %.0f, arrived %.0f, left %.0f B/s", offload, len(l.Events), capacity, arrived, departed)
+		// The stream starts within the first second; seconds 1 to 3 are
+		// whole ones.
+		for s := 1; s <= 3; s++ {
+			for _, c := range []struct {
+				what string
+				v    float64
+			}{{"capacity", capacity[s]}, {"left", departed[s]}} {
+				if math.Abs(c.v-1.5e6)/1.5e6 > 0.01 {
+					t.Errorf("offload=%v: second %d: %s %.0f B/s, want 1,500,000 (the trace's) within 1%%", offload, s, c.what, c.v)
+				}
+			}
+			if arrived[s] < 1.9e6 {
+				t.Errorf("offload=%v: second %d: %.0f B/s arrived, want the stream's 2,000,000", offload, s, arrived[s])
+			}
+		}
+		var drops int
+		for _, e := range l.Events {
+			if e.Kind == mmlog.Drop {
+				drops += e.Count
+			}
+		}
+		var counted uint64
+		for _, n := range tl.Class(Egress, DefaultClass).Counters().Dropped {
+			counted += n
+		}
+		if drops == 0 || uint64(drops) != counted {
+			t.Errorf("offload=%v: %d drops logged, %d counted, with 16 Mbit/s offered to 12", offload, drops, counted)
+		}
+		path := filepath.Join(t.TempDir(), "up.svg")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.ThroughputSVG(f, 500*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		svg, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`<polyline id="capacity" points="([^"]*)"`).FindSubmatch(svg)
+		if m == nil {
+			t.Fatal("no capacity series in the plot")
+		}
+		pts := strings.Fields(string(m[1]))
+		for _, p := range pts[2 : len(pts)-2] { // inner bins; the area's ends are at 0
+			_, y, _ := strings.Cut(p, ",")
+			if v, _ := strconv.ParseFloat(y, 64); math.Abs(v-12) > 0.12 {
+				t.Errorf("offload=%v: the plot's capacity %s Mbit/s, want the trace's 12", offload, y)
 			}
 		}
 	}

@@ -60,7 +60,10 @@ type Link struct {
 	seed uint64
 	// outage is, per direction (egress, ingress), the link clock until
 	// which a blackout loses every packet (Blackout).
-	outage   [2]atomic.Int64
+	outage [2]atomic.Int64
+	// taps are, per direction, its packet log while one runs
+	// (LogPackets).
+	taps     [2]atomic.Pointer[packetTap]
 	stopping atomic.Bool
 	drainBy  atomic.Int64
 	stopOnce sync.Once
@@ -144,6 +147,7 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 			w.imp.seed = l.seed
 			w.rtts, w.ingress = &l.rtts, side.name == Ingress
 			w.outage = &l.outage[dirIndex(side.name)]
+			w.tap = &l.taps[dirIndex(side.name)]
 			w.log = log.With("direction", side.name)
 			if !lo.noGRO && side.dstDev.Offload() {
 				uso, _ := side.dstDev.(interface{ USO() bool })
@@ -321,6 +325,17 @@ func (l *Link) Blackout(dir string, d time.Duration) error {
 // BlackoutLeft returns how long direction dir stays down (0: it is up).
 func (l *Link) BlackoutLeft(dir string) time.Duration {
 	return time.Duration(max(l.outage[dirIndex(dir)].Load()-l.now(), 0))
+}
+
+// dir returns direction name's current policy (nil for another name).
+func (l *Link) dir(name string) *direction {
+	switch name {
+	case Egress:
+		return l.egress.Load()
+	case Ingress:
+		return l.ingress.Load()
+	}
+	return nil
 }
 
 // dirIndex is a direction's index: 0 for Egress, 1 for Ingress.

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"errors"
+	"github.com/pacer-dev/pacer/stats/mmlog"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,7 @@ type outMeta struct {
 // write to the other device, and the accounting after it.
 type writer struct {
 	idx   int
+	tap   *atomic.Pointer[packetTap] // the direction's packet log (LogPackets)
 	dst   tun.Queue
 	clock func() int64
 	lose  func(error) // reports a device gone (Link.lose)
@@ -124,6 +126,9 @@ func (w *writer) flush(decided, now int64) int64 {
 			sh.txBytes.Add(ipBytes)
 			sh.txCharged.Add(cost)
 			sh.observeDelay(now - m.arrival)
+			if t := w.tap.Load(); t != nil {
+				t.note(w.idx, tapEvent{at: now, delay: now - m.arrival, size: uint32(ipBytes), kind: mmlog.Departure})
+			}
 			if !m.released {
 				m.st.release(cost)
 			}

@@ -9,11 +9,13 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pacer-dev/pacer/stats/mmlog"
 	"io"
 	"os"
 	"os/signal"
@@ -118,6 +120,11 @@ commands:
         flow; "overflow" for the bucket keys past the table's bound share),
         its rate over the last second and its limit, bytes sent, bytes
         queued, drops, and how long ago its last packet came
+  plot throughput|delay LOG [-bin 500ms] [-o FILE.svg]
+        draw a packet log in mm-link's format (pacerd shell -uplink-log,
+        or mm-link's own) as an SVG: throughput and arrivals against the
+        capacity per bin, or each packet's delay; to stdout without -o.
+        Needs no pacerd
   blackout DURATION [DIRECTION]
         take both directions (or one) down for DURATION from now: every
         packet that arrives meanwhile is lost (a partition); 0s ends it
@@ -275,6 +282,8 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		return flowsCommand(ctx, c, args, stdout)
 	case "keys":
 		return keysCommand(ctx, c, args, stdout)
+	case "plot":
+		return plotCommand(args, stdout)
 	case "blackout":
 		if len(args) < 1 || len(args) > 2 {
 			return usagef("blackout needs DURATION [DIRECTION]")
@@ -355,4 +364,44 @@ func parseSub(fs *flag.FlagSet, args []string, n int) error {
 		return usagef("%s: unexpected arguments %q", fs.Name(), fs.Args())
 	}
 	return nil
+}
+
+// plotCommand draws a packet log (package mmlog) as an SVG.
+func plotCommand(args []string, stdout io.Writer) error {
+	if len(args) < 2 || (args[0] != "throughput" && args[0] != "delay") {
+		return usagef("plot needs throughput|delay LOG")
+	}
+	kind, path := args[0], args[1]
+	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+	bin := fs.Duration("bin", 500*time.Millisecond, "throughput: the width of a bin")
+	out := fs.String("o", "", "write the SVG to `file` (default: stdout)")
+	if err := parseSub(fs, args[2:], 0); err != nil {
+		return err
+	}
+	if *bin <= 0 {
+		return usagef("plot: -bin must be above 0")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	l, err := mmlog.Read(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var b bytes.Buffer
+	if kind == "throughput" {
+		err = l.ThroughputSVG(&b, *bin)
+	} else {
+		err = l.DelaySVG(&b)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if *out == "" {
+		_, err = stdout.Write(b.Bytes())
+		return err
+	}
+	return os.WriteFile(*out, b.Bytes(), 0o644)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -569,5 +570,42 @@ func TestParseOnOff(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(req.OnOff, c.want) {
 			t.Errorf("%v: %+v %v, want %+v", c.args, req.OnOff, err, c.want)
 		}
+	}
+}
+
+// TestPlot: pacerctl plot draws a log file (mm-link's format) as an SVG,
+// without a daemon, to a file or stdout; a bad log names its line.
+func TestPlot(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "up.log")
+	var text strings.Builder
+	text.WriteString("# mahimahi mm-link (uplink) [lte.up] > up.log\n# base timestamp: 0\n")
+	for ms := range 1000 {
+		fmt.Fprintf(&text, "%d # 1504\n%d + 1500\n%d - 1500 %d\n", ms, ms, ms, ms%7)
+	}
+	if err := os.WriteFile(log, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "up.svg")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"plot", "throughput", log, "-bin", "250ms", "-o", out}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	svg, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte(`<polyline id="capacity"`)) || !bytes.Contains(svg, []byte("uplink: average capacity 12.03 Mbit/s, throughput 12.00 Mbit/s")) {
+		t.Errorf("plot: %.400s", svg)
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"plot", "delay", log}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), `<polyline id="delay"`) {
+		t.Errorf("delay plot: exit %d, %.200s %s", code, stdout.String(), stderr.String())
+	}
+	bad := filepath.Join(dir, "bad.log")
+	os.WriteFile(bad, []byte("1 + 10\n2 x 5\n"), 0o644)
+	stderr.Reset()
+	if code := run(context.Background(), []string{"plot", "throughput", bad}, &stdout, &stderr); code != exitFailure || !strings.Contains(stderr.String(), "bad.log: line 2: unknown event") {
+		t.Errorf("bad log: exit %d, %s", code, stderr.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper"
+	"github.com/pacer-dev/pacer/stats/mmlog"
 	"github.com/pacer-dev/pacer/tun/shell"
 	"gopkg.in/yaml.v3"
 )
@@ -73,6 +74,9 @@ type shellSettings struct {
 	offload                  *bool   // nil: not given
 	seed                     *uint64 // -seed; nil: not given
 	scenario                 string  // -scenario: a file holding a scenario; "": none
+	// uplinkLog, downlinkLog: -uplink-log, -downlink-log (Mahimahi's
+	// packet logs); "": none.
+	uplinkLog, downlinkLog string
 	// Link emulation, as mm-delay, mm-loss and mm-link: a one-way delay
 	// and a loss percentage in both directions, and Mahimahi traces per
 	// direction.
@@ -106,6 +110,8 @@ func runShell(args []string, stderr io.Writer) int {
 	downlinkTrace := fs.String("downlink-trace", "", "Mahimahi trace `file` for the rate back, as mm-link's downlink trace")
 	seed := fs.Uint64("seed", 0, "`seed` of link emulation's random draws (delay jitter, loss, reorder, ...): a run with the same seed and the same traffic meets the same fate (default: the file's link.seed, else one drawn at start, which pacerctl status shows)")
 	scenarioPath := fs.String("scenario", "", "scenario `file`: a timeline of changes (loop, steps: [{at: 10s, loss: 5%}, {at: 20s, blackout: 2s}, ...]) run from the start, as the config's scenario section (docs/lab.md); replaces the file's")
+	uplinkLog := fs.String("uplink-log", "", "write what happens to each packet from CMD to the world to `file`, in mm-link's log format (mm-throughput-graph reads it; so does pacerctl plot)")
+	downlinkLog := fs.String("downlink-log", "", "write the packets from the world to CMD to `file`, as -uplink-log")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -150,6 +156,7 @@ func runShell(args []string, stderr io.Writer) int {
 	set.passive = *passive
 	set.delay = *delay
 	set.scenario = *scenarioPath
+	set.uplinkLog, set.downlinkLog = *uplinkLog, *downlinkLog
 	if *loss != "" {
 		p, err := config.ParsePercent(*loss)
 		if err != nil {
@@ -245,9 +252,19 @@ func runShell(args []string, stderr io.Writer) int {
 		sh.Close()
 		return exitFailure
 	}
+	stopLogs, err := startPacketLogs(d, cfg, set, args)
+	if err != nil {
+		log.Error("packet log", "err", err)
+		d.close(shellDrain)
+		sh.Close()
+		return exitFailure
+	}
 	stop := func() {
 		if err := d.close(shellDrain); err != nil {
 			log.Error("stop", "err", err)
+		}
+		if err := stopLogs(); err != nil {
+			log.Error("packet log", "err", err)
 		}
 		if err := sh.Close(); err != nil {
 			log.Error("shell cleanup", "err", err)
@@ -545,4 +562,49 @@ func topLevelKeys(data []byte) map[string]bool {
 		keys[m[i].Value] = true
 	}
 	return keys
+}
+
+// startPacketLogs starts the packet logs that -uplink-log and
+// -downlink-log ask for (Link.LogPackets, in mm-link's format); the
+// function it returns stops them and closes their files.
+func startPacketLogs(d *daemon, cfg *config.Config, set shellSettings, args []string) (func() error, error) {
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for _, s := range stops {
+			errs = append(errs, s())
+		}
+		return errors.Join(errs...)
+	}
+	for _, lg := range []struct {
+		path, dir, link string
+		dc              *config.DirectionConfig
+	}{{set.uplinkLog, config.Egress, "uplink", &cfg.Egress}, {set.downlinkLog, config.Ingress, "downlink", &cfg.Ingress}} {
+		if lg.path == "" {
+			continue
+		}
+		f, err := os.Create(lg.path)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		queue := "pacer"
+		if lg.dc.Rate > 0 {
+			queue = "pacer rate " + config.FormatRate(lg.dc.Rate)
+		}
+		lw, err := mmlog.NewWriter(f, mmlog.Header{Link: lg.link, Trace: lg.dc.Emulate.Trace, File: lg.path,
+			Command: "pacerd shell " + strings.Join(args, " "), Queue: queue, Init: time.Now()})
+		if err == nil {
+			var stop func() error
+			stop, err = d.link.Load().LogPackets(lg.dir, lw)
+			if err == nil {
+				stops = append(stops, func() error { return errors.Join(stop(), f.Close()) })
+				continue
+			}
+		}
+		f.Close()
+		stopAll()
+		return nil, fmt.Errorf("%s: %w", lg.path, err)
+	}
+	return stopAll, nil
 }

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/pacer-dev/pacer/stats/mmlog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -397,9 +399,31 @@ func TestShellRates(t *testing.T) {
 		{"downlink", []string{"-R"}, "ingress", 2.5e6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rate, _ := h.shellRate(t, []string{"-uplink", "10mbit", "-downlink", "20mbit"}, tc.dir, 5*time.Second, tc.args...)
+			// The packet log of the direction measured (-uplink-log,
+			// -downlink-log) gives its capacity and what it carried.
+			logPath := filepath.Join(t.TempDir(), tc.name+".log")
+			rate, _ := h.shellRate(t, []string{"-uplink", "10mbit", "-downlink", "20mbit", "-" + tc.name + "-log", logPath}, tc.dir, 5*time.Second, tc.args...)
 			tuntest.WithinRate(t, tc.name+" (the shell's bytes, as on the wire)", rate, tc.want, 0.01)
 			h.checkClean(t)
+			f, err := os.Open(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			l, err := mmlog.Read(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			capacity, _, departed := l.Bins(time.Second)
+			t.Logf("%s log: %s link, %d events; capacity %.0f, left %.0f B/s", tc.name, l.Header.Link, len(l.Events), capacity, departed)
+			if l.Header.Link != tc.name || len(capacity) < 6 {
+				t.Fatalf("%s log: link %q, %d s", tc.name, l.Header.Link, len(capacity))
+			}
+			for s := 3; s < 6; s++ { // whole seconds of the measured flow
+				if math.Abs(capacity[s]-tc.want)/tc.want > 0.01 || math.Abs(departed[s]-tc.want)/tc.want > 0.03 {
+					t.Errorf("%s log, second %d: capacity %.0f, left %.0f B/s; want %.0f (capacity within 1%%, what left 3%%)", tc.name, s, capacity[s], departed[s], tc.want)
+				}
+			}
 		})
 	}
 }

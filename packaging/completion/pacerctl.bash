@@ -37,7 +37,7 @@ _pacerctl() {
 		-socket | --socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 		-timeout | --timeout) return ;;
 		esac
-		COMPREPLY=($(compgen -W "status watch set add direction blackout remove flows keys reload help -socket -timeout -h" -- "$cur"))
+		COMPREPLY=($(compgen -W "status watch set add direction blackout plot remove flows keys reload help -socket -timeout -h" -- "$cur"))
 		return
 	fi
 	local n=$((cword - cmdi)) # the argument's position after the command
