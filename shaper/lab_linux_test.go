@@ -426,8 +426,11 @@ egress:
 			from, to := c.r.Start.Add(runs[0][0]), c.r.Start.Add(runs[0][1])
 			// The first datagram lost was sent after the call; the
 			// first one through after it, about 300 ms later.
-			if d := from.Sub(at); d < -time.Millisecond || d > 5*time.Millisecond {
-				t.Errorf("offload=%v %s: the first datagram lost was sent %v after the blackout began, want 0 to 5ms", offload, c.dir, d)
+			// (A datagram sent just before the call but read by pacer
+			// after it is lost: the edge is where pacer reads, up to a
+			// kernel queue's wait after the send.)
+			if d := from.Sub(at); d.Abs() > 5*time.Millisecond {
+				t.Errorf("offload=%v %s: the first datagram lost was sent %v after the blackout began, want within 5ms", offload, c.dir, d)
 			}
 			if d := to.Sub(at.Add(300 * time.Millisecond)); d.Abs() > 5*time.Millisecond {
 				t.Errorf("offload=%v %s: the first datagram through again was sent %v after the blackout's end, want within 5ms", offload, c.dir, d)
@@ -569,16 +572,18 @@ egress:
 		// the hypervisor took (a stopped VM: the sender catches up after
 		// it, but the bucket's tokens beyond its burst are gone).
 		type cpuAt struct {
-			at  time.Time
-			cpu tuntest.CPUTimes
+			at   time.Time
+			cpu  tuntest.CPUTimes
+			sent uint64 // the default class's bytes written by then
 		}
 		var cpus []cpuAt
+		class := tl.Class(Egress, DefaultClass)
 		sampling, sampled := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(sampled)
 			for {
 				c, _ := tuntest.ReadCPUTimes()
-				cpus = append(cpus, cpuAt{time.Now(), c})
+				cpus = append(cpus, cpuAt{time.Now(), c, class.Counters().SentBytes})
 				select {
 				case <-sampling:
 					return
@@ -594,6 +599,22 @@ egress:
 		<-sampled
 		if err := stop(); err != nil {
 			t.Fatal(err)
+		}
+		// counted returns the bytes pacer's counters say the class wrote
+		// in second s of the log, from the samples nearest its edges.
+		counted := func(s int) float64 {
+			from, to := start.Add(time.Duration(s)*time.Second), start.Add(time.Duration(s+1)*time.Second)
+			near := func(at time.Time) cpuAt {
+				best := cpus[0]
+				for _, c := range cpus {
+					if c.at.Sub(at).Abs() < best.at.Sub(at).Abs() {
+						best = c
+					}
+				}
+				return best
+			}
+			a, b := near(from), near(to)
+			return float64(b.sent-a.sent) / b.at.Sub(a.at).Seconds()
 		}
 		machine := func(s int) string {
 			from, to := start.Add(time.Duration(s)*time.Second), start.Add(time.Duration(s+1)*time.Second)
@@ -632,13 +653,18 @@ egress:
 				continue
 			}
 			judged++
-			for _, c := range []struct {
-				what string
-				v    float64
-			}{{"capacity", capacity[s]}, {"left", departed[s]}} {
-				if math.Abs(c.v-1.5e6)/1.5e6 > 0.01 {
-					t.Errorf("offload=%v: second %d: %s %.0f B/s, want 1,500,000 (the trace's) within 1%%", offload, s, c.what, c.v)
-				}
+			// The log's capacity is the trace's; what left is what pacer
+			// counted as written (the log re-read gives the delivered
+			// bytes), and near the trace (how exactly pacer follows a trace
+			// is TestEmulateTrace's, with its judgement of late wake-ups).
+			if math.Abs(capacity[s]-1.5e6)/1.5e6 > 0.01 {
+				t.Errorf("offload=%v: second %d: capacity %.0f B/s, want 1,500,000 (the trace's) within 1%%", offload, s, capacity[s])
+			}
+			if c := counted(s); math.Abs(departed[s]-c)/c > 0.01 {
+				t.Errorf("offload=%v: second %d: the log says %.0f B/s left, pacer's counters %.0f: want within 1%%", offload, s, departed[s], c)
+			}
+			if departed[s] < 0.97*1.5e6 {
+				t.Errorf("offload=%v: second %d: %.0f B/s left, want the trace's 1,500,000 (3%%)", offload, s, departed[s])
 			}
 			if arrived[s] < 1.9e6 {
 				t.Errorf("offload=%v: second %d: %.0f B/s arrived, want the stream's 2,000,000", offload, s, arrived[s])
@@ -653,12 +679,12 @@ egress:
 				drops += e.Count
 			}
 		}
-		var counted uint64
+		var countedDrops uint64
 		for _, n := range tl.Class(Egress, DefaultClass).Counters().Dropped {
-			counted += n
+			countedDrops += n
 		}
-		if drops == 0 || uint64(drops) != counted {
-			t.Errorf("offload=%v: %d drops logged, %d counted, with 16 Mbit/s offered to 12", offload, drops, counted)
+		if drops == 0 || uint64(drops) != countedDrops {
+			t.Errorf("offload=%v: %d drops logged, %d counted, with 16 Mbit/s offered to 12", offload, drops, countedDrops)
 		}
 		path := filepath.Join(t.TempDir(), "up.svg")
 		f, err := os.Create(path)
