@@ -104,7 +104,7 @@ func (tl *testLink) sendCounted(t *testing.T, count, pps int) (tuntest.SeqResult
 // per seed (a link per run made 22 namespaces, whose teardown kept a
 // core busy in the kernel beside the other rate tests).
 func TestEmulateSeed(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	const policy = `
 egress:
   classes:
@@ -169,7 +169,7 @@ egress:
 // sends 1/(4 + 1/0.25) = 12.5% of the datagrams early, never two within 5
 // of each other; without it none is early. Offloads on and off.
 func TestEmulateReorderGap(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	for _, offload := range []bool{true, false} {
 		tl := newTestLink(t, offload, `
 egress:
@@ -210,7 +210,7 @@ egress:
 // successive datagrams delays that correlate by 0.75 around the same mean
 // and spread. Offloads on and off.
 func TestEmulateCorrelation(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	for _, offload := range []bool{true, false} {
 		tl := newTestLink(t, offload, `
 egress:
@@ -350,7 +350,7 @@ func lossRuns(r tuntest.SeqResult) [][2]time.Duration {
 // datagram every 0.5 ms) lasts 200 ms and starts 500 ms after the one
 // before, within 5 ms. Offloads on and off.
 func TestEmulateOnOff(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	for _, offload := range []bool{true, false} {
 		tl := newTestLink(t, offload, `
 egress:
@@ -384,7 +384,7 @@ egress:
 // datagrams sent in that window, within 5 ms at either edge, and only
 // those. Offloads on and off.
 func TestEmulateBlackout(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	for _, offload := range []bool{true, false} {
 		tl := newTestLink(t, offload, `
 egress:
@@ -485,7 +485,7 @@ func (a *linkApplier) Restart() error {
 // datagrams sent in those two windows, each edge within 5 ms of its
 // offset from the scenario's start. Offloads on and off.
 func TestScenarioTimeline(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	for _, offload := range []bool{true, false} {
 		tl := newTestLink(t, offload, `
 egress:
@@ -546,7 +546,7 @@ scenario:
 // ("-"), within 1% in each whole second of the stream; the throughput
 // plot drawn from it shows the same capacity. Offloads on and off.
 func TestPacketLog(t *testing.T) {
-	rateTest(t)
+	skipShort(t) // alone: its senders and receivers run in the test process, whose runtime the rate tests share
 	for _, offload := range []bool{true, false} {
 		tl := newTestLink(t, offload, `
 egress:
