@@ -61,7 +61,8 @@ type shard struct {
 	late         [len(DelayBuckets) + 1]atomic.Uint64
 	lateSumNs    atomic.Uint64
 	plannedMaxNs atomic.Int64
-	fqc          fq.Counters // the fair queue's marks and active flows
+	maxSent      atomic.Uint64 // the largest packet sent (worker-owned max)
+	fqc          fq.Counters   // the fair queue's marks and active flows
 	// Link emulation: packets that went through a delay line, were sent
 	// twice, or had a bit flipped.
 	delayed, duplicated, corrupted atomic.Uint64
@@ -88,6 +89,14 @@ func (s *shard) observeDelay(ns int64) {
 func (s *shard) observeDecision(wait int64) {
 	if wait > s.plannedMaxNs.Load() {
 		s.plannedMaxNs.Store(wait)
+	}
+}
+
+// observeSent records the size of a packet sent (the larger of its
+// on-wire bytes and its cost) if it is the largest yet.
+func (s *shard) observeSent(ipBytes, cost uint64) {
+	if n := max(ipBytes, cost); n > s.maxSent.Load() {
+		s.maxSent.Store(n)
 	}
 }
 
@@ -125,6 +134,12 @@ type Counters struct {
 	LateCounts      [len(DelayBuckets) + 1]uint64
 	LateSum         time.Duration
 	MaxPlannedDelay time.Duration
+	// MaxPacket is the largest packet the class sent: its on-wire L3
+	// bytes (a GSO super-packet whole), or its cost if that was more.
+	// SentBytes and ChargedBytes move by at most this much at once, so it
+	// is the resolution of a rate read from them over a short span (as
+	// fq_codel's maxpacket and CAKE's max_len tell).
+	MaxPacket uint64
 	// Marked counts packets the AQM marked CE (ECN) instead of dropping.
 	Marked uint64
 	// ActiveFlows is the number of flows queued or recently served in the
@@ -164,6 +179,7 @@ func (c *Counters) add(s *shard) {
 	}
 	c.LateSum += time.Duration(s.lateSumNs.Load())
 	c.MaxPlannedDelay = max(c.MaxPlannedDelay, time.Duration(s.plannedMaxNs.Load()))
+	c.MaxPacket = max(c.MaxPacket, s.maxSent.Load())
 	c.Marked += s.fqc.Marked.Load()
 	c.ActiveFlows += s.fqc.ActiveFlows.Load()
 	c.Delayed += s.delayed.Load()

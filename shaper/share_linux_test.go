@@ -195,7 +195,8 @@ egress:
 // TestShareCeilings: in a three-level tree under load, no class and not
 // the direction ever sends more than ceil*w + cburst over a window w, at
 // every level (the tbf bound), judged on what each class's subtree sent
-// every 10 ms.
+// every 10 ms; w stretched by how late the workers let the window's
+// packets go (what was due in that time leaves with them).
 func TestShareCeilings(t *testing.T) {
 	rateTest(t)
 	tl := newTwoAddrLink(t, false, `
@@ -214,31 +215,33 @@ egress:
 	time.Sleep(time.Second)
 	u1, u2 := tl.Class(Egress, "u1"), tl.Class(Egress, "u2")
 	const tick = 10 * time.Millisecond
-	var s1s, s2s []uint64
+	var c1s, c2s []Counters
 	var at, read []time.Time // before and after each sample's reads
 	for range 300 {
 		at = append(at, time.Now())
-		s1s = append(s1s, u1.Counters().SentBytes)
-		s2s = append(s2s, u2.Counters().SentBytes)
+		c1s = append(c1s, u1.Counters())
+		c2s = append(c2s, u2.Counters())
 		read = append(read, time.Now())
 		time.Sleep(tick)
 	}
 	stop()
 	// u1's bytes are site's and ap's; both classes' are the direction's.
+	u1only := func(i int) []Counters { return []Counters{c1s[i]} }
+	both := func(i int) []Counters { return []Counters{c1s[i], c2s[i]} }
 	levels := []struct {
 		name        string
 		ceil, burst float64 // bytes per second, bytes
-		sent        func(i int) uint64
+		leaves      func(i int) []Counters
 	}{
-		{"u1", 1.5e6, float64(u1.Config().CBurst), func(i int) uint64 { return s1s[i] }},
-		{"ap", 1.5e6, float64(tl.Class(Egress, "ap").Config().CBurst), func(i int) uint64 { return s1s[i] }},
-		{"site", 25e6 / 8, float64(tl.Class(Egress, "site").Config().CBurst), func(i int) uint64 { return s1s[i] }},
-		{"egress", 30e6 / 8, float64(tl.cfg.Egress.Burst), func(i int) uint64 { return s1s[i] + s2s[i] }},
+		{"u1", 1.5e6, float64(u1.Config().CBurst), u1only},
+		{"ap", 1.5e6, float64(tl.Class(Egress, "ap").Config().CBurst), u1only},
+		{"site", 25e6 / 8, float64(tl.Class(Egress, "site").Config().CBurst), u1only},
+		{"egress", 30e6 / 8, float64(tl.cfg.Egress.Burst), both},
 	}
 	for _, l := range levels {
 		for _, w := range []int{1, 10, 100} {
-			worst := 0.0
-			for i := w; i < len(s1s); i++ {
+			worst, worstLate := 0.0, time.Duration(0)
+			for i := w; i < len(at); i++ {
 				// What two samples count was sent between the start of
 				// the first's reads and the end of the second's: the
 				// window is that long. (A millisecond added to the
@@ -246,18 +249,48 @@ egress:
 				// goroutine, preempted between its clock read and its
 				// counters' on a busy machine, once counted 0.1% over.)
 				window := read[i].Sub(at[i-w])
-				limit := l.ceil*window.Seconds() + l.burst + 2*1514
-				got := float64(l.sent(i) - l.sent(i-w))
-				worst = max(worst, got/limit)
+				// The bound holds for the times the buckets gave the
+				// packets: a worker that woke late sends at once what
+				// was due meanwhile, so a window may hold what was due
+				// up to its packets' lateness before it (a fresh-clone
+				// run counted 0.8% over in 100 ms windows). How late
+				// the workers are is the rate tests' to judge.
+				late := latestIn(l.leaves(i-w), l.leaves(i))
+				limit := l.ceil*(window+late).Seconds() + l.burst + 2*1514
+				var got float64
+				for k, c := range l.leaves(i) {
+					got += float64(c.SentBytes - l.leaves(i - w)[k].SentBytes)
+				}
+				if got/limit > worst {
+					worst, worstLate = got/limit, late
+				}
 			}
 			if worst > 1 {
-				t.Errorf("%s sent %.1f%% of ceil*w + cburst over %v windows", l.name, 100*worst, time.Duration(w)*tick)
+				t.Errorf("%s sent %.1f%% of ceil*(w + late) + cburst over %v windows (its packets at most %v late)", l.name, 100*worst, time.Duration(w)*tick, worstLate)
 			}
 		}
 	}
-	if r := float64(s1s[len(s1s)-1]-s1s[0]) / at[len(at)-1].Sub(at[0]).Seconds(); r < 0.97*1.5e6 {
+	s1s := func(i int) uint64 { return c1s[i].SentBytes }
+	if r := float64(s1s(len(at)-1)-s1s(0)) / at[len(at)-1].Sub(at[0]).Seconds(); r < 0.97*1.5e6 {
 		t.Errorf("u1 sent %.2f Mbit/s, want about its ap's ceil, 12", r*8/1e6)
 	}
+}
+
+// latestIn is the bound of the latest lateness bucket (Counters.LateCounts)
+// that grew from the counters before to those after: how late at most
+// a packet the classes sent between them went. Later than every bound:
+// the last bound.
+func latestIn(before, after []Counters) time.Duration {
+	var late time.Duration
+	for k := range after {
+		for j := len(after[k].LateCounts) - 1; j >= 0; j-- {
+			if after[k].LateCounts[j] > before[k].LateCounts[j] {
+				late = max(late, DelayBuckets[min(j, len(DelayBuckets)-1)])
+				break
+			}
+		}
+	}
+	return late
 }
 
 // TestShareHighRate: a three-level tree under a 1 Gbit/s direction with

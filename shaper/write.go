@@ -125,6 +125,7 @@ func (w *writer) flush(decided, now int64) int64 {
 			sh.txPackets.Add(1)
 			sh.txBytes.Add(ipBytes)
 			sh.txCharged.Add(cost)
+			sh.observeSent(ipBytes, cost)
 			sh.observeDelay(now - m.arrival)
 			if t := w.tap.Load(); t != nil {
 				t.note(w.idx, tapEvent{at: now, delay: now - m.arrival, size: uint32(ipBytes), kind: mmlog.Departure})

@@ -61,6 +61,7 @@ type binRead func() (counts []uint64, at time.Time, stalls uint64, late []uint64
 type binTally struct {
 	bytes    []uint64      // per counter, over the kept bins
 	kept     time.Duration // the kept bins' length
+	runs     int           // runs of consecutive kept bins
 	bins     int           // bins judged (each of the closed ones)
 	left     int           // of them, left out
 	allBytes []uint64      // per counter, over every bin
@@ -141,6 +142,9 @@ func tallyBins(s []binSample, maxSteal float64, machine machineStall) binTally {
 		if bad[i] || bad[i+1] || (i > 0 && bad[i-1]) {
 			t.left++
 			continue
+		}
+		if t.kept == 0 || (i > 1 && bad[i-2]) {
+			t.runs++ // the bin before was left out (its neighbour was bad), or none was kept yet
 		}
 		for k := range n {
 			t.bytes[k] += s[i+1].counts[k] - s[i].counts[k]
@@ -234,6 +238,35 @@ type LateLimits struct {
 // packets go later than they allow, or went past StallLate on its own.
 func RatesJudged(t testing.TB, what string, want, limit time.Duration, maxSteal float64, probe *StallProbe, limits LateLimits, counters func() (counts []uint64, late Lateness)) []float64 {
 	t.Helper()
+	return JudgeRates(t, what, want, limit, maxSteal, probe, limits, counters).Rates
+}
+
+// Judged is what JudgeRates measured.
+type Judged struct {
+	// Rates are the counters' rates (per second) over the bins kept.
+	Rates []float64
+	// Kept is how long the bins kept add up to, and Runs in how many runs
+	// of consecutive bins they came. A counter that moves a packet at a
+	// time counts, over each run, up to one packet more or less than its
+	// rate over the run's time: a rate over Kept is exact only to
+	// Runs*packet/Kept (Grain).
+	Kept time.Duration
+	Runs int
+}
+
+// Grain is the resolution of j's rates for a counter that moves by at
+// most packet at once: what a packet more or less in each run of bins
+// kept makes of a rate.
+func (j Judged) Grain(packet uint64) float64 {
+	if j.Kept <= 0 {
+		return 0
+	}
+	return float64(j.Runs) * float64(packet) / j.Kept.Seconds()
+}
+
+// JudgeRates is RatesJudged, returning the bins' runs beside the rates.
+func JudgeRates(t testing.TB, what string, want, limit time.Duration, maxSteal float64, probe *StallProbe, limits LateLimits, counters func() (counts []uint64, late Lateness)) Judged {
+	t.Helper()
 	var bounds []time.Duration
 	read := func() ([]uint64, time.Time, uint64, []uint64) {
 		c, l := counters()
@@ -245,7 +278,11 @@ func RatesJudged(t testing.TB, what string, want, limit time.Duration, maxSteal 
 		t.Logf("%s: the machine stood still %d times (%v in all: the stall probe); in the test process the runtime stopped the world for %v or more %d times, and goroutines waited that long for a processor %d times", what, n, d, ProbeStall, tally.stw, tally.waits)
 	}
 	judgeLateness(t, what, Lateness{Bounds: bounds, Counts: tally.late}, tally.ownStalls, tally.bins, limits)
-	return rates
+	j := Judged{Rates: rates, Kept: tally.kept, Runs: tally.runs}
+	if tally.kept < want/4 { // judged over every bin: one run
+		j.Kept, j.Runs = tally.all, 1
+	}
+	return j
 }
 
 // judgeLateness logs a pipeline's lateness over the kept bins and fails

@@ -31,8 +31,8 @@ func binRun(n int, stolen map[int]uint64, bytes map[int]uint64) []binSample {
 func TestTallyBinsQuiet(t *testing.T) {
 	tl := tallyBins(binRun(10, nil, nil), BinSteal, nil)
 	// Ten bins, the last waits for its neighbour.
-	if tl.bins != 9 || tl.left != 0 || tl.kept != 9*BinLength || tl.bytes[0] != 9000 {
-		t.Errorf("quiet run: %+v, want 9 bins kept of 1000 each", tl)
+	if tl.bins != 9 || tl.left != 0 || tl.kept != 9*BinLength || tl.bytes[0] != 9000 || tl.runs != 1 {
+		t.Errorf("quiet run: %+v, want 9 bins kept of 1000 each, in one run", tl)
 	}
 }
 
@@ -40,8 +40,16 @@ func TestTallyBinsLeavesOutStealAndNeighbours(t *testing.T) {
 	// Bin 4 was stolen from (10% of its CPU time) and lost half its bytes;
 	// bin 5 caught up. Bins 3, 4 and 5 are left out.
 	tl := tallyBins(binRun(10, map[int]uint64{4: 10}, map[int]uint64{4: 500, 5: 1500}), BinSteal, nil)
-	if tl.bins != 9 || tl.left != 3 || tl.kept != 6*BinLength || tl.bytes[0] != 6000 {
-		t.Errorf("stolen bin: %+v, want 6 bins kept of 1000 each", tl)
+	if tl.bins != 9 || tl.left != 3 || tl.kept != 6*BinLength || tl.bytes[0] != 6000 || tl.runs != 2 {
+		t.Errorf("stolen bin: %+v, want 6 bins kept of 1000 each, in two runs (0-2, 6-8)", tl)
+	}
+	// Stolen from at the start: one run after it.
+	if r := tallyBins(binRun(10, map[int]uint64{0: 10}, nil), BinSteal, nil); r.left != 2 || r.runs != 1 {
+		t.Errorf("bin 0 stolen: %d left out in %d runs, want 2 in 1", r.left, r.runs)
+	}
+	// Two stolen bins far apart: three runs.
+	if r := tallyBins(binRun(12, map[int]uint64{3: 10, 7: 10}, nil), BinSteal, nil); r.left != 6 || r.runs != 3 {
+		t.Errorf("bins 3 and 7 stolen: %d left out in %d runs, want 6 in 3 (0-1, 5, 9-10)", r.left, r.runs)
 	}
 	if tl.allBytes[0] != 9000 || tl.all != 9*BinLength {
 		t.Errorf("every bin: %d bytes over %v, want 9000 over %v", tl.allBytes[0], tl.all, 9*BinLength)
