@@ -202,6 +202,21 @@ func TestTallyBinsOwnStalls(t *testing.T) {
 	}
 }
 
+func TestTallyBinsMachineStallBusy(t *testing.T) {
+	// The machine stood still in bin 4 (the probe), no packet went
+	// StallLate late, and the bin lost a few bytes (the sender lost the
+	// time). A busy pipeline's tally leaves bins 3-5 out, as for a
+	// stolen tick; any other keeps them.
+	stall := s0().Add(4*BinLength + BinLength/2)
+	machine := func(a, b time.Time) bool { return a.Before(stall) && b.After(stall) }
+	if tl := tallyBins(binRun(10, nil, map[int]uint64{4: 980}), BinStealBusy, machine); tl.left != 3 || tl.bytes[0] != 6000 || tl.runs != 2 {
+		t.Errorf("busy: %+v, want bins 3-5 left out, 6000 bytes kept in two runs", tl)
+	}
+	if tl := tallyBins(binRun(10, nil, map[int]uint64{4: 980}), BinSteal, machine); tl.left != 0 {
+		t.Errorf("not busy: %d bins left out, want 0", tl.left)
+	}
+}
+
 func s0() time.Time { return time.Unix(0, 0) }
 
 func TestJudgeLateness(t *testing.T) {
