@@ -25,7 +25,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/pacer-dev/pacer/stats/control"
-	"github.com/pacer-dev/pacer/tun/shell"
 	"github.com/pacer-dev/pacer/tun/tuntest"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -48,7 +47,15 @@ type shellHost struct {
 	bin, host, internet string
 	vethHost            string
 	before              hostState
+	// shells are the namespaces of the shells started in host (from
+	// their logs): the machine-wide leftovers checkClean looks for are
+	// theirs only, not those of another test run's shells.
+	mu     sync.Mutex
+	shells []string
 }
+
+// shellNetns finds a shell's namespace in its log line.
+var shellNetns = regexp.MustCompile(`msg="shell namespace created" netns=(\S+)`)
 
 // hostState is what pacerd shell may change and must put back.
 type hostState struct {
@@ -170,20 +177,26 @@ func (h *shellHost) state(t *testing.T) hostState {
 		m, _ := filepath.Glob(pattern)
 		return m
 	}
-	s.netns = glob("/run/netns/" + shell.NetnsPrefix + "*")
-	s.etcNetns = glob("/etc/netns/" + shell.NetnsPrefix + "*")
-	s.sockets = glob("/run/pacer-shell-*.sock")
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mounts = strings.Count(string(mi), shell.NetnsPrefix)
+	for _, name := range h.shells {
+		s.netns = append(s.netns, glob("/run/netns/"+name)...)
+		s.etcNetns = append(s.etcNetns, glob("/etc/netns/"+name)...)
+		s.sockets = append(s.sockets, glob("/run/"+name+".sock")...)
+		s.mounts += strings.Count(string(mi), name)
+	}
 	return s
 }
 
 // checkClean fails the test if anything the shell made is left in host
 // (devices, nftables tables, forwarding) or on the machine (namespaces,
-// /etc/netns entries, control sockets, mounts).
+// /etc/netns entries, control sockets, mounts: those of the shells it
+// started, whose names their logs gave; a fresh-clone CI run once counted
+// a shell of a test run beside it as left over).
 func (h *shellHost) checkClean(t *testing.T) {
 	t.Helper()
 	after := h.state(t)
@@ -258,6 +271,11 @@ func (h *shellHost) startShell(t *testing.T, env []string, args ...string) *shel
 			p.mu.Lock()
 			p.log.WriteString(sc.Text() + "\n")
 			p.mu.Unlock()
+			if m := shellNetns.FindStringSubmatch(sc.Text()); m != nil {
+				h.mu.Lock()
+				h.shells = append(h.shells, strings.Trim(m[1], `"`))
+				h.mu.Unlock()
+			}
 			if strings.Contains(sc.Text(), `msg="shell running"`) {
 				once.Do(func() { close(p.running) })
 			}

@@ -189,6 +189,13 @@ func (p *StallProbe) StallsBetween(a, b time.Time) (n int, total time.Duration) 
 	return n, total
 }
 
+// RuntimeStalls returns how many times so far the test process's runtime
+// stopped the world, or left a goroutine waiting for a processor, for
+// ProbeStall or longer: a test compares two readings to tell whether its
+// own goroutines (a timer, a sender) stood still meanwhile, which the
+// stall probe, another process, does not see.
+func RuntimeStalls() uint64 { return stwPauses() + schedWaits() }
+
 // stwPauses returns how many of the test process's stop-the-world pauses
 // (the Go runtime's, for its collector or otherwise) took ProbeStall or
 // longer so far: the runtime stopped every goroutine, the shaper's
