@@ -437,7 +437,7 @@ func (a *applier) valueNode(ch Change) *yaml.Node {
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 		case "reorder":
 			return scalar("false")
-		case "onoff":
+		case "onoff", "slot":
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 		}
 	}

@@ -79,6 +79,9 @@ type EmulateConfig struct {
 	// OnOff, if set, takes the link down and up in turn: every packet
 	// is lost while it is down.
 	OnOff *OnOffConfig
+	// Slot, if set, delivers packets in bursts (netem's slot): only when
+	// a slot opens, at most so many packets or bytes per slot.
+	Slot *SlotConfig
 	// Loss is the chance (percent, 0 to 100) that a packet is dropped
 	// independently; LossModel, if set, replaces it by Gilbert-Elliott.
 	Loss      float64
@@ -116,6 +119,23 @@ type OnOffConfig struct {
 	Exponential bool
 }
 
+// SlotConfig is netem's slot: packets leave only when a slot opens, the
+// openings spaced uniformly in [Min, Max] (Max 0: every Min) from when the
+// setting starts, each slot delivering at most Packets packets (wire
+// segments) and Bytes bytes (0: no limit) of those due when it opens.
+type SlotConfig struct {
+	Min, Max time.Duration
+	Packets  int
+	Bytes    uint64
+}
+
+// Slot bounds: a slot's spacing, and what one may deliver.
+const (
+	MaxSlotSpacing = 10 * time.Second
+	MaxSlotPackets = 1 << 20
+	MaxSlotBytes   = 1 << 30
+)
+
 // MaxOnOff bounds an on/off link's periods.
 const MaxOnOff = 24 * time.Hour
 
@@ -126,7 +146,7 @@ const MaxReorderGap = 1 << 20
 func (e *EmulateConfig) IsZero() bool {
 	return e.Delay == 0 && e.Jitter == 0 && e.Loss == 0 && e.LossModel == nil &&
 		e.Duplicate == 0 && e.Corrupt == 0 && e.Trace == "" && len(e.Rates) == 0 &&
-		e.ReorderChance == 0 && e.Correlation == (Correlation{}) && e.OnOff == nil
+		e.ReorderChance == 0 && e.Correlation == (Correlation{}) && e.OnOff == nil && e.Slot == nil
 }
 
 // Bounds of link emulation that Validate checks.
@@ -202,6 +222,10 @@ func (e *EmulateConfig) Clone() EmulateConfig {
 		o := *e.OnOff
 		c.OnOff = &o
 	}
+	if e.Slot != nil {
+		o := *e.Slot
+		c.Slot = &o
+	}
 	return c
 }
 
@@ -266,6 +290,8 @@ func FormatRateSteps(steps []RateStep) string {
 //	reorder: {chance: 25%, gap: 5}
 //	correlation: {delay: 25%, loss: 25%, duplicate: 0%, corrupt: 0%, reorder: 0%}
 //	onoff: {on: 10s, off: 1s, exponential: false}
+//	slot: 10ms                    (netem's slot: a slot every 10 ms; or:)
+//	slot: {min: 5ms, max: 15ms, packets: 32, bytes: 64kb}
 //	loss: 1%                      (or a Gilbert-Elliott model:)
 //	loss: {p: 1%, r: 25%, h: 0%, k: 100%}   (r: 100%-p, h: 0%, k: 100%)
 //	duplicate: 0.1%
@@ -316,6 +342,7 @@ func (d *decoder) emulateFields(e *EmulateConfig) []field {
 			})
 			e.OnOff = o
 		}},
+		{"slot", func(n *yaml.Node, path string) { d.slot(n, path, e) }},
 		{"duplicate", d.percent(&e.Duplicate)},
 		{"corrupt", d.percent(&e.Corrupt)},
 		{"trace", func(n *yaml.Node, path string) {
@@ -393,6 +420,33 @@ func (d *decoder) reorder(n *yaml.Node, path string, e *EmulateConfig) {
 		}
 		e.ReorderChance = x
 	}
+}
+
+// slot decodes netem's slot: a spacing (10ms) or {min, max, packets,
+// bytes}; null turns it off.
+func (d *decoder) slot(n *yaml.Node, path string, e *EmulateConfig) {
+	v := d.node(n)
+	if isNull(v) {
+		e.Slot = nil
+		return
+	}
+	o := &SlotConfig{}
+	if e.Slot != nil {
+		*o = *e.Slot
+	}
+	if v.Kind != yaml.MappingNode {
+		*o = SlotConfig{}
+		d.span(&o.Min)(n, path)
+		e.Slot = o
+		return
+	}
+	d.mapping(n, path, []field{
+		{"min", d.span(&o.Min)},
+		{"max", d.span(&o.Max)},
+		{"packets", d.integer(&o.Packets, 0, MaxSlotPackets)},
+		{"bytes", d.sizeOrZero(&o.Bytes, MaxSlotBytes)},
+	})
+	e.Slot = o
 }
 
 // lossModel decodes a Gilbert-Elliott loss model: p required; r, h and k
@@ -489,6 +543,14 @@ func (v *validator) emulate(path string, e *EmulateConfig, rate uint64) {
 			if x.d <= 0 || x.d > MaxOnOff {
 				v.errorf(path+".onoff."+x.key, "%v is out of range (0s, %v]: give how long the link stays %s, such as 10s", x.d, MaxOnOff, map[string]string{"on": "up", "off": "down"}[x.key])
 			}
+		}
+	}
+	if o := e.Slot; o != nil {
+		if o.Min <= 0 || o.Min > MaxSlotSpacing {
+			v.errorf(path+".slot", "the spacing %v is out of range (0s, %v]: give how often a slot opens, such as 10ms, or {min: 5ms, max: 15ms}", o.Min, MaxSlotSpacing)
+		}
+		if o.Max != 0 && (o.Max < o.Min || o.Max > MaxSlotSpacing) {
+			v.errorf(path+".slot.max", "%v is out of range [%v (min), %v]", o.Max, o.Min, MaxSlotSpacing)
 		}
 	}
 	v.percent(path+".duplicate", e.Duplicate)

@@ -207,6 +207,8 @@ func TestParseConfigEmulate(t *testing.T) {
 				Correlation: config.Correlation{Delay: 25, Loss: 50, Duplicate: 10, Corrupt: 1, Reorder: 99.9}}},
 		{name: "onoff", settings: "onoff: {on: 300ms, off: 200ms}", want: config.EmulateConfig{OnOff: &config.OnOffConfig{On: 300 * time.Millisecond, Off: 200 * time.Millisecond}}},
 		{name: "onoff exponential", settings: "onoff: {on: 10s, off: 1s, exponential: true}", want: config.EmulateConfig{OnOff: &config.OnOffConfig{On: 10 * time.Second, Off: time.Second, Exponential: true}}},
+		{name: "slot spacing", settings: "slot: 10ms", want: config.EmulateConfig{Slot: &config.SlotConfig{Min: 10 * time.Millisecond}}},
+		{name: "slot full", settings: "slot: {min: 5ms, max: 15ms, packets: 32, bytes: 64kb}", want: config.EmulateConfig{Slot: &config.SlotConfig{Min: 5 * time.Millisecond, Max: 15 * time.Millisecond, Packets: 32, Bytes: 65536}}},
 		{name: "everything", settings: "delay: 40ms, jitter: 10ms, distribution: normal, reorder: true, loss: 5%, duplicate: 1%, corrupt: 0.01%, rates: [{at: 0s, rate: 1mbit}, {at: 1s}]",
 			want: config.EmulateConfig{Delay: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Distribution: config.DistNormal, Reorder: true,
 				Loss: 5, Duplicate: 1, Corrupt: 0.01, Rates: []config.RateStep{{At: 0, Rate: 125_000}, {At: time.Second}}}},
@@ -353,6 +355,8 @@ func TestParseConfigEmulateErrors(t *testing.T) {
 		{name: "reorder unknown key", yaml: class("    reorder: {chance: 5%, every: 3}\n"), line: 8, want: `egress.classes[0].reorder.every: unknown key "every" (known: chance, gap)`},
 		{name: "onoff scalar", yaml: class("    onoff: 1s\n"), line: 8, want: "egress.classes[0].onoff: must be a mapping of keys (on, off, exponential)"},
 		{name: "onoff unknown", yaml: class("    onoff: {up: 1s}\n"), line: 8, want: `egress.classes[0].onoff.up: unknown key "up" (known: on, off, exponential)`},
+		{name: "slot unknown", yaml: class("    slot: {every: 1s}\n"), line: 8, want: `egress.classes[0].slot.every: unknown key "every" (known: min, max, packets, bytes)`},
+		{name: "slot packets", yaml: class("    slot: {min: 1ms, packets: -1}\n"), line: 8, want: "egress.classes[0].slot.packets: -1 is out of range [0, 1048576]"},
 		{name: "correlation bare", yaml: class("    correlation: {loss: 25}\n"), line: 8, want: `egress.classes[0].correlation.loss: percentage "25" needs a % sign`},
 		{name: "correlation unknown", yaml: class("    correlation: {rate: 25%}\n"), line: 8, want: `egress.classes[0].correlation.rate: unknown key "rate" (known: delay, loss, duplicate, corrupt, reorder)`},
 		{name: "loss bare", yaml: class("    loss: 1\n"), line: 8, want: `egress.classes[0].loss: percentage "1" needs a % sign (such as 1%)`},
@@ -411,6 +415,8 @@ func TestParseConfigEmulateErrors(t *testing.T) {
 		{name: "reorder correlation without reorder", yaml: class("    delay: 10ms\n    correlation: {reorder: 25%}\n"), line: 9, want: "egress.classes[0].correlation.reorder: a correlation needs a reorder chance"},
 		{name: "onoff without off", yaml: class("    onoff: {on: 1s}\n"), line: 8, want: "egress.classes[0].onoff.off: 0s is out of range (0s, 24h0m0s]: give how long the link stays down, such as 10s"},
 		{name: "onoff too long", yaml: class("    onoff: {on: 25h, off: 1s}\n"), line: 8, want: "egress.classes[0].onoff.on: 25h0m0s is out of range (0s, 24h0m0s]"},
+		{name: "slot without min", yaml: class("    slot: {packets: 32}\n"), line: 8, want: "egress.classes[0].slot: the spacing 0s is out of range (0s, 10s]"},
+		{name: "slot max below min", yaml: class("    slot: {min: 10ms, max: 5ms}\n"), line: 8, want: "egress.classes[0].slot.max: 5ms is out of range [10ms (min), 10s]"},
 		{name: "validation errors together", yaml: class("    delay: 20s\n    jitter: 30s\n    reorder: true\n"), line: 8, want: "delay: 20s is out of range", n: 2},
 	}
 	for _, tt := range tests {

@@ -348,6 +348,9 @@ func emuSettings(e config.EmulateConfig, name string, now int64) *emulate.Settin
 	if o := e.OnOff; o != nil {
 		s.OnOff = emulate.NewOnOff(o.On, o.Off, o.Exponential, now, emulate.Salt(name+"/onoff"))
 	}
+	if o := e.Slot; o != nil {
+		s.Slots = emulate.NewSlots(o.Min, o.Max, int64(o.Packets), int64(o.Bytes), now, emulate.Salt(name+"/slot"))
+	}
 	if *s == (emulate.Settings{}) {
 		return nil
 	}

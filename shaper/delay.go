@@ -109,7 +109,10 @@ func (d *departure) send(buf []byte, p tun.Packet, m outMeta) {
 	d.route(buf, p, m)
 }
 
-// route sends a packet on to the delay line or the write batch.
+// route sends a packet on to the delay line or the write batch. With
+// slots (netem's slot) a packet that is due leaves only if the slot open
+// now has room and opened after it was due; else it waits in the line for
+// the next opening.
 func (d *departure) route(buf []byte, p tun.Packet, m outMeta) {
 	if m.due > 0 {
 		m.due = d.dueAt(buf, p, m)
@@ -118,7 +121,36 @@ func (d *departure) route(buf []byte, p tun.Packet, m outMeta) {
 		d.delay(buf, p, m)
 		return
 	}
+	if s := d.slotsOf(m.st); s != nil {
+		due := d.shapedAt(m)
+		if ok, next := s.Take(d.imp.seed, d.now, due, int64(p.Segments), int64(p.IPBytes)); !ok {
+			m.due = max(next, d.now+1)
+			d.delay(buf, p, m)
+			return
+		}
+	}
 	d.out.add(buf, p, m)
+}
+
+// slotsOf returns the slots a packet of class state st leaves in: its
+// class's, else its direction's (nil: none).
+func (d *departure) slotsOf(st *classState) *emulate.Slots {
+	if st.emu != nil && st.emu.Slots != nil {
+		return st.emu.Slots
+	}
+	if de := d.dir.Load().emu; de != nil {
+		return de.Slots
+	}
+	return nil
+}
+
+// shapedAt is when shaping let a packet go: when its tokens were due, or
+// now if it did not wait for them (a worker's lateness does not count).
+func (d *departure) shapedAt(m outMeta) int64 {
+	if m.planned > 0 && m.planned < d.now {
+		return m.planned
+	}
+	return d.now
 }
 
 // dueAt returns when a packet with a delay (m.due: arrival + delay) that
@@ -126,11 +158,8 @@ func (d *departure) route(buf []byte, p tun.Packet, m outMeta) {
 // tokens were due, or now if it did not wait for them) plus its delay, no
 // earlier than its flow's packet before it unless reordering is allowed.
 func (d *departure) dueAt(buf []byte, p tun.Packet, m outMeta) int64 {
-	at := d.now
-	if m.planned > 0 && m.planned < at {
-		at = m.planned // a worker's lateness does not lengthen the path
-	}
-	due := at + (m.due - m.arrival)
+	// A worker's lateness does not lengthen the path.
+	due := d.shapedAt(m) + (m.due - m.arrival)
 	if !keepsOrder(d.dir.Load(), m.st) {
 		return due
 	}
@@ -180,12 +209,32 @@ func (d *departure) delay(buf []byte, p tun.Packet, m outMeta) {
 // service moves the packets whose due time has come from the delay line
 // to the write batch and sets the wake-up for the next one.
 func (d *departure) service(now int64) {
+	// Once a slot refused a packet, the others waiting for it are refused
+	// too (their room, or their due time, is no better): they go to the
+	// same opening without asking.
+	var full *emulate.Slots
+	var fullNext int64
 	for len(d.line) > 0 && d.line[0].due <= now {
 		if d.out.full() {
 			d.wakeAt(now)
 			return
 		}
 		dl := d.line.pop()
+		if s := d.slotsOf(dl.meta.st); s != nil {
+			if s == full {
+				dl.due = fullNext
+				d.line.push(dl)
+				continue
+			}
+			if ok, next := s.Take(d.imp.seed, now, dl.due, int64(dl.pkt.Segments), int64(dl.pkt.IPBytes)); !ok {
+				// Its slot is full, or opened before it was due: the
+				// next opening, in its place in the line (seq).
+				full, fullNext = s, max(next, now+1)
+				dl.due = fullNext
+				d.line.push(dl)
+				continue
+			}
+		}
 		d.lineBytes -= dl.pkt.Size
 		dl.meta.class.shard(d.idx).observeLate(now - dl.due)
 		d.out.add(dl.buf, dl.pkt, dl.meta)

@@ -5,9 +5,13 @@ package shaper
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,6 +298,75 @@ egress:
 		t.Error("nothing went through the delay line")
 	}
 }
+
+// TestEmulateJitterAtSpeed: a 1 Gbit/s class with a 50 ms delay and 5 ms
+// of jitter (offloads on, the default fair queue) gives 8 cubic flows at
+// least 95% of its rate (class bytes, as on the wire), and reorders none
+// of their packets: the senders' TCP stacks see no reordering (tcp_info's
+// reord_seen, summed over the flows, stays 0). With reorder: true the
+// jitter may reorder a flow, and the senders see it do so (the measure
+// can fail).
+func TestEmulateJitterAtSpeed(t *testing.T) {
+	skipShort(t) // above 100 Mbit/s: alone
+	for _, reorder := range []bool{false, true} {
+		tl := newTestLink(t, true, fmt.Sprintf(`
+egress:
+  classes:
+    - {name: fat, match: {proto: tcp}, rate: 1gbit, delay: 50ms, jitter: 5ms, reorder: %v}
+`, reorder))
+		s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
+		var seen atomic.Int64
+		watch := func(ctx context.Context) {
+			for ctx.Err() == nil {
+				if n, err := reordSeen(tl.ns1); err == nil {
+					seen.Store(max(seen.Load(), n))
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		}
+		load := loadAll(tl.iperf(t, s, 3*time.Minute, "-C", "cubic", "-P", "8"), watch)
+		if reorder {
+			stop := background(load)
+			time.Sleep(4 * time.Second)
+			stop()
+			t.Logf("reorder: true: the senders saw %d reorderings", seen.Load())
+			if seen.Load() == 0 {
+				t.Error("reorder: true with 5ms of jitter at 1 Gbit/s: the senders saw no reordering")
+			}
+			continue
+		}
+		got := tl.classRatesBusy(t, 5*time.Second, 6*time.Second, load, "fat")[0]
+		c := tl.Class(Egress, "fat").Counters()
+		t.Logf("8 cubic flows: %.1f Mbit/s over 6s from 5s; delayed %d, AQM drops %d, marks %d; reorderings the senders saw: %d",
+			got*8/1e6, c.Delayed, c.Dropped[DropAQM], c.Marked, seen.Load())
+		if got < 0.95*125e6 {
+			t.Errorf("8 cubic flows through a 1gbit class with 50ms +- 5ms of delay: %.1f Mbit/s, want at least 95%%", got*8/1e6)
+		}
+		if seen.Load() != 0 {
+			t.Errorf("the senders saw %d reorderings; jitter without reorder must keep each flow in order", seen.Load())
+		}
+	}
+}
+
+// reordSeen sums tcp_info's reord_seen (reorderings the sender detected)
+// over the TCP connections in namespace ns.
+func reordSeen(ns string) (int64, error) {
+	out, err := exec.Command("ip", "netns", "exec", ns, "ss", "-tin").Output()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, m := range reordSeenRE.FindAllSubmatch(out, -1) {
+		v, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		n += v
+	}
+	return n, nil
+}
+
+var reordSeenRE = regexp.MustCompile(`reord_seen:(\d+)`)
 
 // rxSample is the receiving device's byte counter at a link clock time,
 // the machine's CPU times then (to tell a bin the hypervisor stole from)

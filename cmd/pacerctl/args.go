@@ -70,7 +70,8 @@ func queueSettings(cmd string, s map[string]string) (ecn *bool, flows int, err e
 // of loss.
 var emulationKeys = []string{"delay", "jitter", "distribution", "reorder", "reorder.gap", "loss", "loss.p", "loss.r", "loss.h", "loss.k", "duplicate", "corrupt", "trace", "rates",
 	"correlation.delay", "correlation.loss", "correlation.duplicate", "correlation.corrupt", "correlation.reorder",
-	"onoff", "onoff.on", "onoff.off", "onoff.exponential"}
+	"onoff", "onoff.on", "onoff.off", "onoff.exponential",
+	"slot", "slot.min", "slot.max", "slot.packets", "slot.bytes"}
 
 // emulationSettings reads the link emulation settings: reorder (true or
 // false, or a chance such as 25% with reorder.gap), loss as a percentage
@@ -119,6 +120,11 @@ func emulationSettings(cmd string, s map[string]string) (control.EmulationChange
 		e.OnOff = &control.OnOff{On: "none"}
 	case o != (control.OnOff{}):
 		e.OnOff = &o
+	}
+	if sl, err := slotSetting(cmd, s); err != nil {
+		return e, err
+	} else {
+		e.Slot = sl
 	}
 	c := control.Correlation{Delay: s["correlation.delay"], Loss: s["correlation.loss"], Duplicate: s["correlation.duplicate"],
 		Corrupt: s["correlation.corrupt"], Reorder: s["correlation.reorder"]}
@@ -293,4 +299,30 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// slotSetting reads netem's slot: slot=DURATION (a slot every DURATION)
+// or slot.min= slot.max= slot.packets= slot.bytes=, or slot=none; nil if
+// none is given.
+func slotSetting(cmd string, s map[string]string) (*control.Slot, error) {
+	sl := control.Slot{Min: s["slot.min"], Max: s["slot.max"], Bytes: s["slot.bytes"]}
+	if v, ok := s["slot.packets"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, usagef("%s: slot.packets=%q: use a count of packets such as 32 (0: no limit)", cmd, v)
+		}
+		sl.Packets = &n
+	}
+	v, ok := s["slot"]
+	switch {
+	case ok && sl.Min != "":
+		return nil, usagef("%s: slot=%s and slot.min=%s: give one of them", cmd, v, sl.Min)
+	case ok && v == "none" && sl != (control.Slot{}):
+		return nil, usagef("%s: slot=none removes the slots: give no slot.* with it", cmd)
+	case ok:
+		sl.Min = v
+	case sl == (control.Slot{}):
+		return nil, nil
+	}
+	return &sl, nil
 }

@@ -98,6 +98,9 @@ commands:
           (each flow's successive draws: correlation.loss=25%)
           onoff.on=DURATION onoff.off=DURATION [onoff.exponential=true]
           (up and down in turn, as mm-onoff; onoff=none removes it)
+          slot=DURATION, or slot.min= [slot.max=] [slot.packets=N]
+          [slot.bytes=SIZE] (netem's slot: packets leave in bursts when
+          a slot opens; slot=none removes it)
           duplicate=PERCENT  corrupt=PERCENT  trace=FILE (Mahimahi's
           format; replaces the rate)  rates=AT:RATE,...,END (a looping
           schedule such as 0s:12mbit,1s:3mbit,2s)

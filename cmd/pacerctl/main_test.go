@@ -573,6 +573,35 @@ func TestParseOnOff(t *testing.T) {
 	}
 }
 
+// TestParseSlot: slot=DURATION or slot.* make netem's slots; slot=none
+// removes them, alone.
+func TestParseSlot(t *testing.T) {
+	n := 32
+	for _, c := range []struct {
+		args    []string
+		want    *control.Slot
+		wantErr string
+	}{
+		{[]string{"slot=10ms"}, &control.Slot{Min: "10ms"}, ""},
+		{[]string{"slot.min=5ms", "slot.max=15ms", "slot.packets=32", "slot.bytes=64kb"}, &control.Slot{Min: "5ms", Max: "15ms", Packets: &n, Bytes: "64kb"}, ""},
+		{[]string{"slot=none"}, &control.Slot{Min: "none"}, ""},
+		{[]string{"slot=none", "slot.packets=32"}, nil, "slot=none removes the slots"},
+		{[]string{"slot=1ms", "slot.min=2ms"}, nil, "give one of them"},
+		{[]string{"slot.packets=many"}, nil, `slot.packets="many": use a count`},
+	} {
+		req, err := parseSet(c.args)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%v: %v, want %q", c.args, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(req.Slot, c.want) {
+			t.Errorf("%v: %+v %v, want %+v", c.args, req.Slot, err, c.want)
+		}
+	}
+}
+
 // TestPlot: pacerctl plot draws a log file (mm-link's format) as an SVG,
 // without a daemon, to a file or stdout; a bad log names its line.
 func TestPlot(t *testing.T) {

@@ -318,6 +318,19 @@ func emulation(e control.Emulation) string {
 		}
 		parts = append(parts, on)
 	}
+	if o := e.Slot; o != nil {
+		sl := "slot " + o.Min
+		if o.Max != "" {
+			sl += "-" + o.Max
+		}
+		if o.Packets != nil && *o.Packets > 0 {
+			sl += " " + strconv.Itoa(*o.Packets) + "p"
+		}
+		if o.Bytes != "" {
+			sl += " " + o.Bytes
+		}
+		parts = append(parts, sl)
+	}
 	if l := e.Loss; l != nil {
 		if m := l.Model; m != nil {
 			ge := "loss ge p=" + m.P + " r=" + m.R
@@ -502,6 +515,14 @@ func describeEmulation(add func(k, v string), e control.Emulation) {
 		if o.Exponential != nil && *o.Exponential {
 			add("onoff.exponential", "true")
 		}
+	}
+	if o := e.Slot; o != nil {
+		add("slot.min", o.Min)
+		add("slot.max", o.Max)
+		if o.Packets != nil && *o.Packets > 0 {
+			add("slot.packets", strconv.Itoa(*o.Packets))
+		}
+		add("slot.bytes", o.Bytes)
 	}
 	if l := e.Loss; l != nil {
 		if m := l.Model; m != nil {

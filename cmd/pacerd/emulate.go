@@ -147,6 +147,22 @@ func emulationChanges(req control.EmulationChange) []config.Change {
 			ch = append(ch, config.Change{Key: "onoff", Value: m})
 		}
 	}
+	if o := req.Slot; o != nil {
+		if o.Min == "none" {
+			ch.add("slot", "none")
+		} else {
+			m := map[string]string{}
+			for k, v := range map[string]string{"min": o.Min, "max": o.Max, "bytes": o.Bytes} {
+				if v != "" {
+					m[k] = v
+				}
+			}
+			if o.Packets != nil {
+				m["packets"] = strconv.Itoa(*o.Packets)
+			}
+			ch = append(ch, config.Change{Key: "slot", Value: m})
+		}
+	}
 	ch.add("duplicate", req.Duplicate)
 	ch.add("corrupt", req.Corrupt)
 	ch.add("trace", req.Trace)
@@ -203,6 +219,18 @@ func emulationJSON(e config.EmulateConfig) control.Emulation {
 		out.OnOff = &control.OnOff{On: o.On.String(), Off: o.Off.String()}
 		if o.Exponential {
 			out.OnOff.Exponential = &o.Exponential
+		}
+	}
+	if o := e.Slot; o != nil {
+		out.Slot = &control.Slot{Min: o.Min.String()}
+		if o.Max > o.Min {
+			out.Slot.Max = o.Max.String()
+		}
+		if o.Packets > 0 {
+			out.Slot.Packets = &o.Packets
+		}
+		if o.Bytes > 0 {
+			out.Slot.Bytes = config.FormatSize(o.Bytes)
 		}
 	}
 	if e.Duplicate > 0 {

@@ -7,7 +7,7 @@
 _pacerctl_settings_set="rate= burst= peak= backlog= per_rate= per_burst= per_peak= per_keys= per_idle= parent= ceil= cburst= priority= weight="
 _pacerctl_settings_add="rate= burst= peak= mode= backlog= capped= before= match.src= match.dst= match.proto= match.sport= match.dport= match.dscp="
 _pacerctl_settings_queue="queue= aqm= ecn= target= interval= rtt= flows= isolate= quantum= ack_filter="
-_pacerctl_settings_emulation="delay= jitter= distribution= reorder= reorder.gap= loss= loss.p= loss.r= loss.h= loss.k= duplicate= corrupt= trace= rates= correlation.delay= correlation.loss= correlation.duplicate= correlation.corrupt= correlation.reorder= onoff= onoff.on= onoff.off= onoff.exponential="
+_pacerctl_settings_emulation="delay= jitter= distribution= reorder= reorder.gap= loss= loss.p= loss.r= loss.h= loss.k= duplicate= corrupt= trace= rates= correlation.delay= correlation.loss= correlation.duplicate= correlation.corrupt= correlation.reorder= onoff= onoff.on= onoff.off= onoff.exponential= slot= slot.min= slot.max= slot.packets= slot.bytes="
 _pacerctl_settings_global="global.key= global.rate= global.burst= global.period= global.lease= global.on_unreachable="
 
 _pacerctl_classes() { # direction, socket flag words

@@ -54,6 +54,8 @@ type Settings struct {
 	Corr Correlation
 	// OnOff, if set, loses every packet while it is down.
 	OnOff *OnOff
+	// Slots, if set, let packets leave only when a slot opens.
+	Slots *Slots
 	// Streams are the per-flow random state (nil: Settings draw nothing;
 	// NewSettings-style callers set it with NewStreams).
 	Streams *Streams

@@ -180,10 +180,23 @@ type Emulation struct {
 	Correlation  *Correlation `json:"correlation,omitempty"`
 	Loss         *Loss        `json:"loss,omitempty"`
 	OnOff        *OnOff       `json:"onoff,omitempty"`
+	Slot         *Slot        `json:"slot,omitempty"`
 	Duplicate    string       `json:"duplicate,omitempty"`
 	Corrupt      string       `json:"corrupt,omitempty"`
 	Trace        string       `json:"trace,omitempty"`
 	Rates        []RateStep   `json:"rates,omitempty"`
+}
+
+// Slot is netem's slot as in the config file: the openings spaced
+// uniformly from Min ("10ms") to Max (empty: every Min), each delivering
+// at most Packets packets and Bytes ("64kb") bytes (0 or empty: no
+// limit). In a change, fields left empty keep their value, and Min "none"
+// removes the slots.
+type Slot struct {
+	Min     string `json:"min,omitempty"`
+	Max     string `json:"max,omitempty"`
+	Packets *int   `json:"packets,omitempty"`
+	Bytes   string `json:"bytes,omitempty"`
 }
 
 // OnOff is an on/off link as in the config file: up for On ("10s"), down
@@ -199,7 +212,7 @@ type OnOff struct {
 // IsZero reports whether e emulates nothing.
 func (e *Emulation) IsZero() bool {
 	return e.Delay == "" && e.Jitter == "" && e.Distribution == "" && (e.Reorder == nil || e.Reorder.IsZero()) &&
-		(e.Correlation == nil || *e.Correlation == Correlation{}) && e.Loss == nil && e.OnOff == nil &&
+		(e.Correlation == nil || *e.Correlation == Correlation{}) && e.Loss == nil && e.OnOff == nil && e.Slot == nil &&
 		e.Duplicate == "" && e.Corrupt == "" && e.Trace == "" && len(e.Rates) == 0
 }
 
@@ -343,6 +356,7 @@ type EmulationChange struct {
 	Correlation  *Correlation `json:"correlation,omitempty"`
 	Loss         *Loss        `json:"loss,omitempty"`
 	OnOff        *OnOff       `json:"onoff,omitempty"`
+	Slot         *Slot        `json:"slot,omitempty"`
 	Duplicate    string       `json:"duplicate,omitempty"`
 	Corrupt      string       `json:"corrupt,omitempty"`
 	Trace        string       `json:"trace,omitempty"`
