@@ -90,7 +90,8 @@ func (c *Config) ApplyClass(dir string, cc *ClassConfig, changes []Change) error
 	if a.given("queue") {
 		d.mapping(a.node("queue"), "", d.classFields(cc, true))
 		if cc.Queue != oldQueue && cc.Mode == ModeShape {
-			cc.FQ = FQConfig{} // fifo has none; fq starts from the defaults
+			// Each kind starts from its defaults; the other's settings go.
+			cc.FQ, cc.FIFO = FQConfig{}, FIFOConfig{}
 		}
 	}
 	a.emulateBefore(&cc.Emulate)
@@ -437,7 +438,7 @@ func (a *applier) valueNode(ch Change) *yaml.Node {
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 		case "reorder":
 			return scalar("false")
-		case "onoff", "slot":
+		case "onoff", "slot", "limit":
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 		}
 	}

@@ -14,7 +14,7 @@ const applyBase = `link:
 egress:
   classes:
   - {name: bulk, rate: 10mbit, peak: 40mbit}
-  - {name: fifo, rate: 10mbit, queue: fifo}
+  - {name: fifo, rate: 10mbit, queue: fifo, limit: 100}
   - {name: pol, rate: 10mbit, mode: police}
   - {name: keys, rate: 10mbit, per: {key: src, rate: 1mbit}}
   - {name: g, global: {key: k, rate: 8mbit}}
@@ -96,6 +96,20 @@ func TestApplyClass(t *testing.T) {
 		{name: "bad unit", changes: []config.Change{{Key: "rate", Value: "10mbits"}}, err: `rate: unknown unit "mbits"`},
 		{name: "peak below rate", changes: []config.Change{{Key: "peak", Value: "5mbit"}}, err: "peak: 5mbit must be above the rate (10mbit)"},
 		{name: "fifo aqm", class: 1, changes: []config.Change{{Key: "aqm", Value: "cobalt"}}, err: "aqm: aqm applies to queue fq only"},
+		{name: "fifo limit in packets, drop head", class: 1, changes: []config.Change{{Key: "limit", Value: "20"}, {Key: "drop", Value: "head"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.FIFO.LimitPackets == 20 && cc.FIFO.LimitBytes == 0 && cc.FIFO.Drop == config.DropHead
+			}},
+		{name: "fifo limit in bytes replaces packets", class: 1, changes: []config.Change{{Key: "limit", Value: "30kb"}},
+			check: func(cc *config.ClassConfig) bool { return cc.FIFO.LimitPackets == 0 && cc.FIFO.LimitBytes == 30<<10 }},
+		{name: "fifo limit none", class: 1, changes: []config.Change{{Key: "limit", Value: "none"}},
+			check: func(cc *config.ClassConfig) bool { return cc.FIFO == config.FIFOConfig{} }},
+		{name: "fifo to fq drops the limit", class: 1, changes: []config.Change{{Key: "queue", Value: "fq"}},
+			check: func(cc *config.ClassConfig) bool { return cc.Queue == config.QueueFQ && cc.FIFO == config.FIFOConfig{} }},
+		{name: "fifo limit zero packets", class: 1, changes: []config.Change{{Key: "limit", Value: "0"}}, err: "limit: 0 packets is out of range [1, 16777216]"},
+		{name: "fifo drop bad", class: 1, changes: []config.Change{{Key: "drop", Value: "middle"}}, err: `drop: unknown drop "middle" (use tail or head)`},
+		{name: "fq limit", changes: []config.Change{{Key: "limit", Value: "100"}}, err: "limit: limit applies to queue fifo only"},
+		{name: "police drop", class: 2, changes: []config.Change{{Key: "drop", Value: "head"}}, err: "drop: mode police drops instead of queueing: remove drop"},
 		{name: "police quantum auto", class: 2, changes: []config.Change{{Key: "quantum", Value: "auto"}}, err: "quantum: mode police drops instead of queueing: remove quantum"},
 		{name: "no per", changes: []config.Change{{Key: "per.rate", Value: "1mbit"}}, err: "per.rate: the class has no per-key limit"},
 		{name: "no global", changes: []config.Change{{Key: "global.rate", Value: "1mbit"}}, err: "global: the class has no global limit: give global.key and global.rate"},

@@ -107,6 +107,8 @@ type ClassConfig struct {
 	Queue QueueKind
 	// FQ are the fair-queueing settings, used with QueueFQ.
 	FQ FQConfig
+	// FIFO are the settings of a QueueFIFO class beyond its backlog.
+	FIFO FIFOConfig
 	// Per, if set, limits every key (host, prefix or flow) of the class
 	// to a rate of its own.
 	Per *PerConfig

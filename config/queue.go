@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -29,6 +31,62 @@ func (q QueueKind) String() string {
 }
 
 var queueNames = enum{"fq", "fifo"}
+
+// FIFOConfig are a QueueFIFO class's limits beyond its backlog (a time):
+// at most LimitPackets packets and LimitBytes bytes held (0: no such
+// limit; the class's, across its workers), as Mahimahi's droptail queue
+// takes packets= or bytes= and tc's pfifo and bfifo a limit; and which
+// packet goes when a limit is reached: the arrival (DropTail, the
+// default) or the oldest held (DropHead, Mahimahi's drophead).
+type FIFOConfig struct {
+	LimitPackets int
+	LimitBytes   uint64
+	Drop         DropEnd
+}
+
+// DropEnd is the end of a full FIFO a packet is dropped from.
+type DropEnd uint8
+
+const (
+	// DropTail drops the packet that arrives.
+	DropTail DropEnd = iota
+	// DropHead drops the oldest held packets until the arrival fits.
+	DropHead
+)
+
+var dropEndNames = enum{"tail", "head"}
+
+// String returns the end's config name ("tail" or "head").
+func (e DropEnd) String() string {
+	if s, ok := dropEndNames.name(uint8(e)); ok {
+		return s
+	}
+	return fmt.Sprintf("DropEnd(%d)", e)
+}
+
+// ParseDropEnd reads a drop end's config name.
+func ParseDropEnd(s string) (DropEnd, error) {
+	v, err := dropEndNames.parse("drop", s)
+	return DropEnd(v), err
+}
+
+// MaxLimitPackets bounds a FIFO's packet limit.
+const MaxLimitPackets = 1 << 24
+
+// fifoKeys are the config keys of FIFOConfig.
+var fifoKeys = [...]string{"limit", "drop"}
+
+// setKeys returns the config keys of f's non-zero fields.
+func (f *FIFOConfig) setKeys() []string {
+	var keys []string
+	if f.LimitPackets != 0 || f.LimitBytes != 0 {
+		keys = append(keys, "limit")
+	}
+	if f.Drop != DropTail {
+		keys = append(keys, "drop")
+	}
+	return keys
+}
 
 // AQM names the active queue management of a QueueFQ class's flows.
 type AQM uint8
@@ -203,7 +261,7 @@ func ParseQueueKind(s string) (QueueKind, error) {
 
 // queueKeys are the config keys of a class's queue settings: queue, then
 // the keys of FQConfig (fqKeys).
-var queueKeys = append([]string{"queue"}, fqKeys[:]...)
+var queueKeys = append(append([]string{"queue"}, fqKeys[:]...), fifoKeys[:]...)
 
 // fqKeys are the config keys of FQConfig's fields, in the order setKeys
 // reports them.
@@ -233,6 +291,8 @@ func (f *FQConfig) setKeys() []string {
 //	isolate: flows | src-host | dst-host | hosts
 //	quantum: 1514               (a size; omitted: follows the rate)
 //	ack_filter: off | on | aggressive
+//	limit: 100 | 30kb           (queue fifo: packets, or a size: bytes)
+//	drop: tail | head           (queue fifo: which packet a full queue drops)
 func (d *decoder) queueFields(cc *ClassConfig) []field {
 	f := &cc.FQ
 	return []field{
@@ -250,6 +310,32 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 		{"isolate", named(d, &f.Isolate, "flows, src-host, dst-host or hosts", ParseIsolation)},
 		{"quantum", d.size(&f.Quantum)},
 		{"ack_filter", named(d, &f.AckFilter, "off, on or aggressive", ParseAckFilter)},
+		{"limit", func(n *yaml.Node, path string) { d.fifoLimit(n, path, &cc.FIFO) }},
+		{"drop", named(d, &cc.FIFO.Drop, "tail or head", ParseDropEnd)},
+	}
+}
+
+// fifoLimit decodes a FIFO's limit: a number alone is packets ("100"),
+// a size bytes ("30kb", "1500b"); one replaces the other; null removes it.
+func (d *decoder) fifoLimit(n *yaml.Node, path string, f *FIFOConfig) {
+	v := d.node(n)
+	if isNull(v) {
+		f.LimitPackets, f.LimitBytes = 0, 0
+		return
+	}
+	if v.Kind == yaml.ScalarNode && v.Value != "" && strings.Trim(v.Value, "0123456789") == "" {
+		p, err := strconv.Atoi(v.Value)
+		if err != nil || p < 1 || p > MaxLimitPackets {
+			d.failf(n, path, "%s packets is out of range [1, %d]", v.Value, MaxLimitPackets)
+			return
+		}
+		f.LimitPackets, f.LimitBytes = p, 0
+		return
+	}
+	var b uint64
+	d.size(&b)(n, path)
+	if b > 0 {
+		f.LimitPackets, f.LimitBytes = 0, b
 	}
 }
 
@@ -261,10 +347,10 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 func (d *decoder) queueKeysUsed(path string, cc *ClassConfig) {
 	keys := queueKeys
 	if cc.Mode != ModePolice {
-		if cc.Queue != QueueFIFO {
-			return
-		}
 		keys = fqKeys[:]
+		if cc.Queue != QueueFIFO {
+			keys = fifoKeys[:]
+		}
 	}
 	for _, k := range keys {
 		p := joinPath(path, k)
@@ -275,10 +361,15 @@ func (d *decoder) queueKeysUsed(path string, cc *ClassConfig) {
 }
 
 // queueMisuse is the reason a queue setting k does not apply to a class
-// of mode m (police), or to a fifo class.
+// of mode m (police), or to a class of the other queue kind.
 func queueMisuse(m Mode, k string) string {
 	if m == ModePolice {
 		return "mode police drops instead of queueing: remove " + k
+	}
+	for _, f := range fifoKeys {
+		if k == f {
+			return k + " applies to queue fifo only"
+		}
 	}
 	return k + " applies to queue fq only"
 }
@@ -290,7 +381,7 @@ func (v *validator) queue(path string, cc *ClassConfig) {
 		if cc.Queue != QueueFQ {
 			v.errorf(path+".queue", "%s", queueMisuse(ModePolice, "queue"))
 		}
-		for _, k := range cc.FQ.setKeys() {
+		for _, k := range append(cc.FQ.setKeys(), cc.FIFO.setKeys()...) {
 			v.errorf(path+"."+k, "%s", queueMisuse(ModePolice, k))
 		}
 		return
@@ -301,9 +392,22 @@ func (v *validator) queue(path string, cc *ClassConfig) {
 	switch cc.Queue {
 	case QueueFQ:
 		v.fq(path, &cc.FQ)
+		for _, k := range cc.FIFO.setKeys() {
+			v.errorf(path+"."+k, "%s", queueMisuse(ModeShape, k))
+		}
 	case QueueFIFO:
 		for _, k := range cc.FQ.setKeys() {
 			v.errorf(path+"."+k, "%s", queueMisuse(ModeShape, k))
+		}
+		f := &cc.FIFO
+		if f.LimitPackets < 0 || f.LimitPackets > MaxLimitPackets {
+			v.errorf(path+".limit", "%d packets is out of range [1, %d]", f.LimitPackets, MaxLimitPackets)
+		}
+		if f.LimitPackets > 0 && f.LimitBytes > 0 {
+			v.errorf(path+".limit", "give packets or bytes, not both")
+		}
+		if _, err := ParseDropEnd(f.Drop.String()); err != nil {
+			v.errorf(path+".drop", "%v", err)
 		}
 	default:
 		v.errorf(path+".queue", "%v is not fq or fifo", cc.Queue)

@@ -68,6 +68,11 @@ type classState struct {
 	queue   queue               // how its packets wait for the gate, chosen by apply
 	police  bool
 	backlog time.Duration
+	// A fifo class's limits beyond its backlog (0: none), counted over
+	// its workers' queues, and whether a full queue drops its oldest
+	// packets (config.FIFOConfig).
+	limitPackets, limitBytes int64
+	dropHead                 bool
 	// Fair queueing (queue fq, shape mode): the scheduler's settings, the
 	// class's host table for host isolation (nil otherwise), and whether
 	// GSO super-packets are split into segments before they queue.
@@ -189,6 +194,8 @@ func (c *Class) build(cfg *config.ClassConfig, now int64, inner bool) *classStat
 	old := c.state.Load()
 	st := &classState{cfg: cfg, police: cfg.Mode == config.ModePolice, backlog: cfg.Backlog, wash: cfg.Wash, wire: wireOf(cfg.Wire)}
 	c.applyPer(st, *cfg, now)
+	st.limitPackets, st.limitBytes = int64(cfg.FIFO.LimitPackets), int64(cfg.FIFO.LimitBytes)
+	st.dropHead = cfg.FIFO.Drop == config.DropHead
 	st.emu = emuSettings(cfg.Emulate, "class/"+c.name, now)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
 		st.fq = true

@@ -63,7 +63,9 @@ type Link struct {
 	outage [2]atomic.Int64
 	// taps are, per direction, its packet log while one runs
 	// (LogPackets).
-	taps     [2]atomic.Pointer[packetTap]
+	taps [2]atomic.Pointer[packetTap]
+	// captures are, per direction, its capture while one runs (Capture).
+	captures [2]atomic.Pointer[captureTap]
 	stopping atomic.Bool
 	drainBy  atomic.Int64
 	stopOnce sync.Once
@@ -148,6 +150,7 @@ func NewLink(inner, outer tun.Device, egress, ingress config.DirectionConfig, lo
 			w.rtts, w.ingress = &l.rtts, side.name == Ingress
 			w.outage = &l.outage[dirIndex(side.name)]
 			w.tap = &l.taps[dirIndex(side.name)]
+			w.capture = &l.captures[dirIndex(side.name)]
 			w.log = log.With("direction", side.name)
 			if !lo.noGRO && side.dstDev.Offload() {
 				uso, _ := side.dstDev.(interface{ USO() bool })

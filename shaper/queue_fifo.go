@@ -1,6 +1,11 @@
 package shaper
 
-import "github.com/pacer-dev/pacer/shaper/share"
+import (
+	"time"
+
+	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/share"
+)
 
 // enqueue takes a packet into a FIFO: it leaves in arrival order, once
 // the gate has its tokens. A packet that would wait longer than the
@@ -21,7 +26,11 @@ func (fifoQueue) enqueue(q *queues, a *arrival) {
 	if a.key != nil && !a.paid {
 		wait = max(wait, a.key.Hold(cost, now))
 	}
-	if wait > st.backlog || q.heldBytes+p.Size > maxHeldBytes {
+	full := wait > st.backlog || q.heldBytes+p.Size > maxHeldBytes || st.overLimit(a.c, cost)
+	if full && st.dropHead {
+		wait, full = q.dropHeads(a, link, cost)
+	}
+	if full {
 		sh.drops[DropBacklog].Add(1)
 		if a.key != nil {
 			a.key.Dropped()
@@ -59,6 +68,58 @@ func (fifoQueue) enqueue(q *queues, a *arrival) {
 	if a.key != nil {
 		a.key.Queued(int64(cost))
 	}
+}
+
+// overLimit reports whether a packet of cost bytes would take class c's
+// FIFO past its limits (packets, bytes), counted over its workers' queues.
+func (st *classState) overLimit(c *Class, cost uint64) bool {
+	if st.limitPackets == 0 && st.limitBytes == 0 {
+		return false
+	}
+	var packets, bytes int64
+	for i := range c.shards {
+		if sh := c.shards[i].Load(); sh != nil {
+			packets += sh.backlogPackets.Load()
+			bytes += sh.backlogBytes.Load()
+		}
+	}
+	return st.limitPackets > 0 && packets+1 > st.limitPackets ||
+		st.limitBytes > 0 && bytes+int64(cost) > st.limitBytes
+}
+
+// dropHeads makes room for an arrival to a full FIFO with drop: head: it
+// drops the oldest packets of the worker's queue of the class, giving back
+// what they claimed, until the arrival fits. It returns the arrival's wait
+// then and whether the queue is still full (the worker's queue ran empty:
+// the rest is other workers', which it does not touch).
+func (q *queues) dropHeads(a *arrival, link *bucket.Bucket, cost uint64) (time.Duration, bool) {
+	st, sh, ln, now := a.st, a.sh, a.ln, a.now
+	for ln.held.len() > 0 {
+		h := ln.held.pop()
+		hc := uint64(h.pkt.Cost)
+		var hl *bucket.Bucket
+		if h.atLink {
+			hl = h.link
+		}
+		h.g.refund(hl, h.key, h.key != nil, h.lent, hc)
+		sh.drops[DropBacklog].Add(1)
+		q.unhold(sh, &h)
+		if h.key != nil {
+			h.key.Dropped()
+		}
+		q.slabs.put(h.buf)
+		wait := st.wait(link, cost, now)
+		if st.node != nil {
+			wait += st.drainTime(uint64(max(sh.backlogBytes.Load(), 0)))
+		}
+		if wait <= st.backlog && q.heldBytes+a.pkt.Size <= maxHeldBytes && !st.overLimit(a.c, cost) {
+			if ln.held.len() > 0 {
+				q.wakeAt(now) // the new head may go sooner than the old one's wake-up
+			}
+			return wait, false
+		}
+	}
+	return 0, true
 }
 
 // enqueue sends an unclassified packet on at once, unless the direction

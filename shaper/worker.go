@@ -51,8 +51,9 @@ const yieldEvery = 500 * time.Microsecond
 type worker struct {
 	idx      int
 	dir      *atomic.Pointer[direction]
-	outage   *atomic.Int64              // the direction is down until this link clock (Link.Blackout)
-	tap      *atomic.Pointer[packetTap] // the direction's packet log (Link.LogPackets; nil inside: none)
+	outage   *atomic.Int64               // the direction is down until this link clock (Link.Blackout)
+	tap      *atomic.Pointer[packetTap]  // the direction's packet log (Link.LogPackets; nil inside: none)
+	capture  *atomic.Pointer[captureTap] // the direction's capture (Link.Capture; nil inside: none)
 	src      DeadlineQueue
 	dst      tun.Queue
 	ring     ringIO // the worker's io_uring, also src and dst (nil: none)
@@ -124,7 +125,7 @@ func readSize(dev tun.Device, offload bool) int {
 // newWorker returns a worker that reads from src into buffers of size
 // bytes (readSize) and writes to dst.
 func newWorker(idx int, dir *atomic.Pointer[direction], src DeadlineQueue, dst tun.Queue, size int) *worker {
-	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}, outage: new(atomic.Int64), tap: new(atomic.Pointer[packetTap])}
+	w := &worker{idx: idx, dir: dir, src: src, dst: dst, lose: func(error) {}, outage: new(atomic.Int64), tap: new(atomic.Pointer[packetTap]), capture: new(atomic.Pointer[captureTap])}
 	w.out.flushAt = maxFlush
 	size += tun.Headroom
 	w.bufs = make([][]byte, batchSize)
@@ -151,7 +152,7 @@ func (w *worker) wire() {
 	d.holder, d.idx, d.dir, d.imp, d.out = &w.hold, w.idx, w.dir, &w.imp, &w.out
 	o := &w.out
 	o.idx, o.dst, o.clock, o.lose, o.log, o.slabs = w.idx, w.dst, w.clock, w.lose, w.log, &w.hold.slabs
-	o.tap = w.tap
+	o.tap, o.capture = w.tap, w.capture
 }
 
 // run is the worker's loop: read a batch (sleeping at most until the next
@@ -272,6 +273,7 @@ func (w *worker) handle(d *direction, i int, now int64) {
 	if t := w.tap.Load(); t != nil {
 		t.note(w.idx, tapEvent{at: now, size: uint32(a.pkt.IPBytes), kind: mmlog.Arrival})
 	}
+	capturePacket(w.capture, CaptureArrival, w.idx, now, a.buf, a.pkt)
 	if !w.parse(a) {
 		return
 	}

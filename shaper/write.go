@@ -49,13 +49,14 @@ type outMeta struct {
 // writer is a worker's write stage: the batch, its coalescing and its
 // write to the other device, and the accounting after it.
 type writer struct {
-	idx   int
-	tap   *atomic.Pointer[packetTap] // the direction's packet log (LogPackets)
-	dst   tun.Queue
-	clock func() int64
-	lose  func(error) // reports a device gone (Link.lose)
-	log   *slog.Logger
-	slabs *slabs // where held packets' buffers go back
+	idx     int
+	tap     *atomic.Pointer[packetTap]  // the direction's packet log (LogPackets)
+	capture *atomic.Pointer[captureTap] // the direction's capture (Capture)
+	dst     tun.Queue
+	clock   func() int64
+	lose    func(error) // reports a device gone (Link.lose)
+	log     *slog.Logger
+	slabs   *slabs // where held packets' buffers go back
 
 	outBufs [][]byte
 	outPkts []tun.Packet
@@ -85,6 +86,11 @@ func (w *writer) add(buf []byte, p tun.Packet, m outMeta) {
 func (w *writer) flush(decided, now int64) int64 {
 	if len(w.outPkts) == 0 {
 		return now
+	}
+	if c := w.capture.Load(); c != nil && c.point == CaptureDeparture {
+		for i := range w.outPkts {
+			c.copy(w.idx, now, w.outBufs[i][tun.Headroom:tun.Headroom+w.outPkts[i].Size])
+		}
 	}
 	bufs, pkts, merged := w.coalesce()
 	n, err := w.dst.Write(bufs, pkts, tun.Headroom)

@@ -43,7 +43,7 @@ func contains(list []string, s string) bool {
 }
 
 // queueKeys are the queue settings that set and add take.
-var queueKeys = []string{"queue", "aqm", "ecn", "target", "interval", "rtt", "flows", "isolate", "quantum", "ack_filter"}
+var queueKeys = []string{"queue", "aqm", "ecn", "target", "interval", "rtt", "flows", "isolate", "quantum", "ack_filter", "limit", "drop"}
 
 // queueSettings reads the queue settings that are not strings on the
 // wire: ecn (true or false; nil if not given) and flows (0 if not given).
@@ -215,6 +215,7 @@ func parseSet(args []string) (control.SetRequest, error) {
 		Rate: s["rate"], Burst: s["burst"], Peak: s["peak"], Backlog: s["backlog"],
 		Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"], RTT: s["rtt"],
 		Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"], AckFilter: s["ack_filter"],
+		Limit: s["limit"], Drop: s["drop"],
 		PerRate: s["per_rate"], PerBurst: s["per_burst"], PerPeak: s["per_peak"], PerIdle: s["per_idle"], PerKeys: perKeys,
 		Parent: s["parent"], Ceil: s["ceil"], CBurst: s["cburst"], Priority: s["priority"], Weight: s["weight"],
 		Global:          globalSettings(s),
@@ -255,6 +256,7 @@ func parseAdd(name string, args []string) (control.AddRequest, error) {
 			Mode: s["mode"], Backlog: s["backlog"],
 			Queue: s["queue"], AQM: s["aqm"], ECN: ecn, Target: s["target"], Interval: s["interval"], RTT: s["rtt"],
 			Flows: flows, Isolate: s["isolate"], Quantum: s["quantum"], AckFilter: s["ack_filter"],
+			Limit: s["limit"], Drop: s["drop"],
 			Global: g,
 			Emulation: control.Emulation{
 				Delay: emu.Delay, Jitter: emu.Jitter, Distribution: emu.Distribution, Loss: emu.Loss,

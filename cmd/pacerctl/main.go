@@ -128,6 +128,13 @@ commands:
         or mm-link's own) as an SVG: throughput and arrivals against the
         capacity per bin, or each packet's delay; to stdout without -o.
         Needs no pacerd
+  capture DIRECTION DURATION -o FILE [-point departure|arrival]
+          [-snaplen 256]
+        write a pcap file (Wireshark, tcpdump -r) of the direction's
+        packets for DURATION: as pacer lets them go (shaped, delayed and
+        impaired) or as it reads them (before any drop), the first
+        -snaplen bytes of each; a GSO super-packet is one packet. -o -
+        writes to stdout
   blackout DURATION [DIRECTION]
         take both directions (or one) down for DURATION from now: every
         packet that arrives meanwhile is lost (a partition); 0s ends it
@@ -287,6 +294,8 @@ func command(ctx context.Context, c *control.Client, name string, args []string,
 		return keysCommand(ctx, c, args, stdout)
 	case "plot":
 		return plotCommand(args, stdout)
+	case "capture":
+		return captureCommand(ctx, c, args, stdout)
 	case "blackout":
 		if len(args) < 1 || len(args) > 2 {
 			return usagef("blackout needs DURATION [DIRECTION]")

@@ -577,6 +577,8 @@ func describeQueue(add func(k, v string), c control.ClassConfig) {
 	}
 	add("quantum", c.Quantum)
 	add("ack_filter", c.AckFilter)
+	add("limit", c.Limit)
+	add("drop", c.Drop)
 }
 
 // describePer adds a class's per-key limit compactly: "per=src/24:2mbit"

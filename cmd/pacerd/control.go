@@ -97,6 +97,7 @@ func (d *daemon) controlHandler() http.Handler {
 	mux.HandleFunc("GET "+control.FlowsPath+"/{direction}/{class}", d.flowsHandler)
 	mux.HandleFunc("GET "+control.KeysPath+"/{direction}/{class}", d.keysHandler)
 	mux.HandleFunc("PATCH "+control.DirectionsPath+"/{direction}", d.directionHandler)
+	mux.HandleFunc("POST "+control.CapturePath, d.captureHandler)
 	mux.HandleFunc("POST "+control.BlackoutPath, func(w http.ResponseWriter, r *http.Request) {
 		var req control.BlackoutRequest
 		err := decode(r, &req)
@@ -323,6 +324,8 @@ func classChanges(req control.SetRequest) []config.Change {
 	ch.add("isolate", req.Isolate)
 	ch.add("quantum", req.Quantum)
 	ch.add("ack_filter", req.AckFilter)
+	ch.add("limit", req.Limit)
+	ch.add("drop", req.Drop)
 	ch.add("per.rate", req.PerRate)
 	ch.add("per.burst", req.PerBurst)
 	ch.add("per.peak", req.PerPeak)
@@ -574,6 +577,15 @@ func queueJSON(out *control.ClassConfig, cc config.ClassConfig) {
 	}
 	out.Queue = cc.Queue.String()
 	if cc.Queue != config.QueueFQ {
+		switch l := cc.FIFO; {
+		case l.LimitPackets > 0:
+			out.Limit = strconv.Itoa(l.LimitPackets)
+		case l.LimitBytes > 0:
+			out.Limit = config.FormatSize(l.LimitBytes)
+		}
+		if cc.FIFO.Drop != config.DropTail {
+			out.Drop = cc.FIFO.Drop.String()
+		}
 		return
 	}
 	f := cc.FQ

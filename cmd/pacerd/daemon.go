@@ -176,7 +176,7 @@ func start(cfg *config.Config, path string, log *slog.Logger, opts ...func(*daem
 		o(d)
 	}
 	d.sampler = stats.NewSampler(d, sampleWindow)
-	d.history = web.NewHistory(d, web.DefaultInterval, web.DefaultWindow, web.WithDetailClasses(cfg.Metrics.DetailClasses))
+	d.history = web.NewHistory(d, web.DefaultInterval, web.DefaultWindow, web.WithDetailClasses(cfg.Metrics.DetailClasses), web.WithScenario(d.scenarioStats))
 	defer func() {
 		if err != nil {
 			d.stopServers()

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
@@ -397,4 +402,56 @@ func TestControlBlackout(t *testing.T) {
 	}
 	_, err = c.Blackout(ctx, "sideways", time.Second)
 	wantStatus(t, err, 404, `unknown direction "sideways"`)
+}
+
+// TestControlCapture: POST /v1/capture streams a pcap file for its
+// duration with its counts in the trailers; a second capture of a direction at once, a bad direction,
+// point or duration are refused with a clear error.
+func TestControlCapture(t *testing.T) {
+	_, _, c := newControlDaemon(t)
+	ctx := context.Background()
+	var file bytes.Buffer
+	start := time.Now()
+	res, err := c.Capture(ctx, control.CaptureRequest{Direction: "egress", Duration: "300ms"}, &file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("capture returned after %v, want its 300ms", took)
+	}
+	r, err := pcapgo.NewReader(&file)
+	if err != nil {
+		t.Fatalf("pcap: %v", err)
+	}
+	if r.LinkType() != layers.LinkTypeRaw || r.Snaplen() != 256 {
+		t.Errorf("pcap link type %v snaplen %d, want raw IP and 256", r.LinkType(), r.Snaplen())
+	}
+	if res.Packets != 0 || res.Lost != 0 {
+		t.Errorf("an idle link's capture: %+v, want no packets", res)
+	}
+	// One at a time per direction.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Capture(ctx, control.CaptureRequest{Direction: "ingress", Duration: "1s"}, io.Discard)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	_, err = c.Capture(ctx, control.CaptureRequest{Direction: "ingress", Duration: "1s"}, io.Discard)
+	wantStatus(t, err, 409, "ingress is captured already")
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	for _, tc := range []struct {
+		req    control.CaptureRequest
+		status int
+		msg    string
+	}{
+		{control.CaptureRequest{Direction: "sideways", Duration: "1s"}, 404, `unknown direction "sideways"`},
+		{control.CaptureRequest{Direction: "egress", Duration: "1s", Point: "middle"}, 400, "use departure or arrival"},
+		{control.CaptureRequest{Direction: "egress", Duration: "forever"}, 400, "give how long to capture"},
+		{control.CaptureRequest{Direction: "egress", Duration: "1s", Snaplen: 10}, 400, "snaplen: 10 is out of range"},
+	} {
+		_, err := c.Capture(ctx, tc.req, io.Discard)
+		wantStatus(t, err, tc.status, tc.msg)
+	}
 }

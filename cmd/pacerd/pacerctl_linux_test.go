@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/gopacket/pcapgo"
+
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/stats/control"
 	"github.com/pacer-dev/pacer/tun/tuntest"
@@ -131,6 +133,66 @@ func background(t *testing.T, s *tuntest.Iperf3Server, ns string, d time.Duratio
 	}
 	t.Cleanup(func() { wait(true) })
 	return wait
+}
+
+// TestPacerctlCapture is the acceptance test of `pacerctl capture`: with
+// pings going through egress (ns1 to ns2), `pacerctl capture egress 2s -o
+// FILE` writes a pcap file that Wireshark's readers take (gopacket's
+// pcapgo here) holding the echo requests that passed meanwhile, each with
+// its ICMP header, stamped over the 2 s, and says how many packets it
+// holds.
+func TestPacerctlCapture(t *testing.T) {
+	rateTest(t)
+	td := startTestDaemon(t, `egress:
+  classes:
+    - {name: probe, match: {proto: icmp}, rate: 10mbit}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go tuntest.Ping(ctx, td.ns1, addr2, 10*time.Millisecond, 500)
+	time.Sleep(300 * time.Millisecond)
+	file := filepath.Join(t.TempDir(), "egress.pcap")
+	out := td.pacerctl(t, "capture", "egress", "2s", "-o", file, "-snaplen", "64")
+	cancel()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatalf("pcap: %v", err)
+	}
+	var echoes, packets int
+	var first, last time.Time
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		packets++
+		// IPv4, ICMP echo request from 198.18.0.1 to 198.18.0.2.
+		if len(data) >= 28 && data[0]>>4 == 4 && data[9] == 1 && data[20] == 8 &&
+			netip.AddrFrom4([4]byte(data[12:16])) == addr1 && netip.AddrFrom4([4]byte(data[16:20])) == addr2 {
+			echoes++
+			if first.IsZero() {
+				first = ci.Timestamp
+			}
+			last = ci.Timestamp
+		}
+	}
+	t.Logf("pacerctl capture: %q; %d packets, %d echo requests over %v", strings.TrimSpace(out), packets, echoes, last.Sub(first))
+	// Pings every 10 ms (ping sends 60-100 a second here) for the 2 s
+	// the capture runs, stamped over those 2 s.
+	if echoes < 50 || echoes > 210 {
+		t.Errorf("%d echo requests in a 2s capture of pings every 10ms", echoes)
+	}
+	if span := last.Sub(first); span < 1700*time.Millisecond || span > 2050*time.Millisecond {
+		t.Errorf("the echo requests span %v of a 2s capture", span)
+	}
+	if !strings.Contains(out, fmt.Sprintf("%d packets of egress at departure over 2s", packets)) {
+		t.Errorf("pacerctl capture said %q, want the %d packets the file holds", out, packets)
+	}
 }
 
 // TestPacerctlSetMidFlow is the acceptance test of `pacerctl set`: with

@@ -6,7 +6,7 @@
 
 _pacerctl_settings_set="rate= burst= peak= backlog= per_rate= per_burst= per_peak= per_keys= per_idle= parent= ceil= cburst= priority= weight="
 _pacerctl_settings_add="rate= burst= peak= mode= backlog= capped= before= match.src= match.dst= match.proto= match.sport= match.dport= match.dscp="
-_pacerctl_settings_queue="queue= aqm= ecn= target= interval= rtt= flows= isolate= quantum= ack_filter="
+_pacerctl_settings_queue="queue= aqm= ecn= target= interval= rtt= flows= isolate= quantum= ack_filter= limit= drop="
 _pacerctl_settings_emulation="delay= jitter= distribution= reorder= reorder.gap= loss= loss.p= loss.r= loss.h= loss.k= duplicate= corrupt= trace= rates= correlation.delay= correlation.loss= correlation.duplicate= correlation.corrupt= correlation.reorder= onoff= onoff.on= onoff.off= onoff.exponential= slot= slot.min= slot.max= slot.packets= slot.bytes="
 _pacerctl_settings_global="global.key= global.rate= global.burst= global.period= global.lease= global.on_unreachable="
 
@@ -37,13 +37,24 @@ _pacerctl() {
 		-socket | --socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 		-timeout | --timeout) return ;;
 		esac
-		COMPREPLY=($(compgen -W "status watch set add direction blackout plot remove flows keys reload help -socket -timeout -h" -- "$cur"))
+		COMPREPLY=($(compgen -W "status watch set add direction blackout capture plot remove flows keys reload help -socket -timeout -h" -- "$cur"))
 		return
 	fi
 	local n=$((cword - cmdi)) # the argument's position after the command
 	case $cmd in
 	status) COMPREPLY=($(compgen -W "-json" -- "$cur")) ;;
 	watch) COMPREPLY=($(compgen -W "-interval" -- "$cur")) ;;
+	capture)
+		if ((n == 1)); then
+			COMPREPLY=($(compgen -W "egress ingress" -- "$cur"))
+		elif [[ $prev == -o ]]; then
+			COMPREPLY=($(compgen -f -- "$cur"))
+		elif [[ $prev == -point ]]; then
+			COMPREPLY=($(compgen -W "departure arrival" -- "$cur"))
+		elif ((n > 2)); then
+			COMPREPLY=($(compgen -W "-o -point -snaplen" -- "$cur"))
+		fi
+		;;
 	set | add | remove | rm | flows | keys | direction)
 		if ((n == 1)); then
 			COMPREPLY=($(compgen -W "egress ingress" -- "$cur"))

@@ -152,6 +152,11 @@ type ClassConfig struct {
 	// AckFilter is "off", "on" or "aggressive": CAKE's ack-filter (fq
 	// only; given only when not off).
 	AckFilter string `json:"ack_filter,omitempty"`
+	// Limit ("100": packets, or a size "30kb": bytes) and Drop ("tail"
+	// or "head") are a fifo class's limit beyond its backlog and the end
+	// a full queue drops from (given only when set).
+	Limit string `json:"limit,omitempty"`
+	Drop  string `json:"drop,omitempty"`
 	// Per is the class's per-key limit; nil for none.
 	Per *Per `json:"per,omitempty"`
 	// Global is the class's global limit (its rate leased from Redis);
@@ -437,8 +442,8 @@ func (m *Match) IsZero() bool {
 // their value, except that a burst left at its default (10 ms of the rate,
 // see docs/configuration.md) follows a new rate. Peak "none" (or "0")
 // removes the peak rate. The queue settings are ClassConfig's: a change of
-// Queue to "fifo" clears the fq settings, and one to "fq" starts from their
-// defaults; Quantum "auto" (or "0") makes the quantum follow the rate
+// Queue to "fifo" clears the fq settings (and starts from no limit), and
+// one to "fq" starts from their defaults (and drops a fifo's limit and drop); Quantum "auto" (or "0") makes the quantum follow the rate
 // again, as Weight "auto" does the weight.
 //
 // The Per fields change a class's per-key limit (a class without one
@@ -465,11 +470,14 @@ type SetRequest struct {
 	Quantum  string `json:"quantum,omitempty"`
 	// AckFilter is "off", "on" or "aggressive" (fq only).
 	AckFilter string `json:"ack_filter,omitempty"`
-	PerRate   string `json:"per_rate,omitempty"`
-	PerBurst  string `json:"per_burst,omitempty"`
-	PerPeak   string `json:"per_peak,omitempty"`
-	PerKeys   int    `json:"per_keys,omitempty"`
-	PerIdle   string `json:"per_idle,omitempty"`
+	// Limit and Drop are a fifo class's ("none" removes the limit).
+	Limit    string `json:"limit,omitempty"`
+	Drop     string `json:"drop,omitempty"`
+	PerRate  string `json:"per_rate,omitempty"`
+	PerBurst string `json:"per_burst,omitempty"`
+	PerPeak  string `json:"per_peak,omitempty"`
+	PerKeys  int    `json:"per_keys,omitempty"`
+	PerIdle  string `json:"per_idle,omitempty"`
 	// Link sharing: the class's parent ("none": the direction), ceil,
 	// cburst, priority (0-7) and weight, as in the config file.
 	Parent   string `json:"parent,omitempty"`

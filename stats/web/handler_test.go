@@ -317,3 +317,29 @@ func TestUPlotChecksums(t *testing.T) {
 		t.Errorf("uplot.sha256 lists %d files, want 3 (uPlot.iife.min.js, uPlot.min.css, uPlot.LICENSE)", n)
 	}
 }
+
+// TestHistoryJSONScenario: with WithScenario the answer says where the
+// running scenario stands when it is made; with none running it has no
+// "scenario".
+func TestHistoryJSONScenario(t *testing.T) {
+	var cur atomic.Pointer[stats.ScenarioStats]
+	h := web.NewHistory(newSource(bulk()), time.Second, time.Minute, web.WithScenario(cur.Load))
+	h.Sample(at(0))
+	srv := httptest.NewServer(web.Handler(h, nil, nil))
+	defer srv.Close()
+	if _, b := get(t, srv.URL+"/api/v1/history"); strings.Contains(string(b), `"scenario"`) {
+		t.Errorf("no scenario runs, yet the answer has one: %s", b)
+	}
+	want := stats.ScenarioStats{Step: 2, Label: "tunnel", Steps: 3, Loop: 1, SinceSeconds: 1.25}
+	cur.Store(&want)
+	_, b := get(t, srv.URL+"/api/v1/history")
+	var resp struct {
+		Scenario *stats.ScenarioStats `json:"scenario"`
+	}
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Scenario == nil || *resp.Scenario != want {
+		t.Errorf("scenario %+v, want %+v", resp.Scenario, want)
+	}
+}

@@ -62,6 +62,8 @@ type History struct {
 	// be kept; a direction with more keeps only those that have carried
 	// traffic (WithDetailClasses).
 	detail int
+	// scenario reports the running scenario (WithScenario; nil: none).
+	scenario func() *stats.ScenarioStats
 }
 
 // HistoryOption configures NewHistory.
@@ -79,6 +81,12 @@ func WithDetailClasses(n int) HistoryOption {
 			h.detail = n
 		}
 	}
+}
+
+// WithScenario has the History's answers say where the running scenario
+// stands, as f reports it (nil: none runs).
+func WithScenario(f func() *stats.ScenarioStats) HistoryOption {
+	return func(h *History) { h.scenario = f }
 }
 
 // classHistory is one class's rings and its newest counters.

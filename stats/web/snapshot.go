@@ -44,6 +44,9 @@ type Response struct {
 	// Version is the running pacerd's version (as pacerd -version and
 	// pacer_build_info give it); set by the handler.
 	Version string `json:"version,omitempty"`
+	// Scenario is where the running scenario stands when the answer was
+	// made (nil: none runs; WithScenario).
+	Scenario *stats.ScenarioStats `json:"scenario,omitempty"`
 }
 
 // Direction is one direction's classes, in the order the direction

@@ -140,6 +140,9 @@ func (hd *handler) historyJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := hd.history.Snapshot(after, time.Now())
 	resp.Version = hd.version
+	if f := hd.history.scenario; f != nil {
+		resp.Scenario = f()
+	}
 	hd.addKeys(resp)
 	w.Header().Add("Vary", "Accept-Encoding")
 	// A history of many classes is megabytes of numbers: a tenth of

@@ -793,6 +793,20 @@
   const statusEl = document.getElementById('status');
   const bannerEl = document.getElementById('banner');
   const versionEl = document.getElementById('version');
+  const scenarioEl = document.getElementById('scenario');
+
+  // scenarioText says where a running scenario stands, as pacerctl status
+  // does: "scenario: step 2/3 tunnel, 1.2s ago, loop 1".
+  function scenarioText(s) {
+    if (s.step === 0) return `scenario: ${s.steps} steps, before the first`;
+    let t = `scenario: step ${s.step}/${s.steps}`;
+    if (s.label && s.label !== `step ${s.step}`) t += ` ${s.label}`;
+    t += `, ${s.since_seconds.toFixed(1)}s ago`;
+    if (s.loop > 0) t += `, loop ${s.loop}`;
+    if (s.done) t += ', done';
+    if (s.error) t += ` (failed: ${s.error})`;
+    return t;
+  }
   const emptyEl = document.getElementById('empty');
 
   function render() {
@@ -845,6 +859,11 @@
       }
       merge(resp);
       if (resp.version) versionEl.textContent = resp.version;
+      scenarioEl.hidden = !resp.scenario;
+      if (resp.scenario) {
+        scenarioEl.textContent = scenarioText(resp.scenario);
+        scenarioEl.classList.toggle('failed', !!resp.scenario.error);
+      }
       render();
       // Ask again just after the next sample.
       wait = resp.next_sample_in_seconds > 0 ? resp.next_sample_in_seconds * 1000 + 120 : 250;
