@@ -330,7 +330,7 @@ egress:
 		load := loadAll(tl.iperf(t, s, 3*time.Minute, "-C", "cubic", "-P", "8"), watch)
 		if reorder {
 			stop := background(load)
-			time.Sleep(4 * time.Second)
+			time.Sleep(3 * time.Second)
 			stop()
 			t.Logf("reorder: true: the senders saw %d reorderings", seen.Load())
 			if seen.Load() == 0 {
@@ -338,9 +338,9 @@ egress:
 			}
 			continue
 		}
-		got := tl.classRatesBusy(t, 5*time.Second, 6*time.Second, load, "fat")[0]
+		got := tl.classRatesBusy(t, 4*time.Second, 4*time.Second, load, "fat")[0]
 		c := tl.Class(Egress, "fat").Counters()
-		t.Logf("8 cubic flows: %.1f Mbit/s over 6s from 5s; delayed %d, AQM drops %d, marks %d; reorderings the senders saw: %d",
+		t.Logf("8 cubic flows: %.1f Mbit/s over 4s from 4s; delayed %d, AQM drops %d, marks %d; reorderings the senders saw: %d",
 			got*8/1e6, c.Delayed, c.Dropped[DropAQM], c.Marked, seen.Load())
 		if got < 0.95*125e6 {
 			t.Errorf("8 cubic flows through a 1gbit class with 50ms +- 5ms of delay: %.1f Mbit/s, want at least 95%%", got*8/1e6)

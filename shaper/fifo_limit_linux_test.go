@@ -47,15 +47,21 @@ egress:
 `, tc.limit, tc.drop), withTxQueueLen(20_000))
 			lab := tl.Class(Egress, "lab")
 			var most int64
-			done := make(chan struct{})
+			sending, done := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
-				for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+				for {
 					most = max(most, lab.Counters().BacklogPackets)
+					select {
+					case <-sending:
+						return
+					case <-time.After(time.Millisecond):
+					}
 				}
 			}()
 			c0 := lab.Counters()
-			r, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 200, 1000, 100_000, 600*time.Millisecond)
+			r, err := tuntest.SendSequence(tl.ns1, tl.ns2, tl.outerIP, 9000, 200, 1000, 100_000, 500*time.Millisecond)
+			close(sending)
 			<-done
 			if err != nil {
 				t.Fatal(err)
