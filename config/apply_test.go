@@ -108,6 +108,11 @@ func TestApplyClass(t *testing.T) {
 			check: func(cc *config.ClassConfig) bool { return cc.Queue == config.QueueFQ && cc.FIFO == config.FIFOConfig{} }},
 		{name: "fifo limit zero packets", class: 1, changes: []config.Change{{Key: "limit", Value: "0"}}, err: "limit: 0 packets is out of range [1, 16777216]"},
 		{name: "fifo drop bad", class: 1, changes: []config.Change{{Key: "drop", Value: "middle"}}, err: `drop: unknown drop "middle" (use tail or head)`},
+		{name: "fifo pie", class: 1, changes: []config.Change{{Key: "aqm", Value: "pie"}, {Key: "target", Value: "20ms"}, {Key: "ecn", Value: "false"}},
+			check: func(cc *config.ClassConfig) bool {
+				return cc.FQ.AQM == config.AQMPie && cc.FQ.Target == 20*time.Millisecond && cc.FQ.NoECN
+			}},
+		{name: "fq pie", changes: []config.Change{{Key: "aqm", Value: "pie"}}, err: "aqm: pie is for queue fifo"},
 		{name: "fq limit", changes: []config.Change{{Key: "limit", Value: "100"}}, err: "limit: limit applies to queue fifo only"},
 		{name: "police drop", class: 2, changes: []config.Change{{Key: "drop", Value: "head"}}, err: "drop: mode police drops instead of queueing: remove drop"},
 		{name: "police quantum auto", class: 2, changes: []config.Change{{Key: "quantum", Value: "auto"}}, err: "quantum: mode police drops instead of queueing: remove quantum"},

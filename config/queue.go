@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,11 +103,32 @@ const (
 	// AQMNone queues until the limits; only the backlog bound and the
 	// overlimit drops apply.
 	AQMNone
+	// AQMPie is PIE (RFC 8033, package shaper/pie) on a QueueFIFO class's
+	// one queue: a drop probability steered by the queue's delay (target
+	// 15 ms unless given), as DOCSIS 3.1 and Mahimahi's pie queue.
+	AQMPie
 )
 
-var aqmNames = enum{"cobalt", "codel", "none"}
+var aqmNames = enum{"cobalt", "codel", "none", "pie"}
 
-// String returns the AQM's config name ("cobalt", "codel", "none").
+// pieKeys are the queue settings a QueueFIFO class takes with aqm: pie.
+var pieKeys = [...]string{"aqm", "ecn", "target"}
+
+// fifoMisused returns the fq settings a QueueFIFO class gives that do
+// not apply to it: every one of keys but aqm: pie and its ecn and target,
+// and aqm: none (what a fifo does without pie).
+func fifoMisused(keys []string, f *FQConfig) []string {
+	var out []string
+	for _, k := range keys {
+		if f.AQM == AQMPie && slices.Contains(pieKeys[:], k) || k == "aqm" && f.AQM == AQMNone {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// String returns the AQM's config name ("cobalt", "codel", "none", "pie").
 func (a AQM) String() string {
 	if s, ok := aqmNames.name(uint8(a)); ok {
 		return s
@@ -297,7 +319,7 @@ func (d *decoder) queueFields(cc *ClassConfig) []field {
 	f := &cc.FQ
 	return []field{
 		{"queue", named(d, &cc.Queue, "fq or fifo", ParseQueueKind)},
-		{"aqm", named(d, &f.AQM, "cobalt, codel or none", ParseAQM)},
+		{"aqm", named(d, &f.AQM, "cobalt, codel, none or pie", ParseAQM)},
 		{"ecn", func(v *yaml.Node, p string) {
 			ecn := !f.NoECN
 			d.boolean(&ecn)(v, p)
@@ -347,7 +369,7 @@ func (d *decoder) fifoLimit(n *yaml.Node, path string, f *FIFOConfig) {
 func (d *decoder) queueKeysUsed(path string, cc *ClassConfig) {
 	keys := queueKeys
 	if cc.Mode != ModePolice {
-		keys = fqKeys[:]
+		keys = fifoMisused(fqKeys[:], &cc.FQ)
 		if cc.Queue != QueueFIFO {
 			keys = fifoKeys[:]
 		}
@@ -366,10 +388,11 @@ func queueMisuse(m Mode, k string) string {
 	if m == ModePolice {
 		return "mode police drops instead of queueing: remove " + k
 	}
-	for _, f := range fifoKeys {
-		if k == f {
-			return k + " applies to queue fifo only"
-		}
+	if slices.Contains(fifoKeys[:], k) {
+		return k + " applies to queue fifo only"
+	}
+	if slices.Contains(pieKeys[:], k) {
+		return k + " applies to queue fq only, or to queue fifo with aqm: pie"
 	}
 	return k + " applies to queue fq only"
 }
@@ -396,7 +419,7 @@ func (v *validator) queue(path string, cc *ClassConfig) {
 			v.errorf(path+"."+k, "%s", queueMisuse(ModeShape, k))
 		}
 	case QueueFIFO:
-		for _, k := range cc.FQ.setKeys() {
+		for _, k := range fifoMisused(cc.FQ.setKeys(), &cc.FQ) {
 			v.errorf(path+"."+k, "%s", queueMisuse(ModeShape, k))
 		}
 		f := &cc.FIFO
@@ -417,6 +440,9 @@ func (v *validator) queue(path string, cc *ClassConfig) {
 func (v *validator) fq(path string, f *FQConfig) {
 	if _, err := ParseAQM(f.AQM.String()); err != nil {
 		v.errorf(path+".aqm", "%v", err)
+	}
+	if f.AQM == AQMPie {
+		v.errorf(path+".aqm", "pie is for queue fifo: a fair queue's flows take cobalt, codel or none")
 	}
 	if _, err := ParseIsolation(f.Isolate.String()); err != nil {
 		v.errorf(path+".isolate", "%v", err)

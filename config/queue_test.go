@@ -82,7 +82,7 @@ func TestParseConfigQueueErrors(t *testing.T) {
 		// Decoding.
 		{name: "queue", yaml: class("    queue: drr\n"), line: 8, want: `egress.classes[0].queue: unknown queue "drr" (use fq or fifo)`},
 		{name: "queue list", yaml: class("    queue: [fq]\n"), line: 8, want: "egress.classes[0].queue: must be fq or fifo, not a list"},
-		{name: "aqm", yaml: class("    aqm: red\n"), line: 8, want: `egress.classes[0].aqm: unknown aqm "red" (use cobalt, codel or none)`},
+		{name: "aqm", yaml: class("    aqm: red\n"), line: 8, want: `egress.classes[0].aqm: unknown aqm "red" (use cobalt, codel, none or pie)`},
 		{name: "aqm case", yaml: class("    aqm: CoDel\n"), line: 8, want: `unknown aqm "CoDel"`},
 		{name: "ecn string", yaml: class("    ecn: off\n"), line: 8, want: `egress.classes[0].ecn: must be true or false, not "off"`},
 		{name: "target bare", yaml: class("    target: 5\n"), line: 8, want: `egress.classes[0].target: invalid duration "5"`},
@@ -96,7 +96,7 @@ func TestParseConfigQueueErrors(t *testing.T) {
 		{name: "quantum zero", yaml: class("    quantum: 0\n"), line: 8, want: "egress.classes[0].quantum: must be above 0 (omit it for the default)"},
 		{name: "ack filter", yaml: class("    ack_filter: yes\n"), line: 8, want: `egress.classes[0].ack_filter: unknown ack_filter "yes" (use off, on or aggressive)`},
 		{name: "ack filter bool", yaml: class("    ack_filter: true\n"), line: 8, want: `egress.classes[0].ack_filter: unknown ack_filter "true"`},
-		{name: "default aqm", yaml: base + "ingress:\n  default:\n    rate: 1mbit\n    aqm: pie\n", line: 7, want: `ingress.default.aqm: unknown aqm "pie"`},
+		{name: "default aqm", yaml: base + "ingress:\n  default:\n    rate: 1mbit\n    aqm: pie\n", line: 7, want: `ingress.default.aqm: pie is for queue fifo: a fair queue's flows take cobalt, codel or none`},
 		{name: "several", yaml: class("    queue: x\n    aqm: y\n    isolate: z\n"), line: 8, want: "queue: unknown queue", n: 3},
 
 		// Settings that do not apply, also when written at their default.
@@ -109,8 +109,10 @@ func TestParseConfigQueueErrors(t *testing.T) {
 		{name: "fifo ack filter off", yaml: class("    queue: fifo\n    ack_filter: off\n"), line: 9, want: "egress.classes[0].ack_filter: ack_filter applies to queue fq only"},
 		{name: "police ack filter", yaml: class("    mode: police\n    ack_filter: aggressive\n"), line: 9, want: "egress.classes[0].ack_filter: mode police drops instead of queueing: remove ack_filter"},
 		{name: "fifo aqm", yaml: class("    queue: fifo\n    aqm: cobalt\n"), line: 9, want: "egress.classes[0].aqm: aqm applies to queue fq only"},
+		{name: "fifo pie interval", yaml: class("    queue: fifo\n    aqm: pie\n    interval: 100ms\n"), line: 10, want: "egress.classes[0].interval: interval applies to queue fq only"},
+		// aqm: none is what a fifo does: given, it is no error.
 		{name: "fifo all", yaml: class("    queue: fifo\n    aqm: none\n    ecn: true\n    target: 1ms\n    interval: 10ms\n    flows: 64\n    isolate: flows\n    quantum: 300\n"),
-			line: 9, want: "aqm applies to queue fq only", n: 7},
+			line: 10, want: "ecn applies to queue fq only", n: 6},
 
 		// Validation.
 		{name: "target above interval", yaml: class("    target: 200ms\n"), line: 8, want: "egress.classes[0].target: 200ms must be below the interval (100ms)"},
@@ -172,7 +174,7 @@ func TestValidateQueueGoConfig(t *testing.T) {
 		want string // the whole error text
 	}{
 		{"queue kind", func(cc *config.ClassConfig) { cc.Queue = 7 }, "egress.classes[0].queue: QueueKind(?) is not fq or fifo"},
-		{"aqm", func(cc *config.ClassConfig) { cc.FQ.AQM = 9 }, `egress.classes[0].aqm: unknown aqm "AQM(9)" (use cobalt, codel or none)`},
+		{"aqm", func(cc *config.ClassConfig) { cc.FQ.AQM = 9 }, `egress.classes[0].aqm: unknown aqm "AQM(9)" (use cobalt, codel, none or pie)`},
 		{"isolate", func(cc *config.ClassConfig) { cc.FQ.Isolate = 9 }, `egress.classes[0].isolate: unknown isolate "Isolation(9)" (use flows, src-host, dst-host or hosts)`},
 		{"ack filter", func(cc *config.ClassConfig) { cc.FQ.AckFilter = 3 }, `egress.classes[0].ack_filter: unknown ack_filter "AckFilter(3)" (use off, on or aggressive)`},
 		{"fifo ack filter", func(cc *config.ClassConfig) {
@@ -183,9 +185,9 @@ func TestValidateQueueGoConfig(t *testing.T) {
 			"egress.classes[0].target: must be above 0 (SetDefaults fills in a default)\negress.classes[0].interval: must be above 0 (SetDefaults fills in a default)"},
 		{"zero flows", func(cc *config.ClassConfig) { cc.FQ.Flows = 0 }, "egress.classes[0].flows: 0 flows: must be a power of two from 8 to 65536"},
 		{"fifo with defaults", func(cc *config.ClassConfig) { cc.Queue = config.QueueFIFO },
-			"egress.classes[0].target: target applies to queue fq only\negress.classes[0].interval: interval applies to queue fq only\negress.classes[0].flows: flows applies to queue fq only"},
+			"egress.classes[0].target: target applies to queue fq only, or to queue fifo with aqm: pie\negress.classes[0].interval: interval applies to queue fq only\negress.classes[0].flows: flows applies to queue fq only"},
 		{"fifo no ecn", func(cc *config.ClassConfig) { cc.Queue, cc.FQ = config.QueueFIFO, config.FQConfig{NoECN: true} },
-			"egress.classes[0].ecn: ecn applies to queue fq only"},
+			"egress.classes[0].ecn: ecn applies to queue fq only, or to queue fifo with aqm: pie"},
 		{"police", func(cc *config.ClassConfig) {
 			cc.Mode, cc.Backlog, cc.Queue, cc.FQ = config.ModePolice, 0, config.QueueFIFO, config.FQConfig{AQM: config.AQMCoDel, Quantum: 300}
 		}, "egress.classes[0].queue: mode police drops instead of queueing: remove queue\n" +

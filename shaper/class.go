@@ -14,6 +14,7 @@ import (
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/global"
 	"github.com/pacer-dev/pacer/shaper/keyed"
+	"github.com/pacer-dev/pacer/shaper/pie"
 	"github.com/pacer-dev/pacer/shaper/share"
 	"github.com/pacer-dev/pacer/shaper/wire"
 	"github.com/pacer-dev/pacer/tun"
@@ -73,6 +74,9 @@ type classState struct {
 	// packets (config.FIFOConfig).
 	limitPackets, limitBytes int64
 	dropHead                 bool
+	// pie is a fifo class's PIE (aqm: pie; nil: none), shared by its
+	// workers.
+	pie *pie.PIE
 	// Fair queueing (queue fq, shape mode): the scheduler's settings, the
 	// class's host table for host isolation (nil otherwise), and whether
 	// GSO super-packets are split into segments before they queue.
@@ -196,6 +200,9 @@ func (c *Class) build(cfg *config.ClassConfig, now int64, inner bool) *classStat
 	c.applyPer(st, *cfg, now)
 	st.limitPackets, st.limitBytes = int64(cfg.FIFO.LimitPackets), int64(cfg.FIFO.LimitBytes)
 	st.dropHead = cfg.FIFO.Drop == config.DropHead
+	if cfg.Mode == config.ModeShape && cfg.Queue == config.QueueFIFO && cfg.FQ.AQM == config.AQMPie {
+		st.pie = pie.New(pie.Params{Target: cfg.FQ.Target, ECN: !cfg.FQ.NoECN}, now)
+	}
 	st.emu = emuSettings(cfg.Emulate, "class/"+c.name, now)
 	if !st.police && cfg.Rate > 0 && cfg.Queue == config.QueueFQ {
 		st.fq = true

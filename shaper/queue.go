@@ -97,7 +97,8 @@ type queues struct {
 	hasher   *fq.Hasher        // the link's flow hash
 	segBufs  [][]byte          // buffers for the segments of a split GSO packet
 	segSizes []int
-	segPkts  []fq.Packet // the segments of a super-packet cut when picked (cut)
+	segPkts  []fq.Packet  // the segments of a super-packet cut when picked (cut)
+	pieRand  emulate.Rand // draws of the worker's PIE verdicts (fifo, aqm: pie)
 }
 
 // maxHeldBytes bounds the bytes one worker holds for all classes together,

@@ -4,7 +4,10 @@ import (
 	"time"
 
 	"github.com/pacer-dev/pacer/bucket"
+	"github.com/pacer-dev/pacer/shaper/fq"
+	"github.com/pacer-dev/pacer/shaper/pie"
 	"github.com/pacer-dev/pacer/shaper/share"
+	"github.com/pacer-dev/pacer/tun"
 )
 
 // enqueue takes a packet into a FIFO: it leaves in arrival order, once
@@ -25,6 +28,9 @@ func (fifoQueue) enqueue(q *queues, a *arrival) {
 	}
 	if a.key != nil && !a.paid {
 		wait = max(wait, a.key.Hold(cost, now))
+	}
+	if st.pie != nil && !q.pieVerdict(a, wait) {
+		return
 	}
 	full := wait > st.backlog || q.heldBytes+p.Size > maxHeldBytes || st.overLimit(a.c, cost)
 	if full && st.dropHead {
@@ -76,15 +82,48 @@ func (st *classState) overLimit(c *Class, cost uint64) bool {
 	if st.limitPackets == 0 && st.limitBytes == 0 {
 		return false
 	}
-	var packets, bytes int64
+	packets, bytes := c.backlog()
+	return st.limitPackets > 0 && packets+1 > st.limitPackets ||
+		st.limitBytes > 0 && bytes+int64(cost) > st.limitBytes
+}
+
+// backlog returns the packets and bytes class c holds over its workers.
+func (c *Class) backlog() (packets, bytes int64) {
 	for i := range c.shards {
 		if sh := c.shards[i].Load(); sh != nil {
 			packets += sh.backlogPackets.Load()
 			bytes += sh.backlogBytes.Load()
 		}
 	}
-	return st.limitPackets > 0 && packets+1 > st.limitPackets ||
-		st.limitBytes > 0 && bytes+int64(cost) > st.limitBytes
+	return packets, bytes
+}
+
+// pieMTU is the MTU PIE's rule against dropping from a short queue (two
+// MTUs) counts with.
+const pieMTU = 1514
+
+// pieVerdict asks a fifo class's PIE about an arrival that would wait
+// wait: it reports false if PIE dropped it (counted: aqm), true if it
+// queues (marked CE if PIE said so and it is ECN-capable; a packet that
+// is not is dropped instead).
+func (q *queues) pieVerdict(a *arrival, wait time.Duration) bool {
+	pq := a.st.pie
+	pq.Observe(wait, a.now)
+	_, held := a.c.backlog()
+	switch pq.Decide(q.pieRand.Float64(), held, pieMTU) {
+	case pie.Pass:
+		return true
+	case pie.Mark:
+		if fq.SetCE(a.buf[tun.Headroom : tun.Headroom+a.pkt.Size]) {
+			a.sh.fqc.Marked.Add(1)
+			return true
+		}
+	}
+	a.sh.drops[DropAQM].Add(1)
+	if a.key != nil {
+		a.key.Dropped()
+	}
+	return false
 }
 
 // dropHeads makes room for an arrival to a full FIFO with drop: head: it

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/classify"
+	"github.com/pacer-dev/pacer/shaper/emulate"
 	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/fq"
 	"github.com/pacer-dev/pacer/shaper/sysmon"
@@ -148,6 +149,7 @@ func (w *worker) wire() {
 	w.imp.hasher, w.imp.headers = &w.hasher, &w.headers
 	q := &w.queues
 	q.holder, q.idx, q.dir, q.out, q.headers, q.hasher = &w.hold, w.idx, w.dir, &w.depart, &w.headers, &w.hasher
+	q.pieRand = emulate.NewRand(uint64(w.idx) + 1)
 	d := &w.depart
 	d.holder, d.idx, d.dir, d.imp, d.out = &w.hold, w.idx, w.dir, &w.imp, &w.out
 	o := &w.out

@@ -89,6 +89,15 @@ func queueJSON(out *control.ClassConfig, cc config.ClassConfig) {
 		if cc.FIFO.Drop != config.DropTail {
 			out.Drop = cc.FIFO.Drop.String()
 		}
+		if f := cc.FQ; f.AQM == config.AQMPie {
+			out.AQM = f.AQM.String()
+			if f.Target > 0 {
+				out.Target = f.Target.String()
+			}
+			if f.NoECN {
+				out.ECN = new(bool)
+			}
+		}
 		return
 	}
 	f := cc.FQ
