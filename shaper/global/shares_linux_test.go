@@ -191,8 +191,18 @@ func TestSentinelFailover(t *testing.T) {
 	defer l.Stop()
 	waitState(t, l, global.StateLeased)
 	ctx := context.Background()
-	if n, err := replica.Client().Exists(ctx, "pacer:global:{failover}:ledger").Result(); err != nil || n != 1 {
-		t.Fatalf("the replica has no ledger (%d, %v): replication not working", n, err)
+	// Replication is asynchronous: the ledger reaches the replica a moment
+	// after the master wrote it (a race-detector run of the short tests
+	// beside others looked at once and found none).
+	var n int64
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n, err = replica.Client().Exists(ctx, "pacer:global:{failover}:ledger").Result()
+		if err == nil && n == 1 || time.Now().After(end) {
+			break
+		}
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("the replica has no ledger 5s after the lease (%d, %v): replication not working", n, err)
 	}
 
 	// Sentinel learns of the replica from the master's INFO, which it
