@@ -634,7 +634,11 @@ egress:
     - {name: capped, match: {proto: tcp}, rate: 40mbit, capped: true, backlog: 200ms}
 `)
 	s := tuntest.StartIperf3Server(t, tl.ns2, tl.outerIP)
-	got := tl.steadyRate(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute))
+	// The class's bytes over bins the machine ran (tuntest.RatesJudged,
+	// its workers' lateness judged): the receiving device's over the
+	// whole window (steadyRate) counted a machine stall against the class
+	// (98.76% in a fresh-clone run, no steal seen).
+	got := tl.classRates(t, 2*time.Second, 5*time.Second, tl.iperf(t, s, 3*time.Minute), "capped")[0]
 	tuntest.WithinRate(t, "capped 40mbit", got, 5e6, 0.02)
 	if got < 0.99*5e6 {
 		t.Errorf("capped class delivered %.2f%% of its rate, want >= 99%%", 100*got/5e6)
