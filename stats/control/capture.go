@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -68,14 +67,7 @@ func (c *Client) Capture(ctx context.Context, req CaptureRequest, w io.Writer) (
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		e := &APIError{StatusCode: resp.StatusCode}
-		var eb Error
-		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			e.Message = eb.Error
-		} else {
-			e.Message = strings.TrimSpace(string(data))
-		}
-		return res, e
+		return res, apiError(resp.StatusCode, data)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return res, fmt.Errorf("capture: %w", err)

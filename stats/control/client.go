@@ -165,14 +165,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("read pacerd's answer: %w", err)
 	}
 	if resp.StatusCode >= 400 {
-		e := &APIError{StatusCode: resp.StatusCode}
-		var eb Error
-		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			e.Message = eb.Error
-		} else {
-			e.Message = strings.TrimSpace(string(data))
-		}
-		return e
+		return apiError(resp.StatusCode, data)
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
@@ -181,6 +174,19 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("decode pacerd's answer to %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// apiError is the APIError of an answer with status and body data: the
+// body's "error", or the body itself if it is not an Error.
+func apiError(status int, data []byte) *APIError {
+	e := &APIError{StatusCode: status}
+	var eb Error
+	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+		e.Message = eb.Error
+	} else {
+		e.Message = strings.TrimSpace(string(data))
+	}
+	return e
 }
 
 // ConnError is a failure to reach the daemon. Its message says what is
