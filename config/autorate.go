@@ -95,6 +95,53 @@ type AutorateConfig struct {
 	// section has it on unless it says passive: false
 	// (DefaultAutoratePassive).
 	Passive bool
+	// Handovers are instants at which the path's delay moves by itself
+	// (Starlink's satellite handovers): around each the delay samples do
+	// not vote, and the baselines then move by the step across it. The
+	// zero value has none.
+	Handovers Handovers
+}
+
+// Handovers is a schedule of path changes: every Every, At past a
+// multiple of Every on the wall clock (UTC), each settling within Settle.
+// In a file: `handovers: starlink` (every 15s, at 12s: 12, 27, 42 and 57
+// s past each minute), `handovers: none`, or a mapping {every, at,
+// settle}.
+type Handovers struct {
+	Every, At, Settle time.Duration
+}
+
+// Starlink's handovers, and the settle time of a schedule that names
+// none.
+const (
+	StarlinkHandoverEvery = 15 * time.Second
+	StarlinkHandoverAt    = 12 * time.Second
+	DefaultHandoverSettle = time.Second
+	MinHandoverEvery      = time.Second
+)
+
+// handoversField decodes autorate.handovers.
+func (d *decoder) handoversField(h *Handovers) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		nn := d.node(n)
+		if nn.Kind == yaml.ScalarNode && !isNull(nn) {
+			switch nn.Value {
+			case "starlink":
+				*h = Handovers{Every: StarlinkHandoverEvery, At: StarlinkHandoverAt}
+			case "none":
+				*h = Handovers{}
+			default:
+				d.failf(nn, path, "must be starlink, none or {every, at, settle}, not %q", nn.Value)
+			}
+			return
+		}
+		*h = Handovers{}
+		d.mapping(n, path, []field{
+			{"every", d.duration(&h.Every)},
+			{"at", d.span(&h.At)},
+			{"settle", d.duration(&h.Settle)},
+		})
+	}
 }
 
 // Probe is how reflectors are probed.
@@ -228,6 +275,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"stall_after", d.duration(&a.StallAfter)},
 			{"rebase_after", d.duration(&a.RebaseAfter)},
 			{"passive", d.boolean(&a.Passive)},
+			{"handovers", d.handoversField(&a.Handovers)},
 		})
 	}}
 }
@@ -333,6 +381,9 @@ func (a *AutorateConfig) setDefaults() {
 	def(&a.DeadAfter, max(MinAutorateDeadAfter, DeadAfterProbes*time.Duration(len(a.Reflectors))*a.ProbeInterval))
 	def(&a.StallAfter, max(DefaultAutorateStall, a.DeadAfter))
 	def(&a.RebaseAfter, DefaultAutorateRebase)
+	if a.Handovers.Every > 0 {
+		def(&a.Handovers.Settle, min(DefaultHandoverSettle, a.Handovers.Every/2))
+	}
 }
 
 // autorate checks a direction's rate: auto and its autorate section.
@@ -438,5 +489,14 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 	}
 	if a.StallAfter < a.DeadAfter {
 		v.errorf(p+".stall_after", "%v is below dead_after %v", a.StallAfter, a.DeadAfter)
+	}
+	switch h := a.Handovers; {
+	case h == Handovers{}:
+	case h.Every < MinHandoverEvery:
+		v.errorf(p+".handovers.every", "%v is below %v", h.Every, MinHandoverEvery)
+	case h.At >= h.Every:
+		v.errorf(p+".handovers.at", "%v is not below every %v", h.At, h.Every)
+	case h.Settle <= 0 || 2*h.Settle > h.Every:
+		v.errorf(p+".handovers.settle", "%v: want above 0 and at most half of every (%v): the delay before an instant and after it are each taken over settle", h.Settle, h.Every)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/autorate"
+	"github.com/pacer-dev/pacer/shaper/handover"
 	"github.com/pacer-dev/pacer/stats"
 )
 
@@ -43,8 +44,8 @@ type autoRun struct {
 }
 
 // autoSettings converts a direction's autorate section (validated: its
-// defaults filled in).
-func autoSettings(a *config.AutorateConfig) autorate.Settings {
+// defaults filled in); wall is the wall clock at the link's time 0.
+func autoSettings(a *config.AutorateConfig, wall int64) autorate.Settings {
 	return autorate.Settings{
 		Min: a.Min, Base: a.Base, Max: a.Max,
 		LoadHigh: a.LoadHigh, BloatDelta: a.BloatDelta, BloatDeltaMax: a.BloatDeltaMax,
@@ -55,6 +56,7 @@ func autoSettings(a *config.AutorateConfig) autorate.Settings {
 		BaselineUp: a.BaselineUp, BaselineDown: a.BaselineDown,
 		DeadAfter: a.DeadAfter, StallAfter: a.StallAfter, RebaseAfter: a.RebaseAfter,
 		PassiveDeadAfter: autorate.DefaultPassiveDeadAfter,
+		Handovers:        handover.Schedule{Every: a.Handovers.Every, At: a.Handovers.At, Settle: a.Handovers.Settle, Wall: wall},
 	}
 }
 
@@ -92,10 +94,14 @@ func (l *Link) syncAutorate() {
 		a.runs[i] = l.startAuto(i, *want, from)
 	}
 	passive := false
+	var handovers config.Handovers
 	for _, r := range a.runs {
 		passive = passive || (r != nil && r.cfg.Passive)
+		if r != nil && handovers.Every == 0 {
+			handovers = r.cfg.Handovers
+		}
 	}
-	l.syncPassive(passive)
+	l.syncPassive(passive, handover.Schedule{Every: handovers.Every, At: handovers.At, Settle: handovers.Settle, Wall: l.start.UnixNano()})
 }
 
 // stopAutorate stops every controller.
@@ -109,7 +115,7 @@ func (l *Link) stopAutorate() {
 			a.runs[i] = nil
 		}
 	}
-	l.syncPassive(false)
+	l.syncPassive(false, handover.Schedule{})
 }
 
 // startAuto starts direction i's controller at rate from (0: its base).
@@ -119,7 +125,7 @@ func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun
 	now := l.now()
 	r := &autoRun{l: l, i: i, cfg: cfg, target: &dirTarget{l: l, i: i, last: map[*Class]dirCounts{}},
 		stop: make(chan struct{}), done: make(chan struct{}),
-		ctl: autorate.New(autoSettings(&cfg), len(cfg.Reflectors), now)}
+		ctl: autorate.New(autoSettings(&cfg, l.start.UnixNano()), len(cfg.Reflectors), now)}
 	if from > 0 {
 		r.ctl.Resume(from)
 	}
@@ -257,7 +263,7 @@ func (r *autoRun) stats(now int64) *stats.AutorateStats {
 	st := &stats.AutorateStats{
 		RateBytesPerSecond: r.ctl.Rate(), MinBytesPerSecond: r.cfg.Min, BaseBytesPerSecond: r.cfg.Base, MaxBytesPerSecond: r.cfg.Max,
 		AchievedBytesPerSecond: r.achieved, State: r.ctl.State().String(), DeltaSeconds: r.ctl.Delta().Seconds(),
-		Increases: c.Increases, Decreases: c.Decreases, Decays: c.Decays,
+		Increases: c.Increases, Decreases: c.Decreases, Decays: c.Decays, Handovers: c.Handovers,
 	}
 	var kinds []autorate.Kind
 	switch {
@@ -270,7 +276,8 @@ func (r *autoRun) stats(now int64) *stats.AutorateStats {
 	}
 	for j, ref := range r.ctl.Reflectors(now) {
 		rs := stats.ReflectorStats{Address: r.cfg.Reflectors[j].String(), Probe: r.cfg.Probe.String(),
-			BaselineSeconds: ref.Baseline.Seconds(), DeltaSeconds: ref.Delta.Seconds(), Live: ref.Live, Samples: ref.Samples}
+			BaselineSeconds: ref.Baseline.Seconds(), DeltaSeconds: ref.Delta.Seconds(), Live: ref.Live, Samples: ref.Samples,
+			HandoverShiftSeconds: ref.HandoverShift.Seconds()}
 		if j < len(kinds) {
 			rs.Probe = kinds[j].String()
 		}

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/pacer-dev/pacer/shaper/flowrtt"
+	"github.com/pacer-dev/pacer/shaper/handover"
 )
 
 // passiveRTTs is a link's passive delay signal for its auto directions:
@@ -37,15 +38,25 @@ func (l *Link) passiveTick(now int64) (flowrtt.Tick, uint64) {
 	return p.last, p.seq
 }
 
-// syncPassive starts the passive signal if on and stops it if not.
+// syncPassive starts the passive signal if on and stops it if not, and
+// gives its tracker the path's handovers (h; off when h has none).
 // Called with l.auto.mu held.
-func (l *Link) syncPassive(on bool) {
+func (l *Link) syncPassive(on bool, h handover.Schedule) {
 	p := &l.passive
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.tracker != nil {
+		p.tracker.Handovers = nil
+		if h.On() {
+			p.tracker.Handovers = &h
+		}
+	}
 	switch {
 	case on && l.rtts.Load() == nil:
 		p.tracker = flowrtt.NewTracker()
+		if h.On() {
+			p.tracker.Handovers = &h
+		}
 		l.rtts.Store(flowrtt.NewTable(l.queues))
 		l.log.Info("autorate: passive signal on (round trips of the carried TCP flows)")
 	case !on && l.rtts.Load() != nil:

@@ -5,7 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // autorateDescs are the metrics of a direction's autorate controller.
 type autorateDescs struct {
 	rate, min, base, max, achieved, delta, state, decisions, probes *prometheus.Desc
-	baseline, reflDelta, reflLive, reflSamples                      *prometheus.Desc
+	handovers                                                       *prometheus.Desc
+	baseline, reflDelta, reflLive, reflSamples, reflShift           *prometheus.Desc
 	passDelta, passLive, passSamples, passRoundTrips, passFlows     *prometheus.Desc
 }
 
@@ -22,6 +23,8 @@ func newAutorateDescs(d func(name, help string, labels ...string) *prometheus.De
 		state:          d("pacer_autorate_state", "1 for the autorate controller's state (idle, loaded, bloated, stalled, off), 0 for the others.", "direction", "state"),
 		decisions:      d("pacer_autorate_decisions_total", "Changes of the auto rate, by kind: increase (loaded, no bloat), decrease (bloat or stall), decay (idle, toward base).", "direction", "decision"),
 		probes:         d("pacer_autorate_probes_total", "ICMP probes sent to the reflectors and replies received.", "direction", "event"),
+		handovers:      d("pacer_autorate_handovers_total", "Handover instants passed (autorate.handovers): around each the delay samples did not vote, and the baselines then moved by the path's step.", dir...),
+		reflShift:      d("pacer_autorate_reflector_handover_shift_seconds", "How far the reflector's baseline moved at the last handover (the path's step there).", refl...),
 		baseline:       d("pacer_autorate_reflector_baseline_seconds", "A reflector's tracked delay (one-way with timestamp probes, round trip with echo; with the clocks' offset).", refl...),
 		reflDelta:      d("pacer_autorate_reflector_delta_seconds", "A reflector's last delay rise over its baseline.", refl...),
 		reflLive:       d("pacer_autorate_reflector_live", "1 if the reflector answered lately, else 0 (left out of the decision).", refl...),
@@ -35,8 +38,8 @@ func newAutorateDescs(d func(name, help string, labels ...string) *prometheus.De
 }
 
 func (a autorateDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{a.rate, a.min, a.base, a.max, a.achieved, a.delta, a.state, a.decisions, a.probes,
-		a.baseline, a.reflDelta, a.reflLive, a.reflSamples, a.passDelta, a.passLive, a.passSamples, a.passRoundTrips, a.passFlows} {
+	for _, d := range []*prometheus.Desc{a.rate, a.min, a.base, a.max, a.achieved, a.delta, a.state, a.decisions, a.probes, a.handovers,
+		a.baseline, a.reflDelta, a.reflLive, a.reflSamples, a.reflShift, a.passDelta, a.passLive, a.passSamples, a.passRoundTrips, a.passFlows} {
 		ch <- d
 	}
 }
@@ -60,6 +63,7 @@ func (a autorateDescs) collect(gauge func(*prometheus.Desc, float64, ...string),
 	counter(a.decisions, s.Decays, dir, "decay")
 	counter(a.probes, s.ProbesSent, dir, "sent")
 	counter(a.probes, s.ProbesReceived, dir, "received")
+	counter(a.handovers, s.Handovers, dir)
 	for _, r := range s.Reflectors {
 		gauge(a.baseline, r.BaselineSeconds, dir, r.Address)
 		gauge(a.reflDelta, r.DeltaSeconds, dir, r.Address)
@@ -69,6 +73,7 @@ func (a autorateDescs) collect(gauge func(*prometheus.Desc, float64, ...string),
 		}
 		gauge(a.reflLive, live, dir, r.Address)
 		counter(a.reflSamples, r.Samples, dir, r.Address)
+		gauge(a.reflShift, r.HandoverShiftSeconds, dir, r.Address)
 	}
 	if p := s.Passive; p != nil {
 		gauge(a.passDelta, p.DeltaSeconds, dir)

@@ -230,6 +230,9 @@ type AutorateStats struct {
 	Increases uint64 `json:"increases"`
 	Decreases uint64 `json:"decreases"`
 	Decays    uint64 `json:"decays"`
+	// Handovers counts the handover instants passed (autorate.handovers;
+	// 0 without).
+	Handovers uint64 `json:"handovers,omitempty"`
 	// ProbesSent and ProbesReceived count the ICMP probes and replies.
 	ProbesSent     uint64           `json:"probes_sent"`
 	ProbesReceived uint64           `json:"probes_received"`
@@ -263,6 +266,9 @@ type ReflectorStats struct {
 	DeltaSeconds    float64 `json:"delta_seconds"`
 	Live            bool    `json:"live"`
 	Samples         uint64  `json:"samples"`
+	// HandoverShiftSeconds is how far its baseline moved at the last
+	// handover (autorate.handovers: the path's step there).
+	HandoverShiftSeconds float64 `json:"handover_shift_seconds,omitempty"`
 }
 
 // AutorateStates are the values of AutorateStats.State.

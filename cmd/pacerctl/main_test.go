@@ -542,6 +542,21 @@ func TestWriteTableAutorate(t *testing.T) {
 			t.Errorf("got:\n%s\nwant first line ending %q", b.String(), c.want)
 		}
 	}
+	// With handovers: how many passed and the reflectors' median move.
+	st.Directions[0].Autorate.Passive = nil
+	st.Directions[0].Autorate.Handovers = 12
+	for i, s := range []float64{0.021, 0.0234, 0.030} {
+		if i < len(st.Directions[0].Autorate.Reflectors) {
+			st.Directions[0].Autorate.Reflectors[i].HandoverShiftSeconds = s
+		}
+	}
+	b.Reset()
+	if err := writeTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(b.String(), "DIRECTION"); !strings.Contains(first, ", handovers 12 (last +") {
+		t.Errorf("with handovers: got first line %q, want it to end with the handovers and the last move", first)
+	}
 }
 
 // TestParseOnOff: onoff.* settings make an on/off link; onoff=none

@@ -365,7 +365,8 @@ func emulation(e control.Emulation) string {
 
 // autoState writes an autorate controller's state, reflectors and
 // passive voter: "loaded, delta 3ms, reflectors 2/3 live, passive 2ms
-// (4 flows)".
+// (4 flows)", and the handovers passed with the path's last step (the
+// reflectors' median move): ", handovers 12 (last +23ms)".
 func autoState(a *stats.AutorateStats) string {
 	live := 0
 	for _, r := range a.Reflectors {
@@ -380,6 +381,22 @@ func autoState(a *stats.AutorateStats) string {
 			s += fmt.Sprintf(", passive %s (%d flows)", time.Duration(p.DeltaSeconds*1e9).Round(time.Millisecond), p.Flows)
 		} else {
 			s += ", passive quiet"
+		}
+	}
+	if a.Handovers > 0 {
+		// The reflectors' median move at the last handover.
+		var shifts []float64
+		for _, r := range a.Reflectors {
+			shifts = append(shifts, r.HandoverShiftSeconds)
+		}
+		s += fmt.Sprintf(", handovers %d", a.Handovers)
+		if len(shifts) > 0 {
+			slices.Sort(shifts)
+			d, sign := time.Duration(shifts[len(shifts)/2]*1e9).Round(time.Millisecond), "+"
+			if d < 0 {
+				sign = ""
+			}
+			s += fmt.Sprintf(" (last %s%v)", sign, d)
 		}
 	}
 	return s

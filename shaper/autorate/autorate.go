@@ -50,6 +50,14 @@
 // link-wide sample did not take its baseline from its current delay: a
 // route change, not a queue.
 //
+// A path whose delay moves at known instants (Starlink's satellite
+// handovers: Settings.Handovers) would look bloated after every upward
+// step. Around each instant the samples do not vote (package handover:
+// from a guard before it until it has settled), and each voter's baseline
+// then moves by the step of its least delay across the instant (the
+// passive voter's flows are moved by their tracker, package flowrtt): a
+// queue that stands across the instant is still seen, the step is not.
+//
 // The rate always stays within [Min, Max]. Times are int64 nanoseconds on
 // the caller's monotonic clock, passed in; the Controller reads no clock.
 // A Controller is not safe for concurrent use.
@@ -60,6 +68,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/pacer-dev/pacer/shaper/handover"
 )
 
 // Settings are a controller's parameters. Rates are bytes per second.
@@ -123,6 +133,9 @@ type Settings struct {
 	// (its rises come per tick with round trips; none come while the
 	// flows are idle or the link is in a gap).
 	PassiveDeadAfter time.Duration
+	// Handovers are the instants the path's delay moves by itself
+	// (Starlink's); the zero value has none.
+	Handovers handover.Schedule
 }
 
 // DefaultPassiveDeadAfter is how long the passive voter's last rise
@@ -179,6 +192,9 @@ func (s *Settings) Check() error {
 	case s.BloatRefractory < 0 || s.DecayEvery <= 0 || s.DeadAfter <= 0 || s.StallAfter < s.DeadAfter || s.RebaseAfter <= 0 || s.PassiveDeadAfter <= 0:
 		return fmt.Errorf("periods: want refractory >= 0, decay_every, dead_after, rebase_after, passive_dead_after > 0, stall_after >= dead_after")
 	}
+	if err := s.Handovers.Check(); err != nil {
+		return fmt.Errorf("handovers: %w", err)
+	}
 	return nil
 }
 
@@ -207,9 +223,11 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Counts are a controller's decisions since it started.
+// Counts are a controller's decisions since it started, and the
+// handover instants it went through (Settings.Handovers).
 type Counts struct {
 	Increases, Decreases, Decays uint64
+	Handovers                    uint64
 }
 
 // Reflector is one reflector's view, for reporting.
@@ -220,8 +238,12 @@ type Reflector struct {
 	// Live says it replied within DeadAfter.
 	Live bool
 	// Samples counts its replies; Rebases the times its baseline was
-	// taken anew.
+	// taken anew (a lone high delta, or a handover).
 	Samples, Rebases uint64
+	// HandoverShift is the step of its least delay across the last
+	// handover it was seen on both sides of (Settings.Handovers): how far
+	// its baseline moved there.
+	HandoverShift time.Duration
 }
 
 type reflector struct {
@@ -232,6 +254,7 @@ type reflector struct {
 	highSince int64   // since when its delta stood high alone (-1: not)
 	samples   uint64
 	rebases   uint64
+	step      handover.Step // across handover instants
 }
 
 // Controller decides a direction's rate; see the package comment.
@@ -254,6 +277,7 @@ type Controller struct {
 	lastCut  int64
 	lastDec  int64
 	lastSeen int64 // the last reply from any reflector
+	instant  int64 // the last handover instant counted
 	counts   Counts
 	scratch  []float64
 }
@@ -267,6 +291,7 @@ func New(s Settings, reflectors int, now int64) *Controller {
 	for i := range c.refl {
 		c.refl[i] = reflector{dead: int64(s.DeadAfter), baseline: math.NaN(), last: math.MinInt64 / 2, highSince: -1}
 	}
+	c.instant = s.Handovers.Last(now)
 	c.passive = reflector{dead: int64(s.PassiveDeadAfter), last: math.MinInt64 / 2, highSince: -1}
 	c.scratch = make([]float64, 0, len(c.refl)+1)
 	return c
@@ -293,7 +318,7 @@ func (c *Controller) Reflectors(now int64) []Reflector {
 	out := make([]Reflector, len(c.refl))
 	for i := range c.refl {
 		r := &c.refl[i]
-		out[i] = Reflector{Live: r.live(now), Samples: r.samples, Rebases: r.rebases}
+		out[i] = Reflector{Live: r.live(now), Samples: r.samples, Rebases: r.rebases, HandoverShift: r.step.Shift()}
 		if !math.IsNaN(r.baseline) {
 			out[i].Baseline, out[i].Delta = time.Duration(r.baseline), time.Duration(r.delta)
 		}
@@ -311,9 +336,10 @@ func (r *reflector) live(now int64) bool {
 }
 
 // ObservePassive takes the passive voter's delay rise d at now (see the
-// package comment) and adds a link-wide sample. A negative d is ignored.
+// package comment) and adds a link-wide sample. A negative d is ignored,
+// and so is a rise while a handover settles.
 func (c *Controller) ObservePassive(now int64, d time.Duration) {
-	if d < 0 {
+	if d < 0 || !c.s.Handovers.Votes(now) {
 		return
 	}
 	p := &c.passive
@@ -345,6 +371,11 @@ func (c *Controller) Observe(now int64, i int, d time.Duration) {
 	if math.IsNaN(r.baseline) {
 		r.baseline = v
 	}
+	vote, nb, ok := r.step.Observe(&c.s.Handovers, now, d, time.Duration(r.baseline))
+	if ok {
+		r.baseline = float64(nb)
+		r.rebases++
+	}
 	r.delta = max(v-r.baseline, 0)
 	w := c.s.BaselineDown
 	if v > r.baseline {
@@ -353,6 +384,12 @@ func (c *Controller) Observe(now int64, i int, d time.Duration) {
 	r.baseline += w * (v - r.baseline)
 	r.last, r.samples = now, r.samples+1
 	c.lastSeen = now
+	if !vote {
+		// No evidence while a handover settles: the reflector counts
+		// as not risen until its next sample that votes.
+		r.delta, r.highSince = 0, -1
+		return
+	}
 	c.rebase(now, r, c.sample(now, true))
 }
 
@@ -447,6 +484,10 @@ type Load struct {
 // returns it. Call it after each Observe and from time to time without
 // one (so that idle decay and the stall rule run).
 func (c *Controller) Adjust(now int64, load Load) uint64 {
+	if h := c.s.Handovers.Last(now); h != c.instant {
+		c.instant = h
+		c.counts.Handovers++
+	}
 	achieved := load.Achieved
 	fresh := c.fresh
 	c.fresh = false

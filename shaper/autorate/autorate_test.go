@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pacer-dev/pacer/shaper/handover"
 )
 
 const mbit = 1e6 / 8 // bytes per second
@@ -516,5 +518,111 @@ func TestPassiveWhenReflectorsDie(t *testing.T) {
 	steps = cat(repeat(10, step{delays: []float64{20}, achieved: -0.9}), repeat(300, step{delays: []float64{-1}, achieved: -0.9}))
 	if c, rates = run(t, s, steps); c.State() != Stalled || rates[len(rates)-1] != s.Min {
 		t.Errorf("no passive voter: state %v, rate %d, want stalled at min", c.State(), rates[len(rates)-1])
+	}
+}
+
+// starlinkRun drives a controller over 45 s of a path whose round trips
+// (three reflectors, 30, 35 and 40 ms) move by +25, -10 and +40 ms at
+// Starlink's handovers, which fall at 7, 22 and 37 s of the run (its
+// time 0 is 10:00:05 UTC), each reflector answering every 150 ms in turn.
+// queue(now) adds a queue's delay to every reply; load(rate) is the
+// achieved rate. It returns the controller and the decreases counted
+// from 30 s on.
+func starlinkRun(t *testing.T, handovers bool, queue func(now int64) time.Duration, load func(rate uint64) uint64) (*Controller, uint64) {
+	t.Helper()
+	s := settings()
+	if handovers {
+		s.Handovers = handover.Schedule{Every: handover.StarlinkEvery, At: handover.StarlinkAt, Settle: handover.DefaultSettle,
+			Wall: time.Date(2026, 11, 29, 10, 0, 5, 0, time.UTC).UnixNano()}
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	path := func(now int64) time.Duration {
+		d := time.Duration(0)
+		for i, step := range []time.Duration{25 * time.Millisecond, -10 * time.Millisecond, 40 * time.Millisecond} {
+			if now >= int64(7*time.Second)+int64(i)*int64(15*time.Second) {
+				d += step
+			}
+		}
+		return d
+	}
+	c := New(s, 3, 0)
+	var before30 uint64
+	for k := 0; k < 900; k++ {
+		now := int64(k) * int64(50*time.Millisecond)
+		i := k % 3
+		c.Observe(now, i, time.Duration(30+5*i)*time.Millisecond+path(now)+queue(now))
+		c.Adjust(now, Load{Achieved: load(c.Rate()), Held: true})
+		if now < int64(30*time.Second) {
+			before30 = c.Counts().Decreases
+		}
+	}
+	return c, c.Counts().Decreases - before30
+}
+
+// TestHandovers: on a path whose delay steps at Starlink's handovers,
+// the controller that knows the instants cuts nothing, idle or loaded
+// (one that does not cuts at the upward steps), still cuts for a queue
+// that builds after a handover, and moves each reflector's baseline by
+// the step.
+func TestHandovers(t *testing.T) {
+	noQueue := func(int64) time.Duration { return 0 }
+	idle := func(uint64) uint64 { return uint64(0.1 * mbit) }
+	loaded := func(r uint64) uint64 { return r }
+	for _, tc := range []struct {
+		name string
+		load func(uint64) uint64
+	}{{"idle", idle}, {"loaded", loaded}} {
+		c, _ := starlinkRun(t, false, noQueue, tc.load)
+		if c.Counts().Decreases == 0 {
+			t.Errorf("%s, no schedule: no cut; the test's steps do not look like bloat", tc.name)
+		}
+		c, _ = starlinkRun(t, true, noQueue, tc.load)
+		if n := c.Counts().Decreases; n != 0 {
+			t.Errorf("%s, handovers: starlink: %d cuts at handovers, want none", tc.name, n)
+		}
+		if n := c.Counts().Handovers; n != 3 {
+			t.Errorf("%s: %d handovers counted, want 3", tc.name, n)
+		}
+		for i, r := range c.Reflectors(int64(45 * time.Second)) {
+			if r.HandoverShift != 40*time.Millisecond || r.Rebases != 3 {
+				t.Errorf("%s: reflector %d moved by %v at the last handover, %d rebases; want 40ms, 3", tc.name, i, r.HandoverShift, r.Rebases)
+			}
+			if want := time.Duration(30+5*i+55) * time.Millisecond; r.Baseline < want-time.Millisecond || r.Baseline > want+time.Millisecond {
+				t.Errorf("%s: reflector %d baseline %v, want about %v", tc.name, i, r.Baseline, want)
+			}
+		}
+	}
+	// A queue of 45 ms from 30 s on (after the second handover) is bloat.
+	queue := func(now int64) time.Duration {
+		if now >= int64(30*time.Second) {
+			return 45 * time.Millisecond
+		}
+		return 0
+	}
+	if _, cuts := starlinkRun(t, true, queue, loaded); cuts == 0 {
+		t.Error("handovers: starlink: a 45 ms queue after a handover was not cut for")
+	}
+	// A queue that stands across handovers (40 ms from 20 s on, through
+	// the instants at 22 and 37 s) is still seen after them: the
+	// link-wide delta at the end is the queue's (bloat), the reflectors'
+	// last move the path's step.
+	standing := func(now int64) time.Duration {
+		if now >= int64(20*time.Second) {
+			return 40 * time.Millisecond
+		}
+		return 0
+	}
+	c, _ := starlinkRun(t, true, standing, loaded)
+	// (The baselines creep up under a standing queue by BaselineUp per
+	// sample, with or without handovers: 40 ms reads about 34 at 45 s.)
+	if d := c.Delta(); d < 30*time.Millisecond || d > 41*time.Millisecond || c.State() != Bloated {
+		t.Errorf("handovers: starlink: a 40 ms queue standing across two handovers: delta %v, state %v at the end; want 30-40ms, bloated", d, c.State())
+	}
+	for i, r := range c.Reflectors(int64(45 * time.Second)) {
+		if r.HandoverShift != 40*time.Millisecond {
+			t.Errorf("with a standing queue: reflector %d moved by %v at the last handover, want the path's 40ms", i, r.HandoverShift)
+		}
 	}
 }

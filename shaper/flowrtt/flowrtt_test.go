@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/pacer-dev/pacer/shaper/handover"
 )
 
 // seg describes a TCP segment to build.
@@ -302,6 +304,51 @@ func TestTracker(t *testing.T) {
 	// Flows not seen for 2 windows are forgotten.
 	if k.Len() != 1 {
 		t.Errorf("%d flows tracked, want 1", k.Len())
+	}
+}
+
+// TestTrackerHandovers: four flows whose round trips (20-50 ms) step by
+// +30 ms at a handover at 7 s: with the schedule, no tick after the
+// instant shows the step (the flows' baselines moved by it) and no flow
+// votes from the guard before it until it settled; without, the ticks show it for the baselines'
+// window.
+func TestTrackerHandovers(t *testing.T) {
+	sched := &handover.Schedule{Every: handover.StarlinkEvery, At: handover.StarlinkAt, Settle: handover.DefaultSettle,
+		Wall: time.Date(2026, 11, 29, 10, 0, 5, 0, time.UTC).UnixNano()} // instants at 7 s, 22 s, ...
+	for _, on := range []bool{true, false} {
+		k := NewTracker()
+		if on {
+			k.Handovers = sched
+		}
+		var worst time.Duration
+		silent := 0
+		for at := int64(0); at < int64(15*time.Second); at += int64(10 * time.Millisecond) {
+			for f := uint64(0); f < 4; f++ {
+				rtt := time.Duration(20+10*f) * time.Millisecond
+				if at >= int64(7*time.Second) {
+					rtt += 30 * time.Millisecond
+				}
+				k.Add(RTT{Flow: f, At: at, RTT: rtt})
+			}
+			if at%int64(50*time.Millisecond) != 0 {
+				continue
+			}
+			tk := k.Tick(at)
+			if at >= int64(6500*time.Millisecond) && tk.Flows == 0 {
+				silent++
+			}
+			if tk.Flows > 0 && at > int64(7*time.Second) {
+				worst = max(worst, tk.Delta)
+			}
+		}
+		switch {
+		case on && worst != 0:
+			t.Errorf("with the schedule: a tick after the handover rose %v, want 0", worst)
+		case on && (silent < 22 || silent > 26):
+			t.Errorf("with the schedule: %d ticks of 50 ms without a vote around the instant, want about 24 (its guard before, 250 ms, and its settle, 1 s)", silent)
+		case !on && worst != 30*time.Millisecond:
+			t.Errorf("without the schedule: the ticks rose %v at most, want the step, 30ms", worst)
+		}
 	}
 }
 

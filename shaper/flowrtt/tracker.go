@@ -3,6 +3,8 @@ package flowrtt
 import (
 	"slices"
 	"time"
+
+	"github.com/pacer-dev/pacer/shaper/handover"
 )
 
 // Tracker turns round trips into one link-wide delay rise per tick, as an
@@ -17,12 +19,19 @@ import (
 // 2×Window; a flow counts only once it has been seen for MinAge, so that
 // its baseline has seen more than the start of its own queue. Its zero
 // value is not usable: use NewTracker. Not safe for concurrent use.
+//
+// On a path whose delay moves at known instants (Handovers), a flow's
+// round trips do not vote while an instant settles, and its baseline then
+// moves by the step of its least round trip across it (package handover).
 type Tracker struct {
 	// Window is the span of a flow's baseline (from Window to 2×Window
 	// back); MinAge how long a flow must have been seen to count.
 	Window, MinAge time.Duration
 	// MaxFlows bounds the flows tracked; beyond it new flows are not.
 	MaxFlows int
+	// Handovers, if set, are the instants the path's delay moves by
+	// itself (Starlink's satellite handovers).
+	Handovers *handover.Schedule
 
 	flows   map[uint64]*flowState
 	deltas  []time.Duration
@@ -38,6 +47,7 @@ type flowState struct {
 	// tick is the least rise over the baseline since the last Tick (-1:
 	// none).
 	tick time.Duration
+	step handover.Step
 }
 
 // Tracker defaults: a flow's baseline spans 10 to 20 s (BBR keeps its
@@ -63,13 +73,17 @@ func (k *Tracker) Add(r RTT) {
 		f = &flowState{first: r.At, cur: r.RTT, prev: r.RTT, winStart: r.At, tick: -1}
 		k.flows[r.Flow] = f
 	}
+	vote, nb, ok := f.step.Observe(k.Handovers, r.At, r.RTT, min(f.cur, f.prev))
+	if ok {
+		f.cur, f.prev, f.winStart = nb, nb, r.At
+	}
 	if r.At-f.winStart >= int64(k.Window) {
 		f.prev, f.cur, f.winStart = f.cur, r.RTT, r.At
 	}
 	f.cur = min(f.cur, r.RTT)
 	f.last = r.At
 	rise := r.RTT - min(f.cur, f.prev)
-	if f.tick < 0 || rise < f.tick {
+	if vote && (f.tick < 0 || rise < f.tick) {
 		f.tick = rise
 	}
 	k.samples++
