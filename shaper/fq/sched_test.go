@@ -93,6 +93,46 @@ func TestSparseFlowFirst(t *testing.T) {
 	t.Error("the sparse flow's packet did not leave within two dequeues")
 }
 
+// TestWeightLeavesOutSparse: a ping flow beside one bulk flow does not
+// count in the Sched's weight once its packet left, though it stays on
+// the lists until a round finds it empty; a bulk flow that used a
+// quantum still counts while its queue is empty for a moment; an active
+// flow with a queue counts from its first packet.
+func TestWeightLeavesOutSparse(t *testing.T) {
+	s, _, h := newTestSched(t, Params{Rate: 1e6, AQM: AQMNone})
+	now := int64(0)
+	weight := func() float64 {
+		now += 2e6 // past Weight's millisecond
+		return float64(s.Weight(now)) / (1 << 16)
+	}
+	for range 4 {
+		enqueue(s, h, 1500, 1, 0, now)
+	}
+	for range 2 { // the bulk flow uses its quantum and goes round
+		s.Dequeue(now, 0)
+	}
+	enqueue(s, h, 84, 2, 0, now)
+	if w := weight(); w != 2 {
+		t.Errorf("a bulk flow and a ping waiting: weight %v, want 2", w)
+	}
+	if p, ok := s.DequeueSparse(now, 0, 256); !ok || p.Pkt.Size != 84 {
+		t.Fatalf("DequeueSparse = %d bytes, %v; want the ping", p.Pkt.Size, ok)
+	}
+	if a, w := s.Active(), weight(); a != 2 || w != 1 {
+		t.Errorf("the ping sent: %d flows on the lists, weight %v; want 2 (the ping's until a round finds it empty), 1", a, w)
+	}
+	for range 2 { // the bulk flow's last packets: it runs empty
+		s.Dequeue(now, 0)
+	}
+	if w := weight(); s.Len() != 0 || s.Active() == 0 || w != 1 {
+		t.Errorf("the bulk flow empty, still on the lists: %d packets, %d flows, weight %v; want 0, some, 1", s.Len(), s.Active(), w)
+	}
+	s.Dequeue(now, 0) // takes the empty flows off
+	if a, w := s.Active(), weight(); a != 0 || w != 0 {
+		t.Errorf("all gone: %d flows, weight %v; want 0, 0", a, w)
+	}
+}
+
 // TestDequeueSparseSkipsNewBulk: a small packet of a sparse flow that sits
 // behind a bulk flow on the new list (one whose queue ran empty and came
 // back) is taken by DequeueSparse ahead of the bulk flow's full-size
