@@ -135,3 +135,49 @@ func TestAutorateHandovers(t *testing.T) {
 		t.Errorf("four flows across Starlink-like handovers: utilisation %.1f%%, want at least 85%%", 100*util)
 	}
 }
+
+// TestAutorateHandoversFlows: the same Starlink-like link with no
+// reflectors (a path whose far side answers no ICMP at all): the passive
+// voter alone, the carried flows' round trips, each flow's baseline
+// moved by the step at every instant (flowrtt's tracker). Four cubic
+// flows from before the first change across three of them (+35, -20,
+// +35 ms): the ISP carries at least 80% of what its schedule allowed,
+// judged from the first change to 2.5 s after the third.
+func TestAutorateHandoversFlows(t *testing.T) {
+	rateTest(t)
+	every := 4 * time.Second
+	first := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	at := time.Duration(first.UnixNano() % int64(every))
+	isp := &starlinkISP{first: first, every: every, steps: []struct{ delay, mbit int }{
+		{10, 20}, {45, 16}, {25, 24}, {60, 18},
+	}}
+	c := newChain(t, fmt.Sprintf(`
+egress:
+  rate: auto
+  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, handovers: {every: %v, at: %v}}
+`, every, at), isp.policy(0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- isp.run(ctx, c) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the ISP's handovers: %v", err)
+		}
+	}()
+	start := time.Now()
+	sent, autoRate, load := c.load(t, time.Until(isp.at(3).Add(3*time.Second)))
+	defer load()
+	time.Sleep(time.Until(isp.at(3).Add(2500 * time.Millisecond)))
+	from, to := isp.at(1), isp.at(3).Add(2500*time.Millisecond)
+	util := sent.Rate(from, to) * to.Sub(from).Seconds() / isp.capacity(from, to)
+	st := c.auto.AutorateStats(Egress)
+	t.Logf("four flows, no reflectors, from %v to %v: utilisation %.1f%%, auto rate mean %.1f Mbit/s, least %.1f; %+v, passive %+v",
+		from.Sub(start), to.Sub(start), 100*util, autoRate.Mean(from, to)*8/1e6, float64(autoRate.Min(from, to))*8/1e6, *st, st.Passive)
+	if util < 0.8 {
+		t.Errorf("four flows across Starlink-like handovers, the flows alone: utilisation %.1f%%, want at least 80%%", 100*util)
+	}
+	if st.Handovers < 3 || st.Passive == nil || st.Passive.Samples == 0 {
+		t.Errorf("autorate %+v: want 3 handovers or more and the passive voter's rises", *st)
+	}
+}
