@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,9 +60,13 @@ const arTrace = "configs/traces/tmobile-lte-short.down"
 // arVariant is one setting of the download of scenario 14.
 type arVariant struct {
 	key, name string
-	pingOnly  bool                                   // no load, only the ping; runs only when -variants names it
+	pingOnly  bool                                   // no load, only the ping; runs only when -variants names it (or handover)
 	auto      bool                                   // its rate is auto: the rate is sampled
 	policy    func(mean uint64, extra string) string // the ingress section; extra: more autorate settings
+	// handover variants run on links with handovers only (and there
+	// unasked, pingOnly or not); unaware ones leave out the link's own
+	// autorate settings (the handovers).
+	handover, unaware bool
 }
 
 // commaBefore returns extra autorate settings to append to a flow map.
@@ -72,46 +77,135 @@ func commaBefore(extra string) string {
 	return ", " + extra
 }
 
+// arAutoPolicy is the auto variant's download: 2-50 Mbit/s from 10,
+// probing ns2's three addresses, with the passive voter.
+func arAutoPolicy(_ uint64, extra string) string {
+	return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n  default: {rate: 1gbit}\n",
+		arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
+}
+
 var arVariants = []arVariant{
-	{"auto", "auto (2-50 Mbit/s from 10; probes and flows)", false, true, func(_ uint64, extra string) string {
-		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n  default: {rate: 1gbit}\n",
-			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
-	}},
+	{"auto", "auto (2-50 Mbit/s from 10; probes and flows)", false, true, arAutoPolicy, false, false},
 	// noclass is auto as a new user writes it: no class, so that the
 	// direction's implicit default class (config: implicitDefault) holds
 	// its traffic (issue 40: before it, one FIFO held seconds).
 	{"noclass", "auto, no classes (the implicit default class)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
-	}},
+	}, false, false},
 	{"probes", "auto, probes alone (passive: false)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s], passive: false%s}\n  default: {rate: 1gbit}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
-	}},
+	}, false, false},
 	{"passive", "auto, the flows alone (no reflectors)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit%s}\n  default: {rate: 1gbit}\n", commaBefore(extra))
-	}},
+	}, false, false},
+	// On a link with handovers: auto not told of them (the reflectors
+	// probed by echo all the same), and auto with no load at all, whose
+	// cuts are the handovers' alone.
+	{"unaware", "auto, not told of the handovers", false, true, arAutoPolicy, true, true},
+	{"idle", "auto, no load (cuts at handovers)", true, true, arAutoPolicy, true, false},
 	{"mean", "fixed at the mean", false, false, func(mean uint64, _ string) string {
 		return fmt.Sprintf("ingress:\n  rate: %dbps\n  default: {rate: 1gbit}\n", mean)
-	}},
-	{"min", "fixed at min (2 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }},
-	{"max", "fixed at max (50 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }},
-	{"none", "no shaper", false, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
+	}, false, false},
+	{"min", "fixed at min (2 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }, false, false},
+	{"max", "fixed at max (50 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }, false, false},
+	{"none", "no shaper", false, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }, false, false},
 	// unloaded is the ping alone, no shaper: the delay the emulated link
 	// adds with an empty queue. On the LTE trace that is nothing (p99
 	// +0.7 ms): the ISP's class keeps up to its burst of unused delivery
 	// opportunities (Mahimahi's mm-link keeps none), so a ping finds
 	// tokens in a gap unless a load has used them.
-	{"unloaded", "no load (the link's own delay)", true, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }},
+	{"unloaded", "no load (the link's own delay)", true, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }, false, false},
 }
 
-// arLink is the ISP of one half of scenario 14.
+// arLink is the ISP of one part of scenario 14.
 type arLink struct {
 	key, name string
 	dur       time.Duration
 	sched     *bucket.Schedule
 	isp       string // the ISP's ingress default class
 	passive   bool
+	// handovers, if set, replace sched and isp: the download's capacity
+	// and delay move at Starlink's handover instants (the wall clock's
+	// 12, 27, 42, 57 s), one step after another (from the first again
+	// after the last), the first from the ISP's start; extra are the
+	// auto variants' own settings on this link.
+	handovers      []arHandover
+	extra, unaware string
+}
+
+// arHandover is one span between two handovers of the Starlink-like
+// link: the download's one-way delay and capacity.
+type arHandover struct {
+	delay time.Duration
+	mbit  int
+}
+
+// arStarlink is the Starlink-like link's spans: the round trip moves by
+// 15-30 ms at each handover, the capacity with it (mean 32.5 Mbit/s).
+var arStarlink = []arHandover{
+	{15 * time.Millisecond, 40}, {35 * time.Millisecond, 25}, {20 * time.Millisecond, 45},
+	{50 * time.Millisecond, 30}, {25 * time.Millisecond, 35}, {45 * time.Millisecond, 20},
+}
+
+// arHandoverISP is the ISP's ingress default class of a span.
+func arHandoverISP(h arHandover) string {
+	return fmt.Sprintf("{rate: %dmbit, queue: fifo, backlog: 500ms}", h.mbit)
+}
+
+// starlinkInstants returns Starlink's handover instants after from,
+// before to.
+func starlinkInstants(from, to time.Time) []time.Time {
+	const every, at = 15 * time.Second, 12 * time.Second
+	t := from.Truncate(time.Minute).Add(at)
+	for !t.After(from) {
+		t = t.Add(every)
+	}
+	var out []time.Time
+	for ; t.Before(to); t = t.Add(every) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// arSpan is a span of the link's capacity as it was applied.
+type arSpan struct {
+	from time.Time
+	rate float64 // bytes per second
+}
+
+// arSpans is the capacity applied to a link with handovers.
+type arSpans struct {
+	mu    sync.Mutex
+	spans []arSpan
+}
+
+func (a *arSpans) add(at time.Time, mbit int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.spans = append(a.spans, arSpan{at, float64(mbit) * 1e6 / 8})
+}
+
+// bytes returns what the spans allowed over [from, to).
+func (a *arSpans) bytes(from, to time.Time) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	total := 0.0
+	for i, s := range a.spans {
+		end := to
+		if i+1 < len(a.spans) && a.spans[i+1].from.Before(to) {
+			end = a.spans[i+1].from
+		}
+		start := s.from
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(start) {
+			total += end.Sub(start).Seconds() * s.rate
+		}
+	}
+	return total
 }
 
 // arBin is 500 ms of a run.
@@ -126,10 +220,12 @@ type arBin struct {
 type arResult struct {
 	Link, LinkName, Variant, Name string
 	IdleMS                        float64 // the ping's median before the load
-	P50, P99                      float64 // the ping's RTT over IdleMS, ms, from 2 s on
+	P50, P95, P99                 float64 // the ping's RTT over IdleMS, ms, from 2 s on
 	Util                          float64 // delivered over what the schedule allowed, from 2 s on
 	MeanRate                      float64 // Mbit/s, auto only
 	Cuts                          uint64  // auto only: the controller's decreases over the whole run
+	Minutes                       float64 // the run's length (for cuts per minute)
+	Handovers                     uint64  // auto only: handover instants the controller went through
 	// With the passive voter: its rises and the round trips it closed
 	// over the whole run.
 	PassiveRises, PassiveRoundTrips uint64
@@ -165,18 +261,33 @@ func (r *runner) runAutorate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var mean float64
+	for _, h := range arStarlink {
+		mean += float64(h.mbit) / float64(len(arStarlink))
+	}
+	starMean, err := bucket.NewRateSchedule([]bucket.Step{{At: 0, Rate: uint64(mean * 1e6 / 8)}}, time.Hour)
+	if err != nil {
+		return err
+	}
 	links := []arLink{
 		{key: "steps", name: "steps 50 → 10 → 30 Mbit/s", dur: 3 * step, sched: ss, passive: true,
 			isp: fmt.Sprintf("{rate: 30mbit, rates: [{at: 0s, rate: 50mbit}, {at: %v, rate: 10mbit}, {at: %v, rate: 30mbit}, {at: %v}], queue: fifo, backlog: 500ms}", step, 2*step, 3*step)},
 		{key: "lte", name: "T-Mobile LTE trace", dur: r.p.arTrace, sched: ts,
 			isp: fmt.Sprintf("{rate: %dbps, trace: %s, queue: fifo, backlog: 500ms}", ts.Mean(), trace)},
+		{key: "starlink", name: "Starlink-like (handovers)", dur: r.p.arStarlink, sched: starMean, handovers: arStarlink,
+			isp: arHandoverISP(arStarlink[0]), extra: "probe: echo, handovers: starlink", unaware: "probe: echo"},
 	}
 	for _, l := range links {
 		if r.rows != nil && !slices.Contains(r.rows, l.key) {
 			continue
 		}
 		for _, v := range arVariants {
-			if r.variants != nil && !slices.Contains(r.variants, v.key) || r.variants == nil && v.pingOnly {
+			switch {
+			case v.handover && l.handovers == nil:
+				continue
+			case r.variants != nil && !slices.Contains(r.variants, v.key):
+				continue
+			case r.variants == nil && v.pingOnly && !v.handover:
 				continue
 			}
 			if ctx.Err() != nil {
@@ -200,6 +311,22 @@ type arChain struct {
 	auto, isp       *shaper.Link
 	autoIn, autoOut string // the variant's devices (in ns1, in mid)
 	ispStart        time.Time
+	ispLink         string // the ISP's link section, for applyISP
+}
+
+// applyISP replaces the ISP's download: its delay and default class.
+func (c *arChain) applyISP(delay time.Duration, class string) error {
+	cfg, err := config.Parse("bench.yaml", []byte(c.ispLink+arISPPolicy(delay, class)))
+	if err != nil {
+		return err
+	}
+	return c.isp.Apply(cfg.Egress, cfg.Ingress)
+}
+
+// arISPPolicy is the ISP's policy: 10 ms up, the download's delay and
+// default class.
+func arISPPolicy(delay time.Duration, class string) string {
+	return fmt.Sprintf("egress:\n  delay: 10ms\ningress:\n  delay: %v\n  default: %s\n", delay, class)
 }
 
 func (c *arChain) close() error {
@@ -220,8 +347,9 @@ func (c *arChain) close() error {
 }
 
 // newARChain builds the topology with the variant's and the ISP's
-// policies and starts both links (the ISP's schedule starts then).
-func (r *runner) newARChain(policy, ispPolicy string) (c *arChain, err error) {
+// policies (the ISP's download delay and default class) and starts both
+// links (the ISP's schedule starts then).
+func (r *runner) newARChain(policy string, ispDelay time.Duration, ispPolicy string) (c *arChain, err error) {
 	c = &arChain{}
 	defer func() {
 		if err != nil {
@@ -250,18 +378,14 @@ func (r *runner) newARChain(policy, ispPolicy string) (c *arChain, err error) {
 		return shaper.Open(cfg, r.e.log)
 	}
 	servers := "198.18.0.2/31, 198.18.0.4/32"
-	c.isp, err = open(fmt.Sprintf(`
+	c.ispLink = fmt.Sprintf(`
 link:
   queues: 1
   inner: {name: %s, netns: %s, addresses: [%s/32], peer: %s, routes: [%s]}
   outer: {name: %s, netns: %s, addresses: [%s/32, %s/32, %s/32], peer: %s, routes: [%s/32, 198.18.1.0/24]}
-egress:
-  delay: 10ms
-ingress:
-  delay: 10ms
-  default: %s
 `, tuntest.RandomName("pbii"), c.mid, arMidWAN, addr2, servers,
-		tuntest.RandomName("pbio"), r.e.ns2, arReflectors[0], arReflectors[1], arReflectors[2], arMidWAN, addr1, ispPolicy))
+		tuntest.RandomName("pbio"), r.e.ns2, arReflectors[0], arReflectors[1], arReflectors[2], arMidWAN, addr1)
+	c.isp, err = open(c.ispLink + arISPPolicy(ispDelay, ispPolicy))
 	if err != nil {
 		return c, err
 	}
@@ -294,12 +418,53 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // autorateOnce runs one variant on one link.
 func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arResult, error) {
-	c, err := r.newARChain(v.policy(l.sched.Mean(), r.autorate), l.isp)
+	extra := r.autorate
+	if le := l.extra; v.auto && le != "" {
+		if v.unaware {
+			le = l.unaware
+		}
+		extra = strings.TrimPrefix(extra+", "+le, ", ")
+	}
+	delay := 10 * time.Millisecond
+	if l.handovers != nil {
+		delay = l.handovers[0].delay
+	}
+	c, err := r.newARChain(v.policy(l.sched.Mean(), extra), delay, l.isp)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	res := &arResult{Link: l.key, LinkName: l.name, Variant: v.key, Name: v.name}
+	// The capacity the ISP allowed over [from, to): its schedule's, or
+	// on a link with handovers the spans applied at the instants.
+	capBytes := func(from, to time.Time) float64 {
+		e := func(at time.Time) int64 { return int64(at.Sub(c.ispStart)) }
+		return float64(l.sched.Tokens(e(to)) - l.sched.Tokens(e(from)))
+	}
+	var handovers sync.WaitGroup
+	defer handovers.Wait()
+	if l.handovers != nil {
+		spans := &arSpans{}
+		spans.add(c.ispStart, l.handovers[0].mbit)
+		capBytes = spans.bytes
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		handovers.Add(1)
+		go func() {
+			defer handovers.Done()
+			for k, at := range starlinkInstants(c.ispStart, c.ispStart.Add(l.dur)) {
+				if sleep(hctx, time.Until(at)) != nil {
+					return
+				}
+				h := l.handovers[(k+1)%len(l.handovers)]
+				if err := c.applyISP(h.delay, arHandoverISP(h)); err != nil {
+					r.progress("  starlink: handover at %v: %v", at.Format("15:04:05"), err)
+					return
+				}
+				spans.add(time.Now(), h.mbit)
+			}
+		}()
+	}
+	res := &arResult{Link: l.key, LinkName: l.name, Variant: v.key, Name: v.name, Minutes: l.dur.Minutes()}
 	if v.key == "mean" {
 		res.Name = fmt.Sprintf("fixed at the mean (%.1f Mbit/s)", float64(l.sched.Mean())*8/1e6)
 	}
@@ -383,16 +548,15 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	if loadAt.Add(time.Second).After(from) {
 		from = loadAt.Add(time.Second)
 	}
-	e := func(at time.Time) int64 { return int64(at.Sub(c.ispStart)) }
-	capacity := float64(l.sched.Tokens(e(end))-l.sched.Tokens(e(from))) / end.Sub(from).Seconds()
+	capacity := capBytes(from, end) / end.Sub(from).Seconds()
 	res.CapacityMean = capacity * 8 / 1e6
 	res.Util = delivered.Rate(from, end) / capacity
 	rest := rttsOf(inWindow(replies, from, end))
-	res.P50, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
+	res.P50, res.P95, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.95)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
 	if v.auto {
 		res.MeanRate = autoRate.Mean(from, end) * 8 / 1e6
 		if st := c.auto.AutorateStats(shaper.Ingress); st != nil {
-			res.Cuts = st.Decreases
+			res.Cuts, res.Handovers = st.Decreases, st.Handovers
 			if p := st.Passive; p != nil {
 				res.PassiveRises, res.PassiveRoundTrips = p.Samples, p.RoundTrips
 			}
@@ -420,7 +584,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	for at := c.ispStart; at.Before(end); at = at.Add(bin) {
 		to := at.Add(bin)
 		b := arBin{T: at.Sub(c.ispStart).Seconds(),
-			Capacity:  float64(l.sched.Tokens(e(to))-l.sched.Tokens(e(at))) * 8 / bin.Seconds() / 1e6,
+			Capacity:  capBytes(at, to) * 8 / bin.Seconds() / 1e6,
 			Delivered: delivered.Rate(at, to) * 8 / 1e6,
 			PingMS:    ms(tuntest.Percentile(rttsOf(inWindow(replies, at, to)), 0.5)),
 		}

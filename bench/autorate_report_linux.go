@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -23,6 +24,8 @@ var arColors = map[string]color.RGBA{
 	"min":      {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	"max":      {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 	"none":     colorRef,
+	"unaware":  {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"idle":     {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 	"unloaded": {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 }
 
@@ -40,25 +43,31 @@ func (r *rep) autorate(res *results, p params) {
 		r.p("The auto variant adds these settings to the defaults: `%s`.", res.AutorateExtra)
 	}
 	r.p("")
-	t := newTable("link", "variant", "idle RTT", "p50 over idle", "p99 over idle", "utilisation", "mean rate")
+	r.p("The Starlink-like link (issue 44) is a 60 s run (%v quick) whose download delay and capacity move at Starlink's handover instants (12, 27, 42 and 57 s past each minute of the wall clock) through the spans %s, one after another, 10 ms up; its auto variants probe by echo (as with reflectors that answer no timestamp requests) with `handovers: starlink`, beside *auto, not told of the handovers* (echo probes alone) and *auto, no load*, whose cuts are the handovers' alone. *cuts/min* counts the controller's decreases over the whole run.", quickParams.arStarlink, arSpansText())
+	r.p("")
+	t := newTable("link", "variant", "idle RTT", "p50 over idle", "p95 over idle", "p99 over idle", "utilisation", "mean rate", "cuts/min")
 	for _, a := range res.Autorate {
 		rate := ""
 		if a.MeanRate > 0 {
 			rate = fmt.Sprintf("%.1f Mbit/s", a.MeanRate)
 		}
 		util := fmt.Sprintf("%.1f%%", 100*a.Util)
-		if a.Variant == "unloaded" {
+		if a.Variant == "unloaded" || a.Variant == "idle" {
 			util = "(no load)"
 		}
-		t.add(a.LinkName, a.Name, fmt.Sprintf("%.1f ms", a.IdleMS), fmt.Sprintf("%.1f ms", a.P50), fmt.Sprintf("%.1f ms", a.P99),
-			util, rate)
+		cuts := ""
+		if a.MeanRate > 0 || a.Cuts > 0 {
+			cuts = fmt.Sprintf("%.1f", float64(a.Cuts)/max(a.Minutes, 1.0/60))
+		}
+		t.add(a.LinkName, a.Name, fmt.Sprintf("%.1f ms", a.IdleMS), fmt.Sprintf("%.1f ms", a.P50), fmt.Sprintf("%.1f ms", a.P95), fmt.Sprintf("%.1f ms", a.P99),
+			util, rate, cuts)
 		if a.Variant == "auto" {
 			r.headline("Autorate (%s): ping p50 +%.1f ms, p99 +%.1f ms over idle at %.1f%% utilisation; no shaper %s (scenario 14)",
 				a.LinkName, a.P50, a.P99, 100*a.Util, arOther(res, a.Link, "none"))
 		}
 	}
 	r.p("%s", t)
-	for _, key := range []string{"steps", "lte"} {
+	for _, key := range []string{"steps", "lte", "starlink"} {
 		if f := res.Plots["autorate-"+key]; f != "" {
 			r.p("![%s: capacity and rate above, ping RTT below](%s)", key, f)
 			r.p("")
@@ -92,6 +101,16 @@ func (r *rep) autorate(res *results, p params) {
 	if pt != nil {
 		r.p("%s", pt)
 	}
+}
+
+// arSpansText writes the Starlink-like link's spans: "15 ms, 40 Mbit/s;
+// ...".
+func arSpansText() string {
+	var parts []string
+	for _, h := range arStarlink {
+		parts = append(parts, fmt.Sprintf("%v/%d Mbit/s", h.delay, h.mbit))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // arOther formats another variant's figures on the same link.

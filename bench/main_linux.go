@@ -89,6 +89,7 @@ type params struct {
 	shareIdle      time.Duration // scenario 12: probes before the traffic starts
 	arStep         time.Duration // scenario 14: each of the three steps
 	arTrace        time.Duration // scenario 14: the LTE trace's run
+	arStarlink     time.Duration // scenario 14: the Starlink-like link's run
 	costReps       int           // scenario 15
 	costWarm       time.Duration // scenario 15: from the traffic's start to the window
 	costWindow     time.Duration
@@ -105,7 +106,7 @@ var fullParams = params{
 	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second, emuSteadyAt: 10 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
 	shareReps: 3, shareTime: 10 * time.Second, shareWarm: 3 * time.Second, shareIdle: time.Second,
-	arStep: 20 * time.Second, arTrace: 120 * time.Second,
+	arStep: 20 * time.Second, arTrace: 120 * time.Second, arStarlink: 60 * time.Second,
 	costReps: 3, costWarm: 3 * time.Second, costWindow: 5 * time.Second,
 }
 
@@ -120,7 +121,7 @@ var quickParams = params{
 	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second, emuSteadyAt: 3 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 	shareReps: 1, shareTime: 6 * time.Second, shareWarm: 2 * time.Second, shareIdle: time.Second,
-	arStep: 5 * time.Second, arTrace: 20 * time.Second,
+	arStep: 5 * time.Second, arTrace: 20 * time.Second, arStarlink: 32 * time.Second,
 	costReps: 2, costWarm: 3 * time.Second, costWindow: 5 * time.Second,
 }
 
@@ -423,7 +424,7 @@ func (r *runner) writePlots(report, dir string) error {
 			r.res.Plots["emulation-delay"] = rel(f)
 		}
 	}
-	for _, key := range []string{"steps", "lte"} {
+	for _, key := range []string{"steps", "lte", "starlink"} {
 		var runs []*arResult
 		for _, a := range r.res.Autorate {
 			if a.Link == key {

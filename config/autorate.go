@@ -382,7 +382,7 @@ func (a *AutorateConfig) setDefaults() {
 	def(&a.StallAfter, max(DefaultAutorateStall, a.DeadAfter))
 	def(&a.RebaseAfter, DefaultAutorateRebase)
 	if a.Handovers.Every > 0 {
-		def(&a.Handovers.Settle, min(DefaultHandoverSettle, a.Handovers.Every/2))
+		def(&a.Handovers.Settle, min(DefaultHandoverSettle, a.Handovers.Every/4))
 	}
 }
 
@@ -496,7 +496,7 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 		v.errorf(p+".handovers.every", "%v is below %v", h.Every, MinHandoverEvery)
 	case h.At >= h.Every:
 		v.errorf(p+".handovers.at", "%v is not below every %v", h.At, h.Every)
-	case h.Settle <= 0 || 2*h.Settle > h.Every:
-		v.errorf(p+".handovers.settle", "%v: want above 0 and at most half of every (%v): the delay before an instant and after it are each taken over settle", h.Settle, h.Every)
+	case h.Settle <= 0 || 4*h.Settle > h.Every:
+		v.errorf(p+".handovers.settle", "%v: want above 0 and at most a quarter of every (%v): an instant's delay is taken over settle before it and after it, and checked twice as long again", h.Settle, h.Every)
 	}
 }

@@ -99,7 +99,7 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		{name: "handovers word", yaml: ar("    handovers: oneweb\n"), line: 11, want: `egress.autorate.handovers: must be starlink, none or {every, at, settle}, not "oneweb"`},
 		{name: "handovers every", yaml: ar("    handovers: {every: 500ms}\n"), line: 11, want: "egress.autorate.handovers.every: 500ms is below 1s"},
 		{name: "handovers at", yaml: ar("    handovers: {every: 15s, at: 15s}\n"), line: 11, want: "egress.autorate.handovers.at: 15s is not below every 15s"},
-		{name: "handovers settle", yaml: ar("    handovers: {every: 4s, settle: 3s}\n"), line: 11, want: "egress.autorate.handovers.settle: 3s: want above 0 and at most half of every (4s)"},
+		{name: "handovers settle", yaml: ar("    handovers: {every: 4s, settle: 3s}\n"), line: 11, want: "egress.autorate.handovers.settle: 3s: want above 0 and at most a quarter of every (4s)"},
 		{name: "handovers key", yaml: ar("    handovers: {every: 15s, phase: 1s}\n"), line: 11, want: `egress.autorate.handovers.phase: unknown key "phase"`},
 	}
 	for _, tt := range tests {
@@ -199,7 +199,7 @@ func TestApplyDirectionRate(t *testing.T) {
 
 // TestParseAutorateHandovers: handovers: starlink is every 15 s at 12 s,
 // settling in 1 s; a mapping sets its own, settle defaulting to the lower
-// of 1 s and half of every; none and an omitted key have none.
+// of 1 s and a quarter of every; none and an omitted key have none.
 func TestParseAutorateHandovers(t *testing.T) {
 	for _, tc := range []struct {
 		set  string
@@ -209,7 +209,8 @@ func TestParseAutorateHandovers(t *testing.T) {
 		{"    handovers: none\n", config.Handovers{}},
 		{"    handovers: starlink\n", config.Handovers{Every: 15 * time.Second, At: 12 * time.Second, Settle: time.Second}},
 		{"    handovers: {every: 4s, at: 1s}\n", config.Handovers{Every: 4 * time.Second, At: time.Second, Settle: time.Second}},
-		{"    handovers: {every: 1s}\n", config.Handovers{Every: time.Second, Settle: 500 * time.Millisecond}},
+		{"    handovers: {every: 2s}\n", config.Handovers{Every: 2 * time.Second, Settle: 500 * time.Millisecond}},
+		{"    handovers: {every: 1s}\n", config.Handovers{Every: time.Second, Settle: 250 * time.Millisecond}},
 		{"    handovers: {every: 30s, at: 0s, settle: 2s}\n", config.Handovers{Every: 30 * time.Second, Settle: 2 * time.Second}},
 	} {
 		y := base + "egress:\n  rate: auto\n  autorate:\n    min: 5mbit\n    base: 20mbit\n    max: 80mbit\n    reflectors: [198.18.2.2]\n" + tc.set

@@ -95,13 +95,14 @@ func (l *Link) syncAutorate() {
 	}
 	passive := false
 	var handovers config.Handovers
+	var margin time.Duration
 	for _, r := range a.runs {
 		passive = passive || (r != nil && r.cfg.Passive)
 		if r != nil && handovers.Every == 0 {
-			handovers = r.cfg.Handovers
+			handovers, margin = r.cfg.Handovers, r.cfg.BloatDelta/2
 		}
 	}
-	l.syncPassive(passive, handover.Schedule{Every: handovers.Every, At: handovers.At, Settle: handovers.Settle, Wall: l.start.UnixNano()})
+	l.syncPassive(passive, handover.Schedule{Every: handovers.Every, At: handovers.At, Settle: handovers.Settle, Margin: margin, Wall: l.start.UnixNano()})
 }
 
 // stopAutorate stops every controller.

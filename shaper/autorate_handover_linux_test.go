@@ -75,14 +75,16 @@ func (s *starlinkISP) run(ctx context.Context, c *chain) error {
 }
 
 // TestAutorateHandovers: a Starlink-like link (issue 44): the path's
-// delay steps by +35, -20, +35 and -30 ms at handover instants and its
-// capacity moves with it (20, 16, 24, 18, 20 Mbit/s), reflectors probed
-// by echo; the auto direction knows the instants (handovers: {every: 4s,
-// at: ...}, Starlink's schedule sped up). Idle across two handovers: no
+// delay steps by +35, -20, +35, -30 and +20 ms at handover instants and
+// its capacity moves with it (20, 16, 24, 18, 20, 22 Mbit/s), reflectors
+// probed by echo; the auto direction knows the instants (handovers:
+// {every: 4s, at: ..., settle: 500ms}: Starlink's schedule sped up, and
+// the emulated path settles at once; a second of settling in every four
+// would leave the controller unable to grow a third of the time). Idle across two handovers: no
 // cut, the rate stays at base, each reflector's baseline moved by the
-// step. Then four cubic flows across two more (+35 and -30 ms): the ISP
-// carries at least 85% of what its schedule allowed, judged from 2 s
-// after the load starts to 2.5 s after the last instant. Without the schedule the +35 ms steps would be bloat (the
+// step. Then four cubic flows across three more: the ISP carries at
+// least 85% of what its schedule allowed, judged from 3 s after the load
+// starts to 2.5 s after the last instant. Without the schedule the +35 ms steps would be bloat (the
 // controller's unit test TestHandovers shows the cuts). Rates over
 // seconds at 24 Mbit/s at most: it runs beside other rate tests.
 func TestAutorateHandovers(t *testing.T) {
@@ -91,9 +93,9 @@ func TestAutorateHandovers(t *testing.T) {
 	first := time.Now().Truncate(time.Second).Add(3 * time.Second)
 	at := time.Duration(first.UnixNano() % int64(every))
 	isp := &starlinkISP{first: first, every: every, steps: []struct{ delay, mbit int }{
-		{10, 20}, {45, 16}, {25, 24}, {60, 18}, {30, 20},
+		{10, 20}, {45, 16}, {25, 24}, {60, 18}, {30, 20}, {50, 22},
 	}}
-	c := newChain(t, autoPolicy(chainReflectors, fmt.Sprintf(", probe: echo, handovers: {every: %v, at: %v}", every, at)), isp.policy(0))
+	c := newChain(t, autoPolicy(chainReflectors, fmt.Sprintf(", probe: echo, handovers: {every: %v, at: %v, settle: 500ms}", every, at)), isp.policy(0))
 	if time.Now().After(first.Add(-time.Second)) {
 		t.Fatalf("the chain took until %v to start, after the first instant's window began", time.Now())
 	}
@@ -120,16 +122,16 @@ func TestAutorateHandovers(t *testing.T) {
 		}
 	}
 
-	// Four flows across instants 3 (+35 ms) and 4 (-30 ms).
+	// Four flows across instants 3 (+35 ms), 4 (-30 ms) and 5 (+20 ms).
 	start := time.Now()
-	sent, autoRate, load := c.load(t, time.Until(isp.at(4).Add(3*time.Second)))
+	sent, autoRate, load := c.load(t, time.Until(isp.at(5).Add(3*time.Second)))
 	defer load()
-	time.Sleep(time.Until(isp.at(4).Add(2500 * time.Millisecond)))
-	from, to := start.Add(2*time.Second), isp.at(4).Add(2500*time.Millisecond)
+	time.Sleep(time.Until(isp.at(5).Add(2500 * time.Millisecond)))
+	from, to := start.Add(3*time.Second), isp.at(5).Add(2500*time.Millisecond)
 	util := sent.Rate(from, to) * to.Sub(from).Seconds() / isp.capacity(from, to)
 	st = c.auto.AutorateStats(Egress)
-	t.Logf("four flows from %v to %v (instants at %v and %v): utilisation %.1f%%, auto rate mean %.1f Mbit/s, least %.1f; %+v",
-		from.Sub(start), to.Sub(start), isp.at(3).Sub(start), isp.at(4).Sub(start), 100*util,
+	t.Logf("four flows from %v to %v (instants at %v, %v and %v): utilisation %.1f%%, auto rate mean %.1f Mbit/s, least %.1f; %+v",
+		from.Sub(start), to.Sub(start), isp.at(3).Sub(start), isp.at(4).Sub(start), isp.at(5).Sub(start), 100*util,
 		autoRate.Mean(from, to)*8/1e6, float64(autoRate.Min(from, to))*8/1e6, *st)
 	if util < 0.85 {
 		t.Errorf("four flows across Starlink-like handovers: utilisation %.1f%%, want at least 85%%", 100*util)
@@ -154,7 +156,7 @@ func TestAutorateHandoversFlows(t *testing.T) {
 	c := newChain(t, fmt.Sprintf(`
 egress:
   rate: auto
-  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, handovers: {every: %v, at: %v}}
+  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, handovers: {every: %v, at: %v, settle: 500ms}}
 `, every, at), isp.policy(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

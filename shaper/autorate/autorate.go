@@ -134,7 +134,9 @@ type Settings struct {
 	// flows are idle or the link is in a gap).
 	PassiveDeadAfter time.Duration
 	// Handovers are the instants the path's delay moves by itself
-	// (Starlink's); the zero value has none.
+	// (Starlink's); the zero value has none. Its Margin defaults to half
+	// of BloatDelta: a rebase never leaves a baseline low enough to read
+	// as bloat by itself.
 	Handovers handover.Schedule
 }
 
@@ -286,6 +288,9 @@ type Controller struct {
 // starting at now. s must pass Check. With no reflectors only the passive
 // voter informs it, and it never stalls (no samples: idle).
 func New(s Settings, reflectors int, now int64) *Controller {
+	if s.Handovers.On() && s.Handovers.Margin == 0 {
+		s.Handovers.Margin = s.BloatDelta / 2
+	}
 	c := &Controller{s: s, rate: s.Base, refl: make([]reflector, max(reflectors, 0)),
 		lastCut: math.MinInt64 / 2, lastDec: now, lastSeen: now}
 	for i := range c.refl {

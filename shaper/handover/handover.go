@@ -15,7 +15,13 @@
 // (they do not vote); once it has settled, the voter's baseline moves by
 // the step of its least delay (after − before). A queue that stands
 // across the instant raises both least delays alike and cancels out: the
-// baseline moves with the path, not the queue.
+// baseline moves with the path, not the queue. A queue that drains
+// across it (the capacity moves too) makes the step too low by what
+// drained, and a baseline too low reads as bloat: so the baseline is
+// kept within Margin of the least delay after the instant, and checked
+// 2 × Settle more and raised to the least delay seen then if it is below
+// (see Step.Observe). The price: a queue that stands across an instant
+// is seen, until it drains, less what it exceeds Margin by.
 package handover
 
 import (
@@ -30,8 +36,11 @@ type Schedule struct {
 	Every, At time.Duration
 	// Settle is how long the delay takes to settle after an instant, and
 	// the span before it over which the path's delay is taken (at most
-	// Every/2).
+	// Every/4).
 	Settle time.Duration
+	// Margin is the most a rebase may leave a baseline below the least
+	// delay after the instant (0: no bound; see Step.Observe).
+	Margin time.Duration
 	// Wall is the wall clock (Unix nanoseconds) at time 0 of the
 	// caller's clock: the times passed to Zone and Step.Observe are
 	// nanoseconds on the caller's (monotonic) clock.
@@ -48,13 +57,15 @@ const (
 
 const (
 	guardOfSettle = 4 // the guard is Settle/guardOfSettle on either side of an instant
+	checkOfSettle = 3 // a rebase is checked until checkOfSettle × Settle after its instant
 	noDelay       = time.Duration(-1)
 	noInstant     = int64(-1 << 62)
 )
 
 // Check reports a schedule whose windows cannot work: with instants,
-// Settle must be above 0 and at most Every/2 (the windows of two
-// instants must not overlap), and At within [0, Every).
+// Settle must be above 0 and at most Every/4 (an instant's windows, from
+// Settle before it to the end of its check 3 × Settle after, must not
+// overlap the next one's), and At within [0, Every).
 func (s *Schedule) Check() error {
 	switch {
 	case s.Every < 0:
@@ -63,8 +74,8 @@ func (s *Schedule) Check() error {
 		return nil
 	case s.At < 0 || s.At >= s.Every:
 		return fmt.Errorf("at %v: want from 0 to below every (%v)", s.At, s.Every)
-	case s.Settle <= 0 || 2*s.Settle > s.Every:
-		return fmt.Errorf("settle %v: want above 0, at most half of every (%v)", s.Settle, s.Every)
+	case s.Settle <= 0 || 4*s.Settle > s.Every:
+		return fmt.Errorf("settle %v: want above 0, at most a quarter of every (%v)", s.Settle, s.Every)
 	}
 	return nil
 }
@@ -121,6 +132,11 @@ type Step struct {
 	base          time.Duration // the voter's baseline at the instant (noDelay: none)
 	on            bool
 	shift         time.Duration // the last settled instant's after − before
+	// After a rebase, until checkEnd: the least delay seen (checkMin),
+	// which the baseline is raised to if it is higher then.
+	checking bool
+	checkEnd int64
+	checkMin time.Duration
 }
 
 // Observe takes the voter's delay d at now, with its baseline before
@@ -128,17 +144,39 @@ type Step struct {
 // within a guard or the After zone). When an instant has settled (the
 // voter's first sample past its Settle), rebase is the baseline to take
 // before this sample updates it, and ok is true: the baseline at the
-// instant moved by after − before, never below 0. A voter seen on only
-// one side of an instant keeps its baseline. With s off every sample
+// instant moved by after − before, never below 0, nor below after −
+// Margin when s has one. A voter seen on only one side of an instant
+// keeps its baseline. Then, 2 × Settle on
+// (checking), the baseline is raised to the least delay seen meanwhile
+// if that is higher (rebase and ok again): a queue that drained across
+// the instant (the capacity moved with the path) made after − before too
+// low by what drained, and a baseline too low would read as bloat for as
+// long as it takes to climb back (a baseline follows a rise slowly on
+// purpose); a controller that cuts for it drains its queues within the
+// check, so the least delay then is the path's. With s off every sample
 // votes.
 func (st *Step) Observe(s *Schedule, now int64, d, baseline time.Duration) (vote bool, rebase time.Duration, ok bool) {
 	if !s.On() {
 		return true, 0, false
 	}
+	if st.checking {
+		if now >= st.checkEnd {
+			st.checking = false
+			if st.checkMin > baseline {
+				rebase, ok = st.checkMin, true
+			}
+		} else {
+			st.checkMin = minDelay(st.checkMin, d)
+		}
+	}
 	if st.on && now-st.instant >= int64(s.Settle) {
 		if st.before >= 0 && st.after >= 0 && st.base >= 0 {
 			st.shift = st.after - st.before
 			rebase, ok = max(st.base+st.shift, 0), true
+			if s.Margin > 0 {
+				rebase = max(rebase, st.after-s.Margin)
+			}
+			st.checking, st.checkEnd, st.checkMin = true, st.instant+int64(checkOfSettle*s.Settle), d
 		}
 		st.on = false
 	}
@@ -147,7 +185,8 @@ func (st *Step) Observe(s *Schedule, now int64, d, baseline time.Duration) (vote
 		return true, rebase, ok
 	}
 	if !st.on || st.instant != h {
-		*st = Step{instant: h, before: noDelay, after: noDelay, base: noDelay, on: true, shift: st.shift}
+		*st = Step{instant: h, before: noDelay, after: noDelay, base: noDelay, on: true, shift: st.shift,
+			checking: st.checking, checkEnd: st.checkEnd, checkMin: st.checkMin}
 	}
 	if now >= h && st.base < 0 {
 		st.base = baseline

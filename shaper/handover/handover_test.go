@@ -56,8 +56,8 @@ func TestCheck(t *testing.T) {
 	}{
 		{Schedule{}, true},
 		{Schedule{Every: 15 * time.Second, At: 12 * time.Second, Settle: time.Second}, true},
-		{Schedule{Every: 2 * time.Second, Settle: time.Second}, true},
-		{Schedule{Every: 2 * time.Second, Settle: 1001 * time.Millisecond}, false},
+		{Schedule{Every: 4 * time.Second, Settle: time.Second}, true},
+		{Schedule{Every: 4 * time.Second, Settle: 1001 * time.Millisecond}, false},
 		{Schedule{Every: 15 * time.Second, At: 15 * time.Second, Settle: time.Second}, false},
 		{Schedule{Every: 15 * time.Second, At: -time.Second, Settle: time.Second}, false},
 		{Schedule{Every: 15 * time.Second}, false},
@@ -93,9 +93,10 @@ func (v *voter) observe(s *Schedule, now int64, d time.Duration) (delta time.Dur
 }
 
 // TestStepFollowsThePath: a path whose delay moves by +25, -10 and +40
-// ms at three instants, sampled every 20 ms, idle and with a standing
-// queue of 15 ms: after each instant has settled the voter's delta is the
-// queue's alone, and no sample that votes shows the step.
+// ms at three instants, sampled every 20 ms, idle and with a queue of
+// 15 ms that drains for 100 ms each second (as a controlled link's
+// does): no sample that votes shows the step (its delta is at most the
+// queue's), and the baseline ends at the path's delay.
 func TestStepFollowsThePath(t *testing.T) {
 	s := starlink()
 	steps := []time.Duration{25 * time.Millisecond, -10 * time.Millisecond, 40 * time.Millisecond}
@@ -112,14 +113,17 @@ func TestStepFollowsThePath(t *testing.T) {
 		t.Run(fmt.Sprintf("queue %v", queue), func(t *testing.T) {
 			v := &voter{base: 30 * time.Millisecond}
 			for now := int64(0); now < int64(50*time.Second); now += 20 * ms {
-				d := path(now) + queue
-				delta, vote := v.observe(s, now, d)
-				if vote && (delta < queue-time.Millisecond || delta > queue+time.Millisecond) {
-					t.Fatalf("at %v (path %v): delta %v votes, want the queue's %v", time.Duration(now), path(now), delta, queue)
+				q := queue
+				if now%int64(time.Second) >= int64(500*time.Millisecond) && now%int64(time.Second) < int64(600*time.Millisecond) {
+					q = 0
+				}
+				delta, vote := v.observe(s, now, path(now)+q)
+				if vote && delta > queue+time.Millisecond {
+					t.Fatalf("at %v (path %v): delta %v votes, want at most the queue's %v", time.Duration(now), path(now), delta, queue)
 				}
 			}
-			if v.rebases != 3 {
-				t.Errorf("%d rebases, want 3", v.rebases)
+			if v.rebases != 3 || v.base != path(int64(50*time.Second)) {
+				t.Errorf("%d rebases, baseline %v at the end; want 3, the path's %v", v.rebases, v.base, path(int64(50*time.Second)))
 			}
 			// Each instant: guard 250 ms, After 750 ms, guard before 250 ms:
 			// 1.25 s of 20 ms samples silent.
@@ -127,6 +131,36 @@ func TestStepFollowsThePath(t *testing.T) {
 				t.Errorf("%d samples did not vote, want about %d", v.silent, want)
 			}
 		})
+	}
+}
+
+// TestStepCheckRaises: a queue of 30 ms stands before an instant (the
+// path +25 ms) and is gone after it (the capacity rose): the step reads
+// -5 ms and the baseline lands 30 ms low, so the samples read 30 ms of
+// delta while the rebase is checked (2 × Settle); then the baseline is
+// raised to the least delay seen, the path's, and the delta is 0.
+func TestStepCheckRaises(t *testing.T) {
+	s := starlink()
+	v := &voter{base: 30 * time.Millisecond}
+	for now := int64(0); now < int64(14*time.Second); now += 20 * ms {
+		d := 30 * time.Millisecond
+		switch {
+		case now >= int64(7*time.Second):
+			d = 55 * time.Millisecond
+		case now >= int64(5*time.Second):
+			d = 60 * time.Millisecond // path 30 ms, a queue of 30
+		}
+		delta, vote := v.observe(s, now, d)
+		switch {
+		case !vote || now < int64(8*time.Second):
+		case now < int64(10*time.Second) && (delta < 29*time.Millisecond || delta > 31*time.Millisecond):
+			t.Fatalf("at %v, while the rebase is checked: delta %v, want 30ms (the step read -5 ms for +25)", time.Duration(now), delta)
+		case now >= int64(10*time.Second) && delta != 0:
+			t.Fatalf("at %v, after the check: delta %v, want 0 (the baseline raised to the path's 55ms)", time.Duration(now), delta)
+		}
+	}
+	if v.rebases != 2 || v.base != 55*time.Millisecond || v.st.Shift() != -5*time.Millisecond {
+		t.Errorf("%d rebases, baseline %v, shift %v; want 2 (the step's, the check's), 55ms, -5ms", v.rebases, v.base, v.st.Shift())
 	}
 }
 
@@ -188,4 +222,30 @@ func ExampleStep() {
 	// Output:
 	// 7.5s: the delay (55ms) does not vote
 	// 8s: baseline now 55ms
+}
+
+// TestStepMargin: the queue that drained across the instant of
+// TestStepCheckRaises, with a Margin of 15 ms: the rebase leaves the
+// baseline 15 ms below the least delay after the instant (not 30), so
+// the samples read 15 ms of delta until the check raises it.
+func TestStepMargin(t *testing.T) {
+	s := starlink()
+	s.Margin = 15 * time.Millisecond
+	v := &voter{base: 30 * time.Millisecond}
+	worst := time.Duration(0)
+	for now := int64(0); now < int64(14*time.Second); now += 20 * ms {
+		d := 30 * time.Millisecond
+		switch {
+		case now >= int64(7*time.Second):
+			d = 55 * time.Millisecond
+		case now >= int64(5*time.Second):
+			d = 60 * time.Millisecond
+		}
+		if delta, vote := v.observe(s, now, d); vote && now >= int64(7*time.Second) {
+			worst = max(worst, delta)
+		}
+	}
+	if worst != 15*time.Millisecond || v.base != 55*time.Millisecond {
+		t.Errorf("largest delta after the instant %v, baseline %v at the end; want 15ms (the margin), 55ms", worst, v.base)
+	}
 }
