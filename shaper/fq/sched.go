@@ -34,10 +34,10 @@ type flow struct {
 	// share of the class even while its queue is empty for a moment. A
 	// flow that is not bulk and empty is sparse (a ping between its
 	// packets) and claims none (Weight).
-	bulk bool
-	bytes            int64 // wire cost of the queued packets
-	src, dst         int32 // Hosts slots held while on a list; none
-	aqm              aqmVars
+	bulk     bool
+	bytes    int64 // wire cost of the queued packets
+	src, dst int32 // Hosts slots held while on a list; none
+	aqm      aqmVars
 
 	sentPackets, sentBytes, dropped, marked uint64
 	delay                                   int64 // sojourn of the last dequeued packet
