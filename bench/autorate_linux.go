@@ -171,8 +171,9 @@ func starlinkInstants(from, to time.Time) []time.Time {
 
 // arSpan is a span of the link's capacity as it was applied.
 type arSpan struct {
-	from time.Time
-	rate float64 // bytes per second
+	from  time.Time
+	rate  float64       // bytes per second
+	delay time.Duration // the download's one-way delay
 }
 
 // arSpans is the capacity applied to a link with handovers.
@@ -181,10 +182,23 @@ type arSpans struct {
 	spans []arSpan
 }
 
-func (a *arSpans) add(at time.Time, mbit int) {
+func (a *arSpans) add(at time.Time, h arHandover) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.spans = append(a.spans, arSpan{at, float64(mbit) * 1e6 / 8})
+	a.spans = append(a.spans, arSpan{at, float64(h.mbit) * 1e6 / 8, h.delay})
+}
+
+// delayAt returns the download's delay at t.
+func (a *arSpans) delayAt(t time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.spans[0].delay
+	for _, s := range a.spans {
+		if !s.from.After(t) {
+			d = s.delay
+		}
+	}
+	return d
 }
 
 // bytes returns what the spans allowed over [from, to).
@@ -440,12 +454,16 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		e := func(at time.Time) int64 { return int64(at.Sub(c.ispStart)) }
 		return float64(l.sched.Tokens(e(to)) - l.sched.Tokens(e(from)))
 	}
+	// pathMove is how far the path's own delay moved from its idle
+	// (the handovers' steps); the ping's RTT is judged over idle plus it.
+	pathMove := func(time.Time) time.Duration { return 0 }
 	var handovers sync.WaitGroup
 	defer handovers.Wait()
 	if l.handovers != nil {
 		spans := &arSpans{}
-		spans.add(c.ispStart, l.handovers[0].mbit)
+		spans.add(c.ispStart, l.handovers[0])
 		capBytes = spans.bytes
+		pathMove = func(t time.Time) time.Duration { return spans.delayAt(t) - l.handovers[0].delay }
 		hctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		handovers.Add(1)
@@ -460,7 +478,7 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 					r.progress("  starlink: handover at %v: %v", at.Format("15:04:05"), err)
 					return
 				}
-				spans.add(time.Now(), h.mbit)
+				spans.add(time.Now(), h)
 			}
 		}()
 	}
@@ -551,7 +569,10 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	capacity := capBytes(from, end) / end.Sub(from).Seconds()
 	res.CapacityMean = capacity * 8 / 1e6
 	res.Util = delivered.Rate(from, end) / capacity
-	rest := rttsOf(inWindow(replies, from, end))
+	var rest []time.Duration
+	for _, rp := range inWindow(replies, from, end) {
+		rest = append(rest, rp.RTT-pathMove(rp.At.Add(-rp.RTT/2)))
+	}
 	res.P50, res.P95, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.95)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
 	if v.auto {
 		res.MeanRate = autoRate.Mean(from, end) * 8 / 1e6

@@ -24,7 +24,7 @@ var arColors = map[string]color.RGBA{
 	"min":      {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	"max":      {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 	"none":     colorRef,
-	"unaware":  {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"unaware":  {R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
 	"idle":     {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 	"unloaded": {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 }
@@ -43,7 +43,7 @@ func (r *rep) autorate(res *results, p params) {
 		r.p("The auto variant adds these settings to the defaults: `%s`.", res.AutorateExtra)
 	}
 	r.p("")
-	r.p("The Starlink-like link (issue 44) is a 60 s run (%v quick) whose download delay and capacity move at Starlink's handover instants (12, 27, 42 and 57 s past each minute of the wall clock) through the spans %s, one after another, 10 ms up; its auto variants probe by echo (as with reflectors that answer no timestamp requests) with `handovers: starlink`, beside *auto, not told of the handovers* (echo probes alone) and *auto, no load*, whose cuts are the handovers' alone. *cuts/min* counts the controller's decreases over the whole run.", quickParams.arStarlink, arSpansText())
+	r.p("The Starlink-like link (issue 44) is a 60 s run (%v quick) whose download delay and capacity move at Starlink's handover instants (12, 27, 42 and 57 s past each minute of the wall clock) through the spans %s, one after another, 10 ms up; its auto variants probe by echo (as with reflectors that answer no timestamp requests) with `handovers: starlink`, beside *auto, not told of the handovers* (echo probes alone) and *auto, no load*, whose cuts are the handovers' alone; there *p50* to *p99* are over idle plus the path's own move since (each reply against the span it crossed the download in). *cuts/min* counts the controller's decreases over the whole run.", quickParams.arStarlink, arSpansText())
 	r.p("")
 	t := newTable("link", "variant", "idle RTT", "p50 over idle", "p95 over idle", "p99 over idle", "utilisation", "mean rate", "cuts/min")
 	for _, a := range res.Autorate {
