@@ -54,6 +54,20 @@ func (s *starlinkISP) capacity(from, to time.Time) float64 {
 	return total
 }
 
+// start runs the ISP's handovers on c until the returned stop, which
+// reports their error.
+func (s *starlinkISP) start(t *testing.T, c *chain) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx, c) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the ISP's handovers: %v", err)
+		}
+	}
+}
+
 // run applies each step at its instant until ctx ends; it returns the
 // first error.
 func (s *starlinkISP) run(ctx context.Context, c *chain) error {
@@ -99,15 +113,7 @@ func TestAutorateHandovers(t *testing.T) {
 	if time.Now().After(first.Add(-time.Second)) {
 		t.Fatalf("the chain took until %v to start, after the first instant's window began", time.Now())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- isp.run(ctx, c) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the ISP's handovers: %v", err)
-		}
-	}()
+	defer isp.start(t, c)()
 
 	// Idle across instants 1 (+35 ms) and 2 (-20 ms).
 	time.Sleep(time.Until(isp.at(2).Add(1500 * time.Millisecond)))
@@ -158,15 +164,7 @@ egress:
   rate: auto
   autorate: {min: 5mbit, base: 20mbit, max: 80mbit, handovers: {every: %v, at: %v, settle: 500ms}}
 `, every, at), isp.policy(0))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- isp.run(ctx, c) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the ISP's handovers: %v", err)
-		}
-	}()
+	defer isp.start(t, c)()
 	start := time.Now()
 	sent, autoRate, load := c.load(t, time.Until(isp.at(3).Add(3*time.Second)))
 	defer load()

@@ -134,6 +134,18 @@ func TestStepFollowsThePath(t *testing.T) {
 	}
 }
 
+// drainedAcross is the delay of a path of 30 ms that steps to 55 at the
+// instant at 7 s, with a queue of 30 ms from 5 s that is gone after it.
+func drainedAcross(now int64) time.Duration {
+	switch {
+	case now >= int64(7*time.Second):
+		return 55 * time.Millisecond
+	case now >= int64(5*time.Second):
+		return 60 * time.Millisecond // path 30 ms, a queue of 30
+	}
+	return 30 * time.Millisecond
+}
+
 // TestStepCheckRaises: a queue of 30 ms stands before an instant (the
 // path +25 ms) and is gone after it (the capacity rose): the step reads
 // -5 ms and the baseline lands 30 ms low, so the samples read 30 ms of
@@ -143,14 +155,7 @@ func TestStepCheckRaises(t *testing.T) {
 	s := starlink()
 	v := &voter{base: 30 * time.Millisecond}
 	for now := int64(0); now < int64(14*time.Second); now += 20 * ms {
-		d := 30 * time.Millisecond
-		switch {
-		case now >= int64(7*time.Second):
-			d = 55 * time.Millisecond
-		case now >= int64(5*time.Second):
-			d = 60 * time.Millisecond // path 30 ms, a queue of 30
-		}
-		delta, vote := v.observe(s, now, d)
+		delta, vote := v.observe(s, now, drainedAcross(now))
 		switch {
 		case !vote || now < int64(8*time.Second):
 		case now < int64(10*time.Second) && (delta < 29*time.Millisecond || delta > 31*time.Millisecond):
@@ -234,14 +239,7 @@ func TestStepMargin(t *testing.T) {
 	v := &voter{base: 30 * time.Millisecond}
 	worst := time.Duration(0)
 	for now := int64(0); now < int64(14*time.Second); now += 20 * ms {
-		d := 30 * time.Millisecond
-		switch {
-		case now >= int64(7*time.Second):
-			d = 55 * time.Millisecond
-		case now >= int64(5*time.Second):
-			d = 60 * time.Millisecond
-		}
-		if delta, vote := v.observe(s, now, d); vote && now >= int64(7*time.Second) {
+		if delta, vote := v.observe(s, now, drainedAcross(now)); vote && now >= int64(7*time.Second) {
 			worst = max(worst, delta)
 		}
 	}
