@@ -54,8 +54,50 @@ var (
 )
 
 // arTrace is the cellular trace of the second link, from the module's
-// root.
+// root; arTraces are all the cellular links' (issue 44: more than the
+// one the controller was tuned on).
 const arTrace = "configs/traces/tmobile-lte-short.down"
+
+var arTraces = []struct{ key, name, file string }{
+	{"lte", "T-Mobile LTE trace", arTrace},
+	{"verizon", "Verizon LTE trace", "configs/traces/verizon-lte-short.down"},
+	{"att", "AT&T LTE trace (driving)", "configs/traces/att-lte-driving.down"},
+}
+
+// traceWaits returns the p95 and p99 of the wait a packet arriving with
+// no queue has on a Mahimahi trace for the next delivery opportunity,
+// over arrivals spread evenly over the trace (one per millisecond, at its
+// middle): the delay the link adds by itself, which a shaper cannot take
+// away (issue 44's bound on p95 is this plus 30 ms).
+func traceWaits(path string) (p95, p99 time.Duration, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	var opps []int
+	for _, f := range strings.Fields(string(b)) {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %q: %w", path, f, err)
+		}
+		if len(opps) == 0 || opps[len(opps)-1] != v {
+			opps = append(opps, v)
+		}
+	}
+	if len(opps) == 0 {
+		return 0, 0, fmt.Errorf("%s: no delivery opportunity", path)
+	}
+	last := opps[len(opps)-1]
+	var waits []time.Duration
+	next := 0
+	for t := 0; t < last; t++ {
+		for opps[next] <= t {
+			next++
+		}
+		waits = append(waits, time.Duration(opps[next]-t)*time.Millisecond-time.Millisecond/2)
+	}
+	return tuntest.Percentile(waits, 0.95), tuntest.Percentile(waits, 0.99), nil
+}
 
 // arVariant is one setting of the download of scenario 14.
 type arVariant struct {
@@ -133,6 +175,9 @@ type arLink struct {
 	// auto variants' own settings on this link.
 	handovers      []arHandover
 	extra, unaware string
+	// traceP95, traceP99: a trace link's own delay with no queue
+	// (traceWaits).
+	traceP95, traceP99 time.Duration
 }
 
 // arHandover is one span between two handovers of the Starlink-like
@@ -240,6 +285,7 @@ type arResult struct {
 	Cuts                          uint64  // auto only: the controller's decreases over the whole run
 	Minutes                       float64 // the run's length (for cuts per minute)
 	Handovers                     uint64  // auto only: handover instants the controller went through
+	TraceP95, TraceP99            float64 // a trace link's own delay with no queue, ms (traceWaits)
 	// With the passive voter: its rises and the round trips it closed
 	// over the whole run.
 	PassiveRises, PassiveRoundTrips uint64
@@ -270,11 +316,6 @@ func (r *runner) runAutorate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	trace := filepath.Join(r.modDir, arTrace)
-	ts, err := shaper.LoadTrace(trace)
-	if err != nil {
-		return err
-	}
 	var mean float64
 	for _, h := range arStarlink {
 		mean += float64(h.mbit) / float64(len(arStarlink))
@@ -286,10 +327,21 @@ func (r *runner) runAutorate(ctx context.Context) error {
 	links := []arLink{
 		{key: "steps", name: "steps 50 → 10 → 30 Mbit/s", dur: 3 * step, sched: ss, passive: true,
 			isp: fmt.Sprintf("{rate: 30mbit, rates: [{at: 0s, rate: 50mbit}, {at: %v, rate: 10mbit}, {at: %v, rate: 30mbit}, {at: %v}], queue: fifo, backlog: 500ms}", step, 2*step, 3*step)},
-		{key: "lte", name: "T-Mobile LTE trace", dur: r.p.arTrace, sched: ts,
-			isp: fmt.Sprintf("{rate: %dbps, trace: %s, queue: fifo, backlog: 500ms}", ts.Mean(), trace)},
 		{key: "starlink", name: "Starlink-like (handovers)", dur: r.p.arStarlink, sched: starMean, handovers: arStarlink,
 			isp: arHandoverISP(arStarlink[0]), extra: "probe: echo, handovers: starlink", unaware: "probe: echo"},
+	}
+	for i, tr := range arTraces {
+		trace := filepath.Join(r.modDir, tr.file)
+		ts, err := shaper.LoadTrace(trace)
+		if err != nil {
+			return err
+		}
+		l := arLink{key: tr.key, name: tr.name, dur: r.p.arTrace, sched: ts,
+			isp: fmt.Sprintf("{rate: %dbps, trace: %s, queue: fifo, backlog: 500ms}", ts.Mean(), trace)}
+		if l.traceP95, l.traceP99, err = traceWaits(trace); err != nil {
+			return err
+		}
+		links = slices.Insert(links, 1+i, l)
 	}
 	for _, l := range links {
 		if r.rows != nil && !slices.Contains(r.rows, l.key) {
@@ -482,7 +534,8 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			}
 		}()
 	}
-	res := &arResult{Link: l.key, LinkName: l.name, Variant: v.key, Name: v.name, Minutes: l.dur.Minutes()}
+	res := &arResult{Link: l.key, LinkName: l.name, Variant: v.key, Name: v.name, Minutes: l.dur.Minutes(),
+		TraceP95: ms(l.traceP95), TraceP99: ms(l.traceP99)}
 	if v.key == "mean" {
 		res.Name = fmt.Sprintf("fixed at the mean (%.1f Mbit/s)", float64(l.sched.Mean())*8/1e6)
 	}

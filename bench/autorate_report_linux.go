@@ -36,7 +36,7 @@ func (r *rep) autorate(res *results, p params) {
 	}
 	r.p("## 14. Autorate: a rate that follows the link")
 	r.p("")
-	r.p("Issue 29 ([docs/autorate.md](docs/autorate.md)). pacer in front of an emulated ISP, a second pacer between three namespaces (ns1 → pacer, the variant → mid → the ISP → ns2): the ISP's download follows the steps 50 → 10 → 30 Mbit/s (%v each) or Mahimahi's T-Mobile LTE downlink trace (`%s`, %v), through a 500 ms droptail FIFO, 10 ms each way. Four %s flows download (iperf3 -R) beside a 10 ms ping from ns1; the download's rate is auto (2-50 Mbit/s from 10, the defaults: probes from mid to ns2's three addresses and the passive voter, the carried flows' round trips), auto with the probes alone (`passive: false`), auto with the flows alone (no reflectors), fixed at the link's mean, at min, at max, or not shaped. *p50* and *p99* are the ping's RTT over its idle median (measured before the load), *utilisation* the bytes the ISP delivered over those its schedule allowed, both from 2 s on; *rate* the auto rate's mean. One run each.",
+	r.p("Issue 29 ([docs/autorate.md](docs/autorate.md)). pacer in front of an emulated ISP, a second pacer between three namespaces (ns1 → pacer, the variant → mid → the ISP → ns2): the ISP's download follows the steps 50 → 10 → 30 Mbit/s (%v each) or Mahimahi's T-Mobile LTE downlink trace (`%s`, %v; its Verizon LTE and AT&T LTE driving traces likewise, `configs/traces/verizon-lte-short.down` and `att-lte-driving.down`, issue 44), through a 500 ms droptail FIFO, 10 ms each way. Four %s flows download (iperf3 -R) beside a 10 ms ping from ns1; the download's rate is auto (2-50 Mbit/s from 10, the defaults: probes from mid to ns2's three addresses and the passive voter, the carried flows' round trips), auto with the probes alone (`passive: false`), auto with the flows alone (no reflectors), fixed at the link's mean, at min, at max, or not shaped. *p50* and *p99* are the ping's RTT over its idle median (measured before the load), *utilisation* the bytes the ISP delivered over those its schedule allowed, both from 2 s on; *rate* the auto rate's mean. One run each.",
 		p.arStep, arTrace, p.arTrace, cmp.Or(res.AutorateCC, tcpCongestion))
 	if res.AutorateExtra != "" {
 		r.p("")
@@ -67,7 +67,15 @@ func (r *rep) autorate(res *results, p params) {
 		}
 	}
 	r.p("%s", t)
-	for _, key := range []string{"steps", "lte", "starlink"} {
+	seen := map[string]bool{}
+	for _, a := range res.Autorate {
+		if a.TraceP95 > 0 && !seen[a.Link] {
+			seen[a.Link] = true
+			r.p("%s with no queue (the wait for its next delivery opportunity, computed from the file): p95 %.1f ms, p99 %.1f ms.", a.LinkName, a.TraceP95, a.TraceP99)
+			r.p("")
+		}
+	}
+	for _, key := range []string{"steps", "lte", "verizon", "att", "starlink"} {
 		if f := res.Plots["autorate-"+key]; f != "" {
 			r.p("![%s: capacity and rate above, ping RTT below](%s)", key, f)
 			r.p("")

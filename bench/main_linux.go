@@ -201,7 +201,7 @@ func run() int {
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
 	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13, 14 and 15 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, probes, passive, mean, min, max, none, and unloaded, the ping alone, only when named, and on the starlink link unaware (auto not told of the handovers) and idle (auto, no load); 15: pacer, htb, and pacer-thread (link.wait: thread) only when named), for development and profiling; default all")
-	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), the links scenario 14 runs (steps, lte, starlink) or the rows scenario 15 runs (\"20 Mbit/s\", \"8 cubic\", bbr, idle, router), for development and profiling; default all")
+	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), the links scenario 14 runs (steps, lte, verizon, att, starlink) or the rows scenario 15 runs (\"20 Mbit/s\", \"8 cubic\", bbr, idle, router), for development and profiling; default all")
 	autorate := flag.String("autorate", "", "more autorate settings for scenario 14's auto variant, as YAML flow-map entries (\"bloat_samples: 4, window: 4\"), for development")
 	cc := flag.String("cc", "", "TCP congestion control of scenario 14's flows (default cubic; bbr, as users run it), for development")
 	flag.Parse()
@@ -424,7 +424,7 @@ func (r *runner) writePlots(report, dir string) error {
 			r.res.Plots["emulation-delay"] = rel(f)
 		}
 	}
-	for _, key := range []string{"steps", "lte", "starlink"} {
+	for _, key := range []string{"steps", "lte", "verizon", "att", "starlink"} {
 		var runs []*arResult
 		for _, a := range r.res.Autorate {
 			if a.Link == key {
