@@ -2,8 +2,10 @@ package shaper
 
 import (
 	"log/slog"
+	"math"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pacer-dev/pacer/config"
@@ -17,6 +19,12 @@ import (
 type autoRuns struct {
 	mu   sync.Mutex
 	runs [2]*autoRun
+	// loadedOneWay says, per direction, that its controller found it
+	// loaded (or bloated) at its last tick and judges it on one-way
+	// delays (timestamp replies): the other direction's budget is then
+	// shared (autorate.Controller.SetShared). Written by the runs, read
+	// without mu (a run holds its own lock, never the other's).
+	loadedOneWay [2]atomic.Bool
 }
 
 // autoTick is how often a controller samples its direction's sent bytes
@@ -193,6 +201,15 @@ func (r *autoRun) run(log *slog.Logger) {
 		replies = r.prober.C()
 	}
 	var passiveSeq uint64
+	oneWay := false // the last reply was a one-way (timestamp) one
+	defer r.l.auto.loadedOneWay[r.i].Store(false)
+	// The carried flows' split of their round trips' rise (flowrtt.Tick's
+	// Down and Up, when their far ends' clocks allow it): the other
+	// direction's part, and when it was taken (split: none yet). A round
+	// trip (an echo reply) less it is this direction's delay.
+	var other time.Duration
+	split := int64(math.MinInt64 / 2)
+	splitLive := func(now int64) bool { return now-split < int64(autorate.DefaultPassiveDeadAfter) }
 	decide := func(now int64) {
 		nr := r.ctl.Adjust(now, autorate.Load{Achieved: r.achieved, Held: r.held})
 		if nr != rate {
@@ -219,13 +236,16 @@ func (r *autoRun) run(log *slog.Logger) {
 			return
 		case s := <-replies:
 			d := s.RTT
-			if s.OneWay {
-				d = s.Up
-				if r.i == 1 {
-					d = s.Down
-				}
-			}
 			now := int64(s.At.Sub(r.l.start))
+			oneWay = s.OneWay || splitLive(now)
+			switch {
+			case s.OneWay && r.i == 0:
+				d = s.Up
+			case s.OneWay:
+				d = s.Down
+			case splitLive(now):
+				d = max(d-other, 0)
+			}
 			r.mu.Lock()
 			r.ctl.Observe(now, s.Reflector, d)
 			decide(now)
@@ -245,12 +265,26 @@ func (r *autoRun) run(log *slog.Logger) {
 			if r.cfg.Passive {
 				if tk, seq := r.l.passiveTick(now); seq != passiveSeq {
 					passiveSeq = seq
+					d := tk.Delta
+					if tk.OneWay > 0 {
+						d, other = tk.Up, tk.Down
+						if r.i == 1 {
+							d, other = tk.Down, tk.Up
+						}
+						split = now
+						if r.prober == nil {
+							oneWay = true
+						}
+					}
 					if tk.Flows > 0 {
-						r.ctl.ObservePassive(now, tk.Delta)
+						r.ctl.ObservePassive(now, d)
 					}
 				}
 			}
 			decide(now)
+			st := r.ctl.State()
+			r.l.auto.loadedOneWay[r.i].Store(oneWay && (st == autorate.Loaded || st == autorate.Bloated))
+			r.ctl.SetShared(oneWay && r.l.auto.loadedOneWay[1-r.i].Load())
 			r.mu.Unlock()
 		}
 	}
@@ -287,7 +321,7 @@ func (r *autoRun) stats(now int64) *stats.AutorateStats {
 	if r.cfg.Passive {
 		p := r.ctl.Passive(now)
 		st.Passive = &stats.PassiveStats{DeltaSeconds: p.Delta.Seconds(), Live: p.Live, Samples: p.Samples}
-		st.Passive.RoundTrips, st.Passive.Flows = r.l.passiveCounts()
+		st.Passive.RoundTrips, st.Passive.Flows, st.Passive.SplitFlows = r.l.passiveCounts()
 	}
 	return st
 }

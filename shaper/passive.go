@@ -67,8 +67,9 @@ func (l *Link) syncPassive(on bool, h handover.Schedule) {
 }
 
 // passiveCounts returns the round trips closed since the passive signal
-// started and the flows tracked.
-func (l *Link) passiveCounts() (roundTrips uint64, flows int) {
+// started, the flows tracked and those whose rises the last tick split
+// by direction.
+func (l *Link) passiveCounts() (roundTrips uint64, flows, split int) {
 	p := &l.passive
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -78,5 +79,5 @@ func (l *Link) passiveCounts() (roundTrips uint64, flows int) {
 	if p.tracker != nil {
 		flows = p.tracker.Len()
 	}
-	return roundTrips, flows
+	return roundTrips, flows, p.last.OneWay
 }

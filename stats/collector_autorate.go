@@ -4,10 +4,10 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // autorateDescs are the metrics of a direction's autorate controller.
 type autorateDescs struct {
-	rate, min, base, max, achieved, delta, state, decisions, probes *prometheus.Desc
-	handovers                                                       *prometheus.Desc
-	baseline, reflDelta, reflLive, reflSamples, reflShift           *prometheus.Desc
-	passDelta, passLive, passSamples, passRoundTrips, passFlows     *prometheus.Desc
+	rate, min, base, max, achieved, delta, state, decisions, probes        *prometheus.Desc
+	handovers                                                              *prometheus.Desc
+	baseline, reflDelta, reflLive, reflSamples, reflShift                  *prometheus.Desc
+	passDelta, passLive, passSamples, passRoundTrips, passFlows, passSplit *prometheus.Desc
 }
 
 func newAutorateDescs(d func(name, help string, labels ...string) *prometheus.Desc) autorateDescs {
@@ -34,12 +34,13 @@ func newAutorateDescs(d func(name, help string, labels ...string) *prometheus.De
 		passSamples:    d("pacer_autorate_passive_samples_total", "The passive voter's rises (one per 50 ms tick with flows that count).", dir...),
 		passRoundTrips: d("pacer_autorate_passive_round_trips_total", "Round trips of the carried TCP flows closed (a TSval written to the WAN, its echo read back).", dir...),
 		passFlows:      d("pacer_autorate_passive_flows", "TCP flows the passive signal tracks.", dir...),
+		passSplit:      d("pacer_autorate_passive_split_flows", "Flows of the passive signal's last rise whose far end's clock split it into the way up and the way down.", dir...),
 	}
 }
 
 func (a autorateDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{a.rate, a.min, a.base, a.max, a.achieved, a.delta, a.state, a.decisions, a.probes, a.handovers,
-		a.baseline, a.reflDelta, a.reflLive, a.reflSamples, a.reflShift, a.passDelta, a.passLive, a.passSamples, a.passRoundTrips, a.passFlows} {
+		a.baseline, a.reflDelta, a.reflLive, a.reflSamples, a.reflShift, a.passDelta, a.passLive, a.passSamples, a.passRoundTrips, a.passFlows, a.passSplit} {
 		ch <- d
 	}
 }
@@ -85,5 +86,6 @@ func (a autorateDescs) collect(gauge func(*prometheus.Desc, float64, ...string),
 		counter(a.passSamples, p.Samples, dir)
 		counter(a.passRoundTrips, p.RoundTrips, dir)
 		gauge(a.passFlows, float64(p.Flows), dir)
+		gauge(a.passSplit, float64(p.SplitFlows), dir)
 	}
 }

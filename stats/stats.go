@@ -249,10 +249,14 @@ type PassiveStats struct {
 	DeltaSeconds float64 `json:"delta_seconds"`
 	Live         bool    `json:"live"`
 	// Samples counts its rises (one per tick with flows that count);
-	// RoundTrips the round trips closed; Flows the flows it tracks.
+	// RoundTrips the round trips closed; Flows the flows it tracks;
+	// SplitFlows those of its last rise whose far end's clock split it
+	// into the way up and the way down (docs/autorate.md, "Both
+	// directions loaded").
 	Samples    uint64 `json:"samples"`
 	RoundTrips uint64 `json:"round_trips"`
 	Flows      int    `json:"flows"`
+	SplitFlows int    `json:"split_flows"`
 }
 
 // ReflectorStats is one reflector of an autorate controller.

@@ -498,7 +498,7 @@ func TestCollectorAutorate(t *testing.T) {
 		Increases: 10, Decreases: 3, Decays: 1, ProbesSent: 200, ProbesReceived: 198,
 		Reflectors: []stats.ReflectorStats{{Address: "198.18.2.2", Probe: "timestamp", BaselineSeconds: 0.01, DeltaSeconds: 0.002, Live: true, Samples: 99},
 			{Address: "198.18.2.3", Probe: "echo", BaselineSeconds: 0.02, Live: false, Samples: 99}},
-		Passive: &stats.PassiveStats{DeltaSeconds: 0.003, Live: true, Samples: 400, RoundTrips: 2500, Flows: 4}}
+		Passive: &stats.PassiveStats{DeltaSeconds: 0.003, Live: true, Samples: 400, RoundTrips: 2500, Flows: 4, SplitFlows: 3}}
 	c := stats.NewCollector(src, build, nil)
 	want := `
 # HELP pacer_autorate_decisions_total Changes of the auto rate, by kind: increase (loaded, no bloat), decrease (bloat or stall), decay (idle, toward base).
@@ -515,6 +515,9 @@ pacer_autorate_passive_flows{direction="egress"} 4
 # HELP pacer_autorate_passive_round_trips_total Round trips of the carried TCP flows closed (a TSval written to the WAN, its echo read back).
 # TYPE pacer_autorate_passive_round_trips_total counter
 pacer_autorate_passive_round_trips_total{direction="egress"} 2500
+# HELP pacer_autorate_passive_split_flows Flows of the passive signal's last rise whose far end's clock split it into the way up and the way down.
+# TYPE pacer_autorate_passive_split_flows gauge
+pacer_autorate_passive_split_flows{direction="egress"} 3
 # HELP pacer_autorate_rate_bytes_per_second The rate the direction's autorate controller set last (rate: auto).
 # TYPE pacer_autorate_rate_bytes_per_second gauge
 pacer_autorate_rate_bytes_per_second{direction="egress"} 2.925e+06
@@ -532,7 +535,7 @@ pacer_autorate_state{direction="egress",state="stalled"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "pacer_autorate_decisions_total", "pacer_autorate_rate_bytes_per_second",
 		"pacer_autorate_reflector_live", "pacer_autorate_state", "pacer_autorate_passive_delta_seconds", "pacer_autorate_passive_flows",
-		"pacer_autorate_passive_round_trips_total"); err != nil {
+		"pacer_autorate_passive_round_trips_total", "pacer_autorate_passive_split_flows"); err != nil {
 		t.Error(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

@@ -531,6 +531,7 @@ func TestWriteTableAutorate(t *testing.T) {
 		want string
 	}{
 		{stats.PassiveStats{DeltaSeconds: 0.0021, Live: true, Flows: 4}, ", passive 2ms (4 flows)\n"},
+		{stats.PassiveStats{DeltaSeconds: 0.0021, Live: true, Flows: 4, SplitFlows: 3}, ", passive 2ms (4 flows, 3 split)\n"},
 		{stats.PassiveStats{}, ", passive quiet\n"},
 	} {
 		st.Directions[0].Autorate.Passive = &c.p

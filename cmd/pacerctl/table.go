@@ -378,7 +378,11 @@ func autoState(a *stats.AutorateStats) string {
 		time.Duration(a.DeltaSeconds*1e9).Round(time.Millisecond), live, len(a.Reflectors))
 	if p := a.Passive; p != nil {
 		if p.Live {
-			s += fmt.Sprintf(", passive %s (%d flows)", time.Duration(p.DeltaSeconds*1e9).Round(time.Millisecond), p.Flows)
+			s += fmt.Sprintf(", passive %s (%d flows", time.Duration(p.DeltaSeconds*1e9).Round(time.Millisecond), p.Flows)
+			if p.SplitFlows > 0 {
+				s += fmt.Sprintf(", %d split", p.SplitFlows)
+			}
+			s += ")"
 		} else {
 			s += ", passive quiet"
 		}

@@ -151,6 +151,41 @@ func TestCutsOnBloat(t *testing.T) {
 	}
 }
 
+// TestShared: while the budget is shared with the other direction
+// (SetShared), a third of bloat_delta cuts, and growth stops at a third
+// of it; not shared, the same delays grow the rate.
+func TestShared(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		s := settings()
+		c := New(s, 2, 0)
+		c.SetShared(shared)
+		var cuts, raises int
+		for k := 0; k < 40; k++ {
+			now := int64(k) * int64(50*time.Millisecond)
+			d := 20 * time.Millisecond // 12 ms over the 8 ms baselines from step 10
+			if k < 10 {
+				d = 8 * time.Millisecond
+			}
+			c.Observe(now, 0, d)
+			c.Observe(now, 1, d)
+			before := c.Rate()
+			r := c.Adjust(now, Load{Achieved: before, Held: true})
+			switch {
+			case k >= 10 && r < before:
+				cuts++
+			case k >= 10 && r > before:
+				raises++
+			}
+		}
+		if shared && (cuts == 0 || raises != 0) {
+			t.Errorf("shared: %d cuts, %d raises at 12 ms over: want cuts (a third of 30 ms is 10), no raise", cuts, raises)
+		}
+		if !shared && (cuts != 0 || raises == 0) {
+			t.Errorf("not shared: %d cuts, %d raises at 12 ms over: want raises, no cut", cuts, raises)
+		}
+	}
+}
+
 func TestCutDepthFollowsDelta(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -307,6 +307,55 @@ func TestTracker(t *testing.T) {
 	}
 }
 
+// TestTrackerSplit: flows whose far ends stamp their echoes with a 1 ms
+// clock split a rise of the round trip into the way up and the way down
+// (issue 44 part 4): a queue up shows in Up only, one down in Down only,
+// both in both. A far end whose clock ticks every 10 ms gives no split,
+// and neither does any flow before ClockAfter.
+func TestTrackerSplit(t *testing.T) {
+	k := NewTracker()
+	ms := time.Millisecond
+	// path sends one segment per flow every 10 ms from from to to with
+	// the way up and down taking up and down: the echo leaves the far
+	// end as the segment arrives, stamped with the far end's clock (its
+	// own offset per flow; tick 1 ms, or 10 ms for flow 9).
+	path := func(from, to time.Duration, up, down time.Duration) {
+		for at := from; at < to; at += 10 * ms {
+			for flow := uint64(1); flow <= 3; flow++ {
+				stamp := uint32(1000*flow) + uint32((at+up)/ms)
+				k.Add(RTT{Flow: flow, At: int64(at + up + down), RTT: up + down, TSval: stamp, HasTSval: true})
+			}
+			stamp := uint32((at + up) / (10 * ms))
+			k.Add(RTT{Flow: 9, At: int64(at + up + down), RTT: up + down, TSval: stamp, HasTSval: true})
+		}
+	}
+	path(0, 1500*ms, 10*ms, 10*ms)
+	if tk := k.Tick(int64(1500 * ms)); tk.Flows != 4 || tk.OneWay != 0 || tk.Delta != 0 {
+		t.Errorf("before ClockAfter: %+v, want 4 flows, no split", tk)
+	}
+	path(1500*ms, 3*time.Second, 10*ms, 10*ms)
+	if tk := k.Tick(int64(3 * time.Second)); tk.Flows != 4 || tk.OneWay != 3 || tk.Delta != 0 || tk.Down != 0 || tk.Up != 0 {
+		t.Errorf("steady: %+v, want 4 flows, 3 split (not the 10 ms clock's), no rise", tk)
+	}
+	for _, tc := range []struct {
+		name           string
+		up, down       time.Duration // the queues
+		wantUp, wantDn time.Duration
+	}{
+		{"queue up", 30 * ms, 0, 30 * ms, 0},
+		{"queue down", 0, 40 * ms, 0, 40 * ms},
+		{"both", 20 * ms, 25 * ms, 20 * ms, 25 * ms},
+		{"none", 0, 0, 0, 0},
+	} {
+		now := time.Duration(k.flows[1].last) + 10*ms
+		path(now, now+100*ms, 10*ms+tc.up, 10*ms+tc.down)
+		tk := k.Tick(int64(now + 200*ms))
+		if tk.OneWay != 3 || tk.Up != tc.wantUp || tk.Down != tc.wantDn || tk.Delta != tc.wantUp+tc.wantDn {
+			t.Errorf("%s: %+v, want up %v, down %v", tc.name, tk, tc.wantUp, tc.wantDn)
+		}
+	}
+}
+
 // TestTrackerHandovers: four flows whose round trips (20-50 ms) step by
 // +30 ms at a handover at 7 s: with the schedule, no tick after the
 // instant shows the step (the flows' baselines moved by it) and no flow

@@ -65,6 +65,11 @@ type RTT struct {
 	// RTT is the time from the write of the segment to the read of its
 	// echo.
 	RTT time.Duration
+	// TSval is the echo's own timestamp, the far end's clock when it sent
+	// the echo (HasTSval: it had one): with At it gives the echo's
+	// one-way delay up to a constant (Tracker).
+	TSval    uint32
+	HasTSval bool
 }
 
 // ring is one reader's round trips: a single-producer, single-consumer
@@ -160,7 +165,7 @@ func (t *Table) Echoed(r int, pkt []byte, now int64) {
 		t.lost.Add(1)
 		return
 	}
-	q.buf[tail%RingSize] = RTT{Flow: s.key, At: now, RTT: rtt}
+	q.buf[tail%RingSize] = RTT{Flow: s.key, At: now, RTT: rtt, TSval: s.tsval, HasTSval: s.hasTS}
 	q.tail.Store(tail + 1)
 }
 

@@ -33,9 +33,9 @@ type Tracker struct {
 	// itself (Starlink's satellite handovers).
 	Handovers *handover.Schedule
 
-	flows   map[uint64]*flowState
-	deltas  []time.Duration
-	samples int
+	flows            map[uint64]*flowState
+	deltas, down, up []time.Duration
+	samples          int
 }
 
 type flowState struct {
@@ -48,7 +48,38 @@ type flowState struct {
 	// none).
 	tick time.Duration
 	step handover.Step
+	// The far end's clock (RTT.TSval), from its first timestamp (ts0 at
+	// at0): clock is clockUnknown until the flow has been seen for
+	// ClockAfter, then clockMS if it ticked once a millisecond, else
+	// clockOther (its one-way delays are not used).
+	clock int8
+	ts0   uint32
+	at0   int64
+	// The one-way delay's windowed least (as cur and prev, on the same
+	// windows), its least rise in the tick and the least of the up rises
+	// (the round trip's rise less the one-way's, per sample; -1: none).
+	dcur, dprev   time.Duration
+	dtick, uptick time.Duration
+	dstep         handover.Step
 }
+
+// The far end's clock, as a flow's one-way delays can use it.
+const (
+	clockUnknown int8 = iota
+	clockMS
+	clockOther
+)
+
+// ClockAfter is how long a flow is seen before its far end's timestamp
+// clock is judged: its TSvals must have advanced by the time passed, in
+// milliseconds, within a quarter (a queue that moves by 500 ms in those 2
+// s stays within it; clocks of 10 ms, 4 ms or 1 µs ticks are far
+// outside). Linux, the BSDs, macOS and Windows tick once a millisecond.
+const ClockAfter = 2 * time.Second
+
+// owdOffset keeps one-way delays positive: a flow's are taken relative
+// to its first (which may have waited in a queue of up to this).
+const owdOffset = 10 * time.Second
 
 // Tracker defaults: a flow's baseline spans 10 to 20 s (BBR keeps its
 // least round trip 10 s), a flow counts after 1 s.
@@ -70,15 +101,41 @@ func (k *Tracker) Add(r RTT) {
 		if len(k.flows) >= k.MaxFlows {
 			return
 		}
-		f = &flowState{first: r.At, cur: r.RTT, prev: r.RTT, winStart: r.At, tick: -1}
+		f = &flowState{first: r.At, cur: r.RTT, prev: r.RTT, winStart: r.At, tick: -1, dcur: -1, dprev: -1, dtick: -1, uptick: -1}
 		k.flows[r.Flow] = f
+	}
+	owd := time.Duration(-1)
+	if r.HasTSval {
+		if f.at0 == 0 {
+			f.ts0, f.at0 = r.TSval, r.At
+		}
+		ticks := time.Duration(int32(r.TSval-f.ts0)) * time.Millisecond
+		passed := time.Duration(r.At - f.at0)
+		if f.clock == clockUnknown && passed >= ClockAfter {
+			f.clock = clockOther
+			if d := ticks - passed; d > -passed/4 && d < passed/4 {
+				f.clock = clockMS
+			}
+		}
+		if f.clock == clockMS {
+			owd = max(passed-ticks+owdOffset, 0)
+		}
 	}
 	vote, nb, ok := f.step.Observe(k.Handovers, r.At, r.RTT, min(f.cur, f.prev))
 	if ok {
 		f.cur, f.prev, f.winStart = nb, nb, r.At
 	}
+	dvote := false
+	if owd >= 0 {
+		var nb time.Duration
+		dvote, nb, ok = f.dstep.Observe(k.Handovers, r.At, owd, leastOf(f.dcur, f.dprev))
+		if ok {
+			f.dcur, f.dprev = nb, nb
+		}
+	}
 	if r.At-f.winStart >= int64(k.Window) {
 		f.prev, f.cur, f.winStart = f.cur, r.RTT, r.At
+		f.dprev, f.dcur = f.dcur, owd
 	}
 	f.cur = min(f.cur, r.RTT)
 	f.last = r.At
@@ -86,7 +143,24 @@ func (k *Tracker) Add(r RTT) {
 	if vote && (f.tick < 0 || rise < f.tick) {
 		f.tick = rise
 	}
+	if owd >= 0 {
+		f.dcur = leastOf(f.dcur, owd)
+		drise := owd - leastOf(f.dcur, f.dprev)
+		if dvote && vote {
+			f.dtick = leastOf(f.dtick, drise)
+			f.uptick = leastOf(f.uptick, max(rise-drise, 0))
+		}
+	}
 	k.samples++
+}
+
+// leastOf returns the lesser of a and b, either of which may be -1
+// (none).
+func leastOf(a, b time.Duration) time.Duration {
+	if a < 0 || (b >= 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // Tick is one tick's link-wide view.
@@ -97,29 +171,48 @@ type Tick struct {
 	// Flows is how many flows counted (0: no Delta); Samples how many
 	// round trips came since the last Tick, of all flows.
 	Flows, Samples int
+	// Down and Up split the rise by direction, from the flows whose far
+	// end's timestamp clock ticks once a millisecond (OneWay of them;
+	// 0: no split): Down is the rise of the echoes' one-way delay (from
+	// the far end towards the link: the far end stamps its TSval as it
+	// sends, so a queue on the way down delays the echo past it), Up the
+	// round trip's rise less Down's, per sample; each the rise a strict
+	// majority of those flows were at or above.
+	Down, Up time.Duration
+	OneWay   int
 }
 
 // Tick ends a tick at now: it returns the tick's view and forgets flows
 // not seen for 2×Window.
 func (k *Tracker) Tick(now int64) Tick {
-	ds := k.deltas[:0]
+	ds, down, up := k.deltas[:0], k.down[:0], k.up[:0]
 	for key, f := range k.flows {
 		if f.tick >= 0 && f.last-f.first >= int64(k.MinAge) {
 			ds = append(ds, f.tick)
+			if f.dtick >= 0 {
+				down, up = append(down, f.dtick), append(up, f.uptick)
+			}
 		}
-		f.tick = -1
+		f.tick, f.dtick, f.uptick = -1, -1, -1
 		if now-f.last >= 2*int64(k.Window) {
 			delete(k.flows, key)
 		}
 	}
-	k.deltas = ds
-	t := Tick{Flows: len(ds), Samples: k.samples}
+	k.deltas, k.down, k.up = ds, down, up
+	t := Tick{Flows: len(ds), Samples: k.samples, OneWay: len(down)}
 	k.samples = 0
-	if len(ds) > 0 {
-		slices.Sort(ds)
-		t.Delta = ds[len(ds)-(len(ds)/2+1)]
-	}
+	t.Delta, t.Down, t.Up = majority(ds), majority(down), majority(up)
 	return t
+}
+
+// majority returns the value a strict majority of ds are at or above (0
+// for none); it sorts ds.
+func majority(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)-(len(ds)/2+1)]
 }
 
 // Len returns the number of flows tracked.
