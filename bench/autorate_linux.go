@@ -63,6 +63,8 @@ type arVariant struct {
 	// unasked, pingOnly or not); unaware ones leave out the link's own
 	// autorate settings (the handovers).
 	handover, unaware bool
+	// both variants run on the both-ways link only (and there unasked).
+	both bool
 }
 
 // commaBefore returns extra autorate settings to append to a flow map.
@@ -81,38 +83,43 @@ func arAutoPolicy(_ uint64, extra string) string {
 }
 
 var arVariants = []arVariant{
-	{"auto", "auto (2-50 Mbit/s from 10; probes and flows)", false, true, arAutoPolicy, false, false},
+	{"auto", "auto (2-50 Mbit/s from 10; probes and flows)", false, true, arAutoPolicy, false, false, false},
 	// noclass is auto as a new user writes it: no class, so that the
 	// direction's implicit default class (config: implicitDefault) holds
 	// its traffic (issue 40: before it, one FIFO held seconds).
 	{"noclass", "auto, no classes (the implicit default class)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s]%s}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
-	}, false, false},
+	}, false, false, false},
 	{"probes", "auto, probes alone (passive: false)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit, reflectors: [%s, %s, %s], passive: false%s}\n  default: {rate: 1gbit}\n",
 			arReflectors[0], arReflectors[1], arReflectors[2], commaBefore(extra))
-	}, false, false},
+	}, false, false, false},
 	{"passive", "auto, the flows alone (no reflectors)", false, true, func(_ uint64, extra string) string {
 		return fmt.Sprintf("ingress:\n  rate: auto\n  autorate: {min: 2mbit, base: 10mbit, max: 50mbit%s}\n  default: {rate: 1gbit}\n", commaBefore(extra))
-	}, false, false},
+	}, false, false, false},
 	// On a link with handovers: auto not told of them (the reflectors
 	// probed by echo all the same), and auto with no load at all, whose
 	// cuts are the handovers' alone.
-	{"unaware", "auto, not told of the handovers", false, true, arAutoPolicy, true, true},
-	{"idle", "auto, no load (cuts at handovers)", true, true, arAutoPolicy, true, false},
+	{"unaware", "auto, not told of the handovers", false, true, arAutoPolicy, true, true, false},
+	{"idle", "auto, no load (cuts at handovers)", true, true, arAutoPolicy, true, false, false},
 	{"mean", "fixed at the mean", false, false, func(mean uint64, _ string) string {
 		return fmt.Sprintf("ingress:\n  rate: %dbps\n  default: {rate: 1gbit}\n", mean)
-	}, false, false},
-	{"min", "fixed at min (2 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }, false, false},
-	{"max", "fixed at max (50 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }, false, false},
-	{"none", "no shaper", false, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }, false, false},
+	}, false, false, false},
+	{"min", "fixed at min (2 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 2mbit\n  default: {rate: 1gbit}\n" }, false, false, false},
+	{"max", "fixed at max (50 Mbit/s)", false, false, func(uint64, string) string { return "ingress:\n  rate: 50mbit\n  default: {rate: 1gbit}\n" }, false, false, false},
+	// On the both-ways link: auto judging round trips (echo probes),
+	// where only the carried flows' own timestamps split the directions.
+	{"echo", "auto, echo probes (round trips)", false, true, func(_ uint64, extra string) string {
+		return arAutoPolicy(0, strings.TrimPrefix(extra+", probe: echo", ", "))
+	}, false, false, true},
+	{"none", "no shaper", false, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }, false, false, false},
 	// unloaded is the ping alone, no shaper: the delay the emulated link
 	// adds with an empty queue. On the LTE trace that is nothing (p99
 	// +0.7 ms): the ISP's class keeps up to its burst of unused delivery
 	// opportunities (Mahimahi's mm-link keeps none), so a ping finds
 	// tokens in a gap unless a load has used them.
-	{"unloaded", "no load (the link's own delay)", true, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }, false, false},
+	{"unloaded", "no load (the link's own delay)", true, false, func(uint64, string) string { return "ingress:\n  default: {rate: 10gbit}\n" }, false, false, false},
 }
 
 // arLink is the ISP of one part of scenario 14.
@@ -132,6 +139,11 @@ type arLink struct {
 	// traceP95, traceP99: a trace link's own delay with no queue
 	// (traceWaits).
 	traceP95, traceP99 time.Duration
+	// up, if set, loads both directions (issue 44 part 4): the ISP's
+	// upload is a FIFO of up Mbit/s too, two flows upload beside the
+	// downloads, and the variant shapes the upload as it does the
+	// download (arUpPolicy).
+	up int
 }
 
 // arBin is 500 ms of a run.
@@ -148,6 +160,7 @@ type arResult struct {
 	IdleMS                        float64 // the ping's median before the load
 	P50, P95, P99                 float64 // the ping's RTT over IdleMS, ms, from 2 s on
 	Util                          float64 // delivered over what the schedule allowed, from 2 s on
+	UpUtil, UpRate                float64 // both-ways link: the upload's utilisation and mean auto rate (Mbit/s)
 	MeanRate                      float64 // Mbit/s, auto only
 	Cuts                          uint64  // auto only: the controller's decreases over the whole run
 	Minutes                       float64 // the run's length (for cuts per minute)
@@ -187,6 +200,10 @@ func (r *runner) runAutorate(ctx context.Context) error {
 	for _, h := range arStarlink {
 		mean += float64(h.mbit) / float64(len(arStarlink))
 	}
+	both, err := bucket.NewRateSchedule([]bucket.Step{{At: 0, Rate: 30e6 / 8}}, time.Hour)
+	if err != nil {
+		return err
+	}
 	starMean, err := bucket.NewRateSchedule([]bucket.Step{{At: 0, Rate: uint64(mean * 1e6 / 8)}}, time.Hour)
 	if err != nil {
 		return err
@@ -194,6 +211,8 @@ func (r *runner) runAutorate(ctx context.Context) error {
 	links := []arLink{
 		{key: "steps", name: "steps 50 → 10 → 30 Mbit/s", dur: 3 * step, sched: ss, passive: true,
 			isp: fmt.Sprintf("{rate: 30mbit, rates: [{at: 0s, rate: 50mbit}, {at: %v, rate: 10mbit}, {at: %v, rate: 30mbit}, {at: %v}], queue: fifo, backlog: 500ms}", step, 2*step, 3*step)},
+		{key: "both", name: "both ways loaded (30 down, 10 up)", dur: r.p.arBoth, sched: both, up: 10, passive: false,
+			isp: "{rate: 30mbit, queue: fifo, backlog: 500ms}"},
 		{key: "starlink", name: "Starlink-like (handovers)", dur: r.p.arStarlink, sched: starMean, handovers: arStarlink,
 			isp: arHandoverISP(arStarlink[0]), extra: "probe: echo, handovers: starlink", unaware: "probe: echo"},
 	}
@@ -216,11 +235,13 @@ func (r *runner) runAutorate(ctx context.Context) error {
 		}
 		for _, v := range arVariants {
 			switch {
-			case v.handover && l.handovers == nil:
+			case v.handover && l.handovers == nil, v.both && l.up == 0:
+				continue
+			case l.up > 0 && r.variants == nil && !slices.Contains([]string{"auto", "echo", "passive", "mean", "none"}, v.key):
 				continue
 			case r.variants != nil && !slices.Contains(r.variants, v.key):
 				continue
-			case r.variants == nil && v.pingOnly && !v.handover:
+			case r.variants == nil && v.pingOnly && !v.handover, r.variants == nil && v.both && l.up == 0:
 				continue
 			}
 			if ctx.Err() != nil {
@@ -245,11 +266,12 @@ type arChain struct {
 	autoIn, autoOut string // the variant's devices (in ns1, in mid)
 	ispStart        time.Time
 	ispLink         string // the ISP's link section, for applyISP
+	ispUp           int    // the ISP's upload (Mbit/s; 0: not limited)
 }
 
 // applyISP replaces the ISP's download: its delay and default class.
 func (c *arChain) applyISP(delay time.Duration, class string) error {
-	cfg, err := config.Parse("bench.yaml", []byte(c.ispLink+arISPPolicy(delay, class)))
+	cfg, err := config.Parse("bench.yaml", []byte(c.ispLink+arISPPolicy(delay, class, c.ispUp)))
 	if err != nil {
 		return err
 	}
@@ -257,9 +279,22 @@ func (c *arChain) applyISP(delay time.Duration, class string) error {
 }
 
 // arISPPolicy is the ISP's policy: 10 ms up, the download's delay and
-// default class.
-func arISPPolicy(delay time.Duration, class string) string {
-	return fmt.Sprintf("egress:\n  delay: 10ms\ningress:\n  delay: %v\n  default: %s\n", delay, class)
+// default class; up (Mbit/s), if set, makes the upload a 500 ms FIFO of
+// that rate.
+func arISPPolicy(delay time.Duration, class string, up int) string {
+	upClass := ""
+	if up > 0 {
+		upClass = fmt.Sprintf("  default: {rate: %dmbit, queue: fifo, backlog: 500ms}\n", up)
+	}
+	return fmt.Sprintf("egress:\n  delay: 10ms\n%singress:\n  delay: %v\n  default: %s\n", upClass, delay, class)
+}
+
+// arUpPolicy is the variant's upload on the both-ways link: its download
+// policy moved to egress, with an auto rate of 1-20 Mbit/s from 4 (the
+// download's 2-50 from 10) and a fixed one at the upload's mean.
+func arUpPolicy(v arVariant, up int, extra string) string {
+	p := strings.Replace(v.policy(uint64(up)*1e6/8, extra), "ingress:", "egress:", 1)
+	return strings.Replace(p, "min: 2mbit, base: 10mbit, max: 50mbit", "min: 1mbit, base: 4mbit, max: 20mbit", 1)
 }
 
 func (c *arChain) close() error {
@@ -282,8 +317,8 @@ func (c *arChain) close() error {
 // newARChain builds the topology with the variant's and the ISP's
 // policies (the ISP's download delay and default class) and starts both
 // links (the ISP's schedule starts then).
-func (r *runner) newARChain(policy string, ispDelay time.Duration, ispPolicy string) (c *arChain, err error) {
-	c = &arChain{}
+func (r *runner) newARChain(policy string, ispDelay time.Duration, ispPolicy string, ispUp int) (c *arChain, err error) {
+	c = &arChain{ispUp: ispUp}
 	defer func() {
 		if err != nil {
 			c.close()
@@ -318,7 +353,7 @@ link:
   outer: {name: %s, netns: %s, addresses: [%s/32, %s/32, %s/32], peer: %s, routes: [%s/32, 198.18.1.0/24]}
 `, tuntest.RandomName("pbii"), c.mid, arMidWAN, addr2, servers,
 		tuntest.RandomName("pbio"), r.e.ns2, arReflectors[0], arReflectors[1], arReflectors[2], arMidWAN, addr1)
-	c.isp, err = open(c.ispLink + arISPPolicy(ispDelay, ispPolicy))
+	c.isp, err = open(c.ispLink + arISPPolicy(ispDelay, ispPolicy, ispUp))
 	if err != nil {
 		return c, err
 	}
@@ -362,7 +397,11 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	if l.handovers != nil {
 		delay = l.handovers[0].delay
 	}
-	c, err := r.newARChain(v.policy(l.sched.Mean(), extra), delay, l.isp)
+	policy := v.policy(l.sched.Mean(), extra)
+	if l.up > 0 {
+		policy += arUpPolicy(v, l.up, extra)
+	}
+	c, err := r.newARChain(policy, delay, l.isp, l.up)
 	if err != nil {
 		return nil, err
 	}
@@ -437,11 +476,22 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			return nil, err
 		}
 		defer srv.stop()
+		if l.up > 0 {
+			srv, err := r.e.startIperfServer(ctx, iperfPort+1)
+			if err != nil {
+				return nil, err
+			}
+			defer srv.stop()
+		}
 	}
 	delivered := tuntest.StartSampler(func() uint64 { return c.isp.Class(shaper.Ingress, shaper.DefaultClass).Counters().SentBytes })
 	defer delivered.Stop()
 	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Ingress) })
 	defer autoRate.Stop()
+	upDelivered := tuntest.StartSampler(func() uint64 { return c.isp.Class(shaper.Egress, shaper.DefaultClass).Counters().SentBytes })
+	defer upDelivered.Stop()
+	upRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Egress) })
+	defer upRate.Stop()
 	end := c.ispStart.Add(l.dur)
 	// A second with no load for the passive signal's idle count, then
 	// the load until the end.
@@ -463,8 +513,16 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			loadErr <- err
 			return
 		}
-		stop, _, err := r.e.startIperfClient(iperfPort, int(time.Until(end).Seconds())+3, "-C", r.arCC(), "-P", "4", "-R")
+		secs := int(time.Until(end).Seconds()) + 3
+		stop, _, err := r.e.startIperfClient(iperfPort, secs, "-C", r.arCC(), "-P", "4", "-R")
 		stopLoad = stop
+		if err == nil && l.up > 0 {
+			var stopUp func()
+			stopUp, _, err = r.e.startIperfClient(iperfPort+1, secs, "-C", r.arCC(), "-P", "2")
+			if err == nil {
+				stopLoad = func() { stop(); stopUp() }
+			}
+		}
 		loadErr <- err
 	}()
 	replies, err := pingUntil(ctx, r.e.ns1, addr2, 10*time.Millisecond, end)
@@ -494,6 +552,9 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 		rest = append(rest, rp.RTT-pathMove(rp.At.Add(-rp.RTT/2)))
 	}
 	res.P50, res.P95, res.P99 = ms(tuntest.Percentile(rest, 0.5)-baseline), ms(tuntest.Percentile(rest, 0.95)-baseline), ms(tuntest.Percentile(rest, 0.99)-baseline)
+	if l.up > 0 {
+		res.UpUtil = upDelivered.Rate(from, end) * 8 / (float64(l.up) * 1e6)
+	}
 	if v.auto {
 		res.MeanRate = autoRate.Mean(from, end) * 8 / 1e6
 		if st := c.auto.AutorateStats(shaper.Ingress); st != nil {
@@ -501,6 +562,10 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 			if p := st.Passive; p != nil {
 				res.PassiveRises, res.PassiveRoundTrips = p.Samples, p.RoundTrips
 			}
+		}
+		if st := c.auto.AutorateStats(shaper.Egress); st != nil && l.up > 0 {
+			res.Cuts += st.Decreases
+			res.UpRate = upRate.Mean(from, end) * 8 / 1e6
 		}
 	}
 	var wanS, lanS []passiveSample

@@ -27,6 +27,7 @@ var arColors = map[string]color.RGBA{
 	"unaware":  {R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
 	"idle":     {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 	"unloaded": {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	"echo":     {R: 0x1f, G: 0x3f, B: 0x7f, A: 0xff},
 }
 
 // autorate writes scenario 14's section.
@@ -45,6 +46,9 @@ func (r *rep) autorate(res *results, p params) {
 	r.p("")
 	r.p("The Starlink-like link (issue 44) is a 60 s run (%v quick) whose download delay and capacity move at Starlink's handover instants (12, 27, 42 and 57 s past each minute of the wall clock) through the spans %s, one after another, 10 ms up; its auto variants probe by echo (as with reflectors that answer no timestamp requests) with `handovers: starlink`, beside *auto, not told of the handovers* (echo probes alone) and *auto, no load*, whose cuts are the handovers' alone; there *p50* to *p99* are over idle plus the path's own move since (each reply against the span it crossed the download in). *cuts/min* counts the controller's decreases over the whole run.", quickParams.arStarlink, arSpansText())
 	r.p("")
+	r.p("The both-ways link (issue 44 part 4) is a %v run (%v quick): the ISP's download a 500 ms FIFO of 30 Mbit/s and its upload one of 10, 10 ms each way; two %s flows upload beside the four downloads, and each variant shapes the upload as it does the download (auto: 1-20 Mbit/s from 4), so both directions are loaded at once; *auto, echo probes* judges round trips, which only the carried flows' own timestamps split by direction ([docs/autorate.md](docs/autorate.md), *Both directions loaded*). Its *utilisation* is the download's, the upload's in brackets; *cuts/min* counts both directions' cuts.",
+		p.arBoth, quickParams.arBoth, cmp.Or(res.AutorateCC, tcpCongestion))
+	r.p("")
 	t := newTable("link", "variant", "idle RTT", "p50 over idle", "p95 over idle", "p99 over idle", "utilisation", "mean rate", "cuts/min")
 	for _, a := range res.Autorate {
 		rate := ""
@@ -52,6 +56,12 @@ func (r *rep) autorate(res *results, p params) {
 			rate = fmt.Sprintf("%.1f Mbit/s", a.MeanRate)
 		}
 		util := fmt.Sprintf("%.1f%%", 100*a.Util)
+		if a.UpUtil > 0 {
+			util += fmt.Sprintf(" (up %.1f%%)", 100*a.UpUtil)
+		}
+		if a.UpRate > 0 {
+			rate = fmt.Sprintf("%.1f (up %.1f) Mbit/s", a.MeanRate, a.UpRate)
+		}
 		if a.Variant == "unloaded" || a.Variant == "idle" {
 			util = "(no load)"
 		}

@@ -33,11 +33,30 @@ import (
 // and repetition by repetition.
 
 // costVariants are scenario 15's variants by key.
-// pacer-thread (pacer with link.wait: thread) runs only when named.
-var costVariants = []string{"pacer", "htb", "pacer-thread"}
+// pacer-thread (pacer with link.wait: thread) runs only when named;
+// pacer-auto (each shaped direction's rate auto, pinned at R: issue 44's
+// controller cost) unnamed on the rows of costAutoRow only.
+var costVariants = []string{"pacer", "htb", "pacer-auto", "pacer-thread"}
 
 // costPacerLinks are the link settings of scenario 15's pacer variants.
-var costPacerLinks = map[string][]string{"pacer": nil, "pacer-thread": {"wait: thread"}}
+var costPacerLinks = map[string][]string{"pacer": nil, "pacer-thread": {"wait: thread"}, "pacer-auto": nil}
+
+// costAutoRow says whether pacer-auto runs on row unnamed: 100 Mbit/s
+// with one cubic flow (issue 44: the controller's cost at 100 Mbit/s),
+// the idle link and the router.
+func costAutoRow(row costRow) bool {
+	return row.kind != costBulk || row.rateBits == 100_000_000 && row.flows == 1 && row.cc == "cubic"
+}
+
+// costAutoPolicy is a direction's policy under pacer-auto: rate auto
+// from R (base and max) down to R/2, probing ns2's address (from the
+// link's outer side, ns2: no queue on the way, so the rate stays at R,
+// as the fixed one) with the passive voter on (the defaults): the same
+// traffic as pacer's, plus the controller's probes, ticks and the
+// passive table's work per TCP packet.
+func costAutoPolicy(dir string, rateBits uint64) string {
+	return fmt.Sprintf("%s:\n  rate: auto\n  autorate: {min: %dbit, base: %dbit, max: %dbit, reflectors: [%s]}\n", dir, rateBits/2, rateBits, rateBits, addr2)
+}
 
 // costRowKind is what a row of scenario 15 runs.
 type costRowKind int
@@ -304,7 +323,7 @@ func (r *runner) runCost(ctx context.Context) error {
 			}
 			for _, v := range costVariants {
 				named := r.variants != nil && slices.Contains(r.variants, v)
-				if !named && (r.variants != nil || v == "pacer-thread") || row.kind == costIdle && !isPacer(v) {
+				if !named && (r.variants != nil || v == "pacer-thread" || v == "pacer-auto" && !costAutoRow(row)) || row.kind == costIdle && !isPacer(v) {
 					continue
 				}
 				key := row.name + "/" + v
@@ -331,6 +350,12 @@ func (r *runner) buildCost(ctx context.Context, row costRow, variant string) (*p
 		policy := fmt.Sprintf("egress: {rate: %dbit}\n", row.rateBits)
 		if row.downBits != 0 {
 			policy += fmt.Sprintf("ingress: {rate: %dbit}\n", row.downBits)
+		}
+		if variant == "pacer-auto" {
+			policy = costAutoPolicy("egress", row.rateBits)
+			if row.downBits != 0 {
+				policy += costAutoPolicy("ingress", row.downBits)
+			}
 		}
 		return r.e.pacerPath(true, 0, policy, costPacerLinks[variant]...)
 	}

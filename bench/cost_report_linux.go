@@ -117,6 +117,7 @@ func (r *rep) cost(res *results, p params) {
 		r.p("")
 		r.headline("Idle pacer link: %s of a core (issue 41's floor: %.1f%%)", fmtPctCore(own), 100*costIdleFloorCore)
 	}
+	r.costAuto(res)
 	var lines []string
 	for _, c := range res.Cost {
 		if c.Variant == "pacer" && c.Kind == costBulk && strings.HasSuffix(c.Row, "1 cubic") {
@@ -128,4 +129,48 @@ func (r *rep) cost(res *results, p params) {
 	if len(lines) > 0 {
 		r.headline("Machine CPU, pacer over htb, one cubic flow: %s", strings.Join(lines, ", "))
 	}
+}
+
+// costAutoFloorCore is issue 44's bound on the autorate controller's own
+// cost at 100 Mbit/s: 1% of a core.
+const costAutoFloorCore = 0.01
+
+// costAuto writes the autorate controller's cost: pacer-auto's own CPU
+// less pacer's on each row both ran.
+func (r *rep) costAuto(res *results) {
+	var lines []string
+	for _, a := range res.Cost {
+		if a.Variant != "pacer-auto" {
+			continue
+		}
+		for _, p := range res.Cost {
+			if p.Row != a.Row || p.Variant != "pacer" {
+				continue
+			}
+			sa, sp := summarize(a.Own), summarize(p.Own)
+			if !sa.ok() || !sp.ok() {
+				continue
+			}
+			d := sa.Median - sp.Median
+			verdict := ""
+			if a.Kind == costBulk && a.RateBits == 100_000_000 {
+				verdict = " (issue 44's bound: 1%: within)"
+				if d > costAutoFloorCore {
+					verdict = " (issue 44's bound: 1%: **above**)"
+				}
+				r.headline("Autorate controller at 100 Mbit/s: %+.2f%% of a core (pacer-auto's own less pacer's, medians)", 100*d)
+			}
+			lines = append(lines, fmt.Sprintf("- %s: %s of a core against %s: %+.2f%%%s, machine %s against %s cores.", a.Row, fmtPctCore(sa), fmtPctCore(sp), 100*d, verdict,
+				fmtCores(summarize(a.Machine)), fmtCores(summarize(p.Machine))))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	r.p("**The autorate controller's cost** (issue 44): *pacer-auto* runs each shaped direction at `rate: auto` pinned at R (min R/2, base and max R, one reflector: ns2's own address, probed from the link's outer side in ns2, so no queue shows and the rate stays at R; the passive voter on, as by default), with the same traffic as *pacer*; its own CPU less pacer's (medians) is the controller's: its probes (20 a second per auto direction, each direction its own), its ticks (every 50 ms per direction) and the passive table's work per TCP packet on the data path.")
+	r.p("")
+	for _, l := range lines {
+		r.p("%s", l)
+	}
+	r.p("")
 }

@@ -90,6 +90,7 @@ type params struct {
 	arStep         time.Duration // scenario 14: each of the three steps
 	arTrace        time.Duration // scenario 14: the LTE trace's run
 	arStarlink     time.Duration // scenario 14: the Starlink-like link's run
+	arBoth         time.Duration // scenario 14: the both-ways link's run
 	costReps       int           // scenario 15
 	costWarm       time.Duration // scenario 15: from the traffic's start to the window
 	costWindow     time.Duration
@@ -106,7 +107,7 @@ var fullParams = params{
 	emuReps: 3, emuWarm: time.Second, emuWindow: 2 * time.Second, emuSteadyAt: 10 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 2 * time.Second,
 	shareReps: 3, shareTime: 10 * time.Second, shareWarm: 3 * time.Second, shareIdle: time.Second,
-	arStep: 20 * time.Second, arTrace: 120 * time.Second, arStarlink: 60 * time.Second,
+	arStep: 20 * time.Second, arTrace: 120 * time.Second, arStarlink: 60 * time.Second, arBoth: 60 * time.Second,
 	costReps: 3, costWarm: 3 * time.Second, costWindow: 5 * time.Second,
 }
 
@@ -121,7 +122,7 @@ var quickParams = params{
 	emuReps: 1, emuWarm: time.Second, emuWindow: time.Second, emuSteadyAt: 3 * time.Second,
 	emuIdle: time.Second, emuLoadWarm: time.Second, emuProbeWindow: 1500 * time.Millisecond,
 	shareReps: 1, shareTime: 6 * time.Second, shareWarm: 2 * time.Second, shareIdle: time.Second,
-	arStep: 5 * time.Second, arTrace: 20 * time.Second, arStarlink: 32 * time.Second,
+	arStep: 5 * time.Second, arTrace: 20 * time.Second, arStarlink: 32 * time.Second, arBoth: 20 * time.Second,
 	costReps: 2, costWarm: 3 * time.Second, costWindow: 5 * time.Second,
 }
 
@@ -201,7 +202,7 @@ func run() int {
 	pacerctl := flag.String("pacerctl", "bin/pacerctl", "soak: the pacerctl binary (make build)")
 	seed := flag.Uint64("seed", 1, "soak: the seed of the sequence of rates")
 	variants := flag.String("variants", "", "comma-separated variants scenarios 3, 7, 13, 14 and 15 run (bare, pacer-off, pacer-off-uring, pacer-on, pacer-on-uring, pacer-on-nogro, veth-off, veth-on; 14: auto, probes, passive, mean, min, max, none, and unloaded, the ping alone, only when named, and on the starlink link unaware (auto not told of the handovers) and idle (auto, no load); 15: pacer, htb, and pacer-thread (link.wait: thread) only when named), for development and profiling; default all")
-	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), the links scenario 14 runs (steps, lte, verizon, att, starlink) or the rows scenario 15 runs (\"20 Mbit/s\", \"8 cubic\", bbr, idle, router), for development and profiling; default all")
+	rows := flag.String("rows", "", "comma-separated parts of the names of the rows scenario 13 runs (pass-through, 2 Gbit/s, 5 Gbit/s, 10 Gbit/s, UDP), the links scenario 14 runs (steps, lte, verizon, att, starlink, both) or the rows scenario 15 runs (\"20 Mbit/s\", \"8 cubic\", bbr, idle, router), for development and profiling; default all")
 	autorate := flag.String("autorate", "", "more autorate settings for scenario 14's auto variant, as YAML flow-map entries (\"bloat_samples: 4, window: 4\"), for development")
 	cc := flag.String("cc", "", "TCP congestion control of scenario 14's flows (default cubic; bbr, as users run it), for development")
 	flag.Parse()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pacer-dev/pacer/config"
 	"github.com/pacer-dev/pacer/shaper/autorate"
+	"github.com/pacer-dev/pacer/shaper/flowrtt"
 	"github.com/pacer-dev/pacer/shaper/handover"
 	"github.com/pacer-dev/pacer/stats"
 )
@@ -45,10 +46,33 @@ type autoRun struct {
 	stop   chan struct{}
 	done   chan struct{}
 
+	// probeEvery: the prober is paced, one probe every probeEvery ticks
+	// (0: it keeps its own timer).
+	probeEvery int
+	log        *slog.Logger
+	passiveSeq uint64 // the passive tick last taken (run's own)
+
 	mu       sync.Mutex // guards the fields below (read by stats)
 	ctl      *autorate.Controller
 	achieved uint64
 	held     bool // the direction held traffic back over the last tick
+	stopped  bool // stopRun has begun: replies are ignored
+	// The decisions' bookkeeping: the rate set last, the state found
+	// last and logged last, when, and the changes since.
+	rate          uint64
+	state, logged autorate.State
+	lastLog       int64
+	changes       int
+	oneWay        bool // the last sample was a one-way delay, or split by the flows
+	// The carried flows' split of their round trips' rise (flowrtt.Tick's
+	// Down, when their far ends' clocks allow it), and when it was taken.
+	// An echo reply's rise is split with it: the way down is the robust
+	// half (the far end stamps its echo as it sends; the way up, the round
+	// trip's rise less it, also holds the far end's delayed ACKs), so the
+	// download's share of a round trip's rise is at most down, and the
+	// upload's is the rise less down.
+	down  time.Duration
+	split int64
 }
 
 // autoSettings converts a direction's autorate section (validated: its
@@ -139,12 +163,21 @@ func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun
 		r.ctl.Resume(from)
 	}
 	log := l.log.With("direction", dirName(i))
+	r.log = log
+	r.rate, r.state, r.logged, r.split = r.ctl.Rate(), r.ctl.State(), r.ctl.State(), math.MinInt64/2
 	kind := autorate.Timestamp
 	if cfg.Probe == config.ProbeEcho {
 		kind = autorate.Echo
 	}
 	if len(cfg.Reflectors) > 0 {
-		p, err := autorate.StartProber(autorate.ProbeConfig{Netns: cfg.Netns, Reflectors: cfg.Reflectors, Kind: kind, Interval: cfg.ProbeInterval}, log)
+		pc := autorate.ProbeConfig{Netns: cfg.Netns, Reflectors: cfg.Reflectors, Kind: kind, Interval: cfg.ProbeInterval, OnSample: r.observe}
+		// The controller wakes every autoTick anyway: a probe interval
+		// that is a multiple of it is sent from there (paced), one timer
+		// wake-up a probe fewer.
+		if cfg.ProbeInterval%autoTick == 0 {
+			pc.Paced, r.probeEvery = true, int(cfg.ProbeInterval/autoTick)
+		}
+		p, err := autorate.StartProber(pc, log)
 		if err != nil {
 			log.Error("autorate: probes cannot start; the rate stays where it is", "rate", config.FormatRate(r.ctl.Rate()), "err", err)
 			close(r.done)
@@ -156,7 +189,7 @@ func (l *Link) startAuto(i int, cfg config.AutorateConfig, from uint64) *autoRun
 	log.Info("autorate started", "rate", config.FormatRate(r.ctl.Rate()), "min", config.FormatRate(cfg.Min),
 		"base", config.FormatRate(cfg.Base), "max", config.FormatRate(cfg.Max), "reflectors", cfg.Reflectors,
 		"probe", cfg.Probe, "netns", cfg.Netns, "passive", cfg.Passive)
-	go r.run(log)
+	go r.run()
 	return r
 }
 
@@ -166,6 +199,9 @@ func (r *autoRun) off() bool { return r.prober == nil && len(r.cfg.Reflectors) >
 
 // stopRun stops the goroutine and the prober and returns the last rate.
 func (r *autoRun) stopRun() uint64 {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
 	if !r.off() {
 		close(r.stop)
 		<-r.done
@@ -178,12 +214,13 @@ func (r *autoRun) stopRun() uint64 {
 	return r.ctl.Rate()
 }
 
-// run feeds the controller until stop: each probe reply's delay in its
-// direction (a one-way delay from a timestamp reply, else the round-trip
-// time) and, every autoTick, the direction's achieved rate; it sets the
-// direction's rate on each change and logs each change of state.
-func (r *autoRun) run(log *slog.Logger) {
+// run runs the controller's tick until stop: every autoTick the
+// direction's achieved rate, the passive voter's rise and a decision, and
+// (with a paced prober) the next probe. Replies come from the prober's
+// reading goroutine (observe).
+func (r *autoRun) run() {
 	defer close(r.done)
+	defer r.l.auto.loadedOneWay[r.i].Store(false)
 	tick := time.NewTicker(autoTick)
 	defer tick.Stop()
 	type mark struct {
@@ -191,102 +228,105 @@ func (r *autoRun) run(log *slog.Logger) {
 		sent uint64
 	}
 	var marks [achievedOver + 1]mark
-	n := 0
-	state, logged := r.ctl.State(), r.ctl.State()
-	rate := r.ctl.Rate()
-	var lastLog int64
-	changes := 0
-	var replies <-chan autorate.Sample // nil: no reflectors (never ready)
-	if r.prober != nil {
-		replies = r.prober.C()
-	}
-	var passiveSeq uint64
-	oneWay := false // the last reply was a one-way (timestamp) one
-	defer r.l.auto.loadedOneWay[r.i].Store(false)
-	// The carried flows' split of their round trips' rise (flowrtt.Tick's
-	// Down and Up, when their far ends' clocks allow it): the other
-	// direction's part, and when it was taken (split: none yet). A round
-	// trip (an echo reply) less it is this direction's delay.
-	var other time.Duration
-	split := int64(math.MinInt64 / 2)
-	splitLive := func(now int64) bool { return now-split < int64(autorate.DefaultPassiveDeadAfter) }
-	decide := func(now int64) {
-		nr := r.ctl.Adjust(now, autorate.Load{Achieved: r.achieved, Held: r.held})
-		if nr != rate {
-			rate = nr
-			r.l.setDirRate(r.i, nr)
-		}
-		if st := r.ctl.State(); st != state {
-			state = st
-			changes++
-		}
-		// One line per change of state; changes between idle and loaded
-		// (a rate near the load threshold flips them) at most once a
-		// second, with how many there were.
-		urgent := state == autorate.Bloated || state == autorate.Stalled
-		if state != logged && (urgent || now-lastLog >= int64(time.Second)) {
-			log.Info("autorate: "+state.String(), "was", logged.String(), "changes", changes, "rate", config.FormatRate(nr),
-				"achieved", config.FormatRate(r.achieved), "delta", r.ctl.Delta().Round(time.Millisecond))
-			logged, lastLog, changes = state, now, 0
-		}
-	}
+	n, ticks := 0, 0
 	for {
 		select {
 		case <-r.stop:
 			return
-		case s := <-replies:
-			d := s.RTT
-			now := int64(s.At.Sub(r.l.start))
-			oneWay = s.OneWay || splitLive(now)
-			switch {
-			case s.OneWay && r.i == 0:
-				d = s.Up
-			case s.OneWay:
-				d = s.Down
-			case splitLive(now):
-				d = max(d-other, 0)
-			}
-			r.mu.Lock()
-			r.ctl.Observe(now, s.Reflector, d)
-			decide(now)
-			r.mu.Unlock()
 		case <-tick.C:
-			now := r.l.now()
-			m := mark{at: now, sent: r.target.Sent()}
-			held := r.target.Limited()
-			copy(marks[1:], marks[:len(marks)-1])
-			marks[0] = m
-			n = min(n+1, len(marks))
-			r.mu.Lock()
-			r.held = held
-			if old := marks[n-1]; n > 1 && m.at > old.at {
-				r.achieved = uint64(float64(m.sent-old.sent) * 1e9 / float64(m.at-old.at))
-			}
-			if r.cfg.Passive {
-				if tk, seq := r.l.passiveTick(now); seq != passiveSeq {
-					passiveSeq = seq
-					d := tk.Delta
-					if tk.OneWay > 0 {
-						d, other = tk.Up, tk.Down
-						if r.i == 1 {
-							d, other = tk.Down, tk.Up
-						}
-						split = now
-						if r.prober == nil {
-							oneWay = true
-						}
-					}
-					if tk.Flows > 0 {
-						r.ctl.ObservePassive(now, d)
-					}
+		}
+		if ticks++; r.probeEvery > 0 && ticks%r.probeEvery == 0 {
+			r.prober.Probe()
+		}
+		now := r.l.now()
+		m := mark{at: now, sent: r.target.Sent()}
+		held := r.target.Limited()
+		copy(marks[1:], marks[:len(marks)-1])
+		marks[0] = m
+		n = min(n+1, len(marks))
+		var tk flowrtt.Tick
+		fresh := false
+		if r.cfg.Passive {
+			var seq uint64
+			tk, seq = r.l.passiveTick(now)
+			fresh, r.passiveSeq = seq != r.passiveSeq, seq
+		}
+		r.mu.Lock()
+		r.held = held
+		if old := marks[n-1]; n > 1 && m.at > old.at {
+			r.achieved = uint64(float64(m.sent-old.sent) * 1e9 / float64(m.at-old.at))
+		}
+		if fresh {
+			d := tk.Delta
+			if tk.OneWay > 0 {
+				d, r.down = tk.Up, tk.Down
+				if r.i == 1 {
+					d = tk.Down
+				}
+				r.split = now
+				if r.prober == nil {
+					r.oneWay = true
 				}
 			}
-			decide(now)
-			st := r.ctl.State()
-			r.l.auto.loadedOneWay[r.i].Store(oneWay && (st == autorate.Loaded || st == autorate.Bloated))
-			r.ctl.SetShared(oneWay && r.l.auto.loadedOneWay[1-r.i].Load())
-			r.mu.Unlock()
+			if tk.Flows > 0 {
+				r.ctl.ObservePassive(now, d)
+			}
 		}
+		r.decide(now)
+		st := r.ctl.State()
+		r.l.auto.loadedOneWay[r.i].Store(r.oneWay && (st == autorate.Loaded || st == autorate.Bloated))
+		r.ctl.SetShared(r.oneWay && r.l.auto.loadedOneWay[1-r.i].Load())
+		r.mu.Unlock()
+	}
+}
+
+// observe takes one probe reply (from the prober's reading goroutine):
+// its delay in this direction (a one-way delay from a timestamp reply,
+// else the round trip, split by the carried flows where they can), and
+// decides.
+func (r *autoRun) observe(s autorate.Sample) {
+	now := int64(s.At.Sub(r.l.start))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	split := now-r.split < int64(autorate.DefaultPassiveDeadAfter)
+	d, less, most := s.RTT, time.Duration(0), time.Duration(-1)
+	r.oneWay = s.OneWay || split
+	switch {
+	case s.OneWay && r.i == 0:
+		d = s.Up
+	case s.OneWay:
+		d = s.Down
+	case split && r.i == 0:
+		less = r.down
+	case split:
+		most = r.down
+	}
+	r.ctl.ObserveRoundTrip(now, s.Reflector, d, less, most)
+	r.decide(now)
+}
+
+// decide runs the controller at now and sets the direction's rate on a
+// change; it logs each change of state: changes between idle and loaded
+// (a rate near the load threshold flips them) at most once a second,
+// with how many there were. r.mu must be held.
+func (r *autoRun) decide(now int64) {
+	nr := r.ctl.Adjust(now, autorate.Load{Achieved: r.achieved, Held: r.held})
+	if nr != r.rate {
+		r.rate = nr
+		r.l.setDirRate(r.i, nr)
+	}
+	if st := r.ctl.State(); st != r.state {
+		r.state = st
+		r.changes++
+	}
+	urgent := r.state == autorate.Bloated || r.state == autorate.Stalled
+	if r.state != r.logged && (urgent || now-r.lastLog >= int64(time.Second)) {
+		r.log.Info("autorate: "+r.state.String(), "was", r.logged.String(), "changes", r.changes, "rate", config.FormatRate(nr),
+			"achieved", config.FormatRate(r.achieved), "delta", r.ctl.Delta().Round(time.Millisecond))
+		r.logged, r.lastLog, r.changes = r.state, now, 0
 	}
 }
 

@@ -390,7 +390,22 @@ func (c *Controller) reflectorLive(now int64) bool {
 // now: its delay in the controlled direction, or its round-trip time. It
 // updates the reflector's baseline and adds a link-wide sample. Samples
 // of an unknown reflector or with a negative delay are ignored.
-func (c *Controller) Observe(now int64, i int, d time.Duration) {
+func (c *Controller) Observe(now int64, i int, d time.Duration) { c.observe(now, i, d, 0, -1) }
+
+// ObserveRoundTrip takes reflector i's round-trip time rtt when the
+// carried flows split the round trip's rise by direction (package
+// flowrtt): less is the rise the other direction's queue holds, to take
+// off this one's, and most (if not negative) the most this direction's
+// queue holds, to bound it. The reflector's baseline follows the round
+// trip as Observe's does; only its delta is split. (Taking less off the
+// round trip before the baseline saw it would let a moment's
+// overestimate pull the baseline down, and every later sample would
+// read high by as much.)
+func (c *Controller) ObserveRoundTrip(now int64, i int, rtt, less, most time.Duration) {
+	c.observe(now, i, rtt, max(less, 0), most)
+}
+
+func (c *Controller) observe(now int64, i int, d, less, most time.Duration) {
 	if i < 0 || i >= len(c.refl) || d < 0 {
 		return
 	}
@@ -404,7 +419,10 @@ func (c *Controller) Observe(now int64, i int, d time.Duration) {
 		r.baseline = float64(nb)
 		r.rebases++
 	}
-	r.delta = max(v-r.baseline, 0)
+	r.delta = max(v-r.baseline-float64(less), 0)
+	if most >= 0 {
+		r.delta = min(r.delta, float64(most))
+	}
 	w := c.s.BaselineDown
 	if v > r.baseline {
 		w = c.s.BaselineUp

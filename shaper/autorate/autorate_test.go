@@ -186,6 +186,36 @@ func TestShared(t *testing.T) {
 	}
 }
 
+// TestObserveRoundTrip: a round trip split by the carried flows (issue
+// 44 part 4). The rise less the other direction's share, and bounded by
+// this direction's own, is the delta; the baseline follows the round trip
+// itself, so an overestimate of the other's share for a moment does not
+// pull it down.
+func TestObserveRoundTrip(t *testing.T) {
+	ms := time.Millisecond
+	c := New(settings(), 1, 0)
+	c.Observe(0, 0, 20*ms)
+	for _, tc := range []struct {
+		rtt, less, most, want time.Duration
+	}{
+		{50 * ms, 20 * ms, -1, 10 * ms}, // 30 ms rise, 20 of it the other way
+		{50 * ms, 0, 12 * ms, 12 * ms},  // this way holds at most 12
+		{50 * ms, 40 * ms, -1, 0},       // more than the rise: none
+		{20 * ms, 0, -1, 0},
+	} {
+		c.ObserveRoundTrip(int64(50*ms), 0, tc.rtt, tc.less, tc.most)
+		if r := c.Reflectors(int64(50 * ms))[0]; r.Delta.Round(ms) != tc.want || r.Baseline.Round(ms) != 20*ms {
+			t.Errorf("rtt %v less %v most %v: delta %v baseline %v, want %v over 20ms", tc.rtt, tc.less, tc.most, r.Delta, r.Baseline, tc.want)
+		}
+	}
+	// A round trip below the baseline moves it down, as Observe's would,
+	// whatever the split says.
+	c.ObserveRoundTrip(int64(100*ms), 0, 10*ms, 15*ms, 0)
+	if r := c.Reflectors(int64(100 * ms))[0]; r.Baseline > 11100*time.Microsecond || r.Delta != 0 { // 20 + 0.9 × (10 − 20)
+		t.Errorf("lower round trip: %+v, want the baseline at 11 ms, no delta", r)
+	}
+}
+
 func TestCutDepthFollowsDelta(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -17,8 +17,17 @@ type ProbeConfig struct {
 	// requests is probed by echo from then on.
 	Kind Kind
 	// Interval is the time between two probes (to any reflector): each
-	// of n reflectors is probed every n × Interval.
+	// of n reflectors is probed every n × Interval. With Paced the
+	// caller keeps it, calling Prober.Probe.
 	Interval time.Duration
+	// Paced says the caller sends each probe (Prober.Probe) from a timer
+	// of its own, so that the prober keeps none: a controller that wakes
+	// every tick anyway probes then, one wake-up a probe fewer.
+	Paced bool
+	// OnSample, if set, takes each reply's Sample, called from the
+	// prober's reading goroutine, in place of the channel (C): one
+	// goroutine wake-up a reply fewer. It must not block.
+	OnSample func(Sample)
 }
 
 // FallbackAfter is how many timestamp requests a reflector may leave

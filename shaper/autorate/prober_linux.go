@@ -33,6 +33,8 @@ type Prober struct {
 	wg   sync.WaitGroup
 
 	mu       sync.Mutex
+	seq      uint16      // the last probe's
+	next     int         // the reflector probed next
 	inflight [1024]probe // by seq % len
 	kinds    []Kind      // each reflector's kind now
 	tsSent   []int       // timestamp requests sent before the first reply
@@ -52,7 +54,7 @@ type probe struct {
 // StartProber opens the sockets in cfg.Netns and starts probing.
 // Samples arrive on C(); a sample the reader is too slow for is dropped.
 func StartProber(cfg ProbeConfig, log *slog.Logger) (*Prober, error) {
-	if len(cfg.Reflectors) == 0 || cfg.Interval <= 0 {
+	if len(cfg.Reflectors) == 0 || cfg.Interval <= 0 && !cfg.Paced {
 		return nil, errors.New("autorate: prober needs reflectors and an interval")
 	}
 	if log == nil {
@@ -108,8 +110,10 @@ func StartProber(cfg ProbeConfig, log *slog.Logger) (*Prober, error) {
 			go p.receive(c, c == p.c6)
 		}
 	}
-	p.wg.Add(1)
-	go p.send()
+	if !cfg.Paced {
+		p.wg.Add(1)
+		go p.send()
+	}
 	return p, nil
 }
 
@@ -149,41 +153,55 @@ func (p *Prober) send() {
 	defer p.wg.Done()
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
-	var seq uint16
-	var buf []byte
-	for i := 0; ; i = (i + 1) % len(p.cfg.Reflectors) {
+	for {
 		select {
 		case <-p.stop:
 			return
 		case <-tick.C:
 		}
-		seq++
-		a := p.cfg.Reflectors[i]
-		v6 := !(a.Is4() || a.Is4In6())
-		p.mu.Lock()
-		k := p.kinds[i]
-		if k == Timestamp && !p.tsOK[i] {
-			if p.tsSent[i] >= FallbackAfter {
-				p.kinds[i], k = Echo, Echo
-				p.log.Warn("autorate: reflector answers no ICMP timestamp requests: probing it with echo (round-trip times)", "reflector", a)
-			} else {
-				p.tsSent[i]++
-			}
-		}
-		now := time.Now()
-		p.inflight[int(seq)%len(p.inflight)] = probe{seq: seq, refl: i, at: now, kind: k, live: true}
-		p.mu.Unlock()
-		buf = AppendRequest(buf[:0], k, v6, p.id, seq, now)
-		c := p.c4
-		if v6 {
-			c = p.c6
-		}
-		if _, err := c.WriteToIP(buf, &net.IPAddr{IP: a.Unmap().AsSlice()}); err != nil {
-			p.log.Debug("autorate: probe", "reflector", a, "err", err)
-			continue
-		}
-		p.sent.Add(1)
+		p.Probe()
 	}
+}
+
+// Probe sends the next probe now, to the next reflector in turn. A
+// Paced prober sends only these; it is safe for concurrent use.
+func (p *Prober) Probe() {
+	p.mu.Lock()
+	p.seq++
+	seq, i := p.seq, p.next
+	p.next = (p.next + 1) % len(p.cfg.Reflectors)
+	p.mu.Unlock()
+	p.probe(seq, i)
+}
+
+// probe sends probe seq to reflector i.
+func (p *Prober) probe(seq uint16, i int) {
+	a := p.cfg.Reflectors[i]
+	v6 := !(a.Is4() || a.Is4In6())
+	p.mu.Lock()
+	k := p.kinds[i]
+	if k == Timestamp && !p.tsOK[i] {
+		if p.tsSent[i] >= FallbackAfter {
+			p.kinds[i], k = Echo, Echo
+			p.log.Warn("autorate: reflector answers no ICMP timestamp requests: probing it with echo (round-trip times)", "reflector", a)
+		} else {
+			p.tsSent[i]++
+		}
+	}
+	now := time.Now()
+	p.inflight[int(seq)%len(p.inflight)] = probe{seq: seq, refl: i, at: now, kind: k, live: true}
+	p.mu.Unlock()
+	var b [64]byte
+	buf := AppendRequest(b[:0], k, v6, p.id, seq, now)
+	c := p.c4
+	if v6 {
+		c = p.c6
+	}
+	if _, err := c.WriteToIP(buf, &net.IPAddr{IP: a.Unmap().AsSlice()}); err != nil {
+		p.log.Debug("autorate: probe", "reflector", a, "err", err)
+		return
+	}
+	p.sent.Add(1)
 }
 
 // receive reads replies until the socket closes.
@@ -227,6 +245,10 @@ func (p *Prober) receive(c *net.IPConn, v6 bool) {
 			continue
 		}
 		p.received.Add(1)
+		if p.cfg.OnSample != nil {
+			p.cfg.OnSample(s)
+			continue
+		}
 		select {
 		case p.out <- s:
 		default:

@@ -60,3 +60,42 @@ func TestProberReflectors(t *testing.T) {
 		})
 	}
 }
+
+// TestProberPaced: a paced prober sends only when told (Probe), to the
+// reflectors in turn, and hands each reply to OnSample, not the channel.
+func TestProberPaced(t *testing.T) {
+	tuntest.RequirePrivileges(t)
+	r := tuntest.NewRouter(t, false)
+	got := make(chan Sample, 64)
+	p, err := StartProber(ProbeConfig{Netns: r.Client, Reflectors: []netip.Addr{r.ServerAddr, r.RouterLAN}, Kind: Timestamp, Paced: true,
+		OnSample: func(s Sample) { got <- s }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	time.Sleep(100 * time.Millisecond)
+	if c := p.Counts(); c.Sent != 0 {
+		t.Fatalf("a paced prober sent %d probes untold", c.Sent)
+	}
+	per := map[int]int{}
+	for range 10 {
+		p.Probe()
+		select {
+		case s := <-got:
+			per[s.Reflector]++
+			if !s.OneWay || s.RTT <= 0 {
+				t.Errorf("sample %+v: want a one-way timestamp reply", s)
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("no reply within 1 s (%+v so far)", per)
+		}
+	}
+	select {
+	case s := <-p.C():
+		t.Errorf("a sample on the channel beside OnSample: %+v", s)
+	default:
+	}
+	if per[0] != 5 || per[1] != 5 || p.Counts().Sent != 10 {
+		t.Errorf("replies per reflector %v, counts %+v: want 5 each of 10 sent", per, p.Counts())
+	}
+}

@@ -26,3 +26,6 @@ func (p *Prober) Kinds() []Kind { return nil }
 
 // Stop does nothing.
 func (p *Prober) Stop() {}
+
+// Probe does nothing.
+func (p *Prober) Probe() {}
