@@ -74,6 +74,12 @@ type AutorateConfig struct {
 	// raise (300 ms); 0: none (a cut at every bloated sample). nil: the
 	// default, which SetDefaults fills in.
 	Refractory *time.Duration
+	// SleepAfter is how long a direction stays idle before its
+	// controller sleeps: it wakes and probes every SleepTick instead of
+	// every 50 ms and ProbeInterval, until the direction carries traffic
+	// again (default 30 s, as cake-autorate's sleep after 60 s); 0: never.
+	// nil: the default, which SetDefaults fills in.
+	SleepAfter *time.Duration
 	// Decay is the share of the rate that an idle direction moves toward
 	// Base once a DecayEvery (0.01, 1 s).
 	Decay      float64
@@ -193,6 +199,10 @@ const (
 	DefaultAutorateGrow       = 1.04
 	DefaultAutorateGrowDelta  = 10 * time.Millisecond
 	DefaultAutorateRefractory = 300 * time.Millisecond
+	DefaultAutorateSleepAfter = 30 * time.Second
+	// SleepTick is a sleeping controller's period: it probes once per
+	// SleepTick and looks at the direction's load as often.
+	SleepTick                 = 500 * time.Millisecond
 	DefaultAutorateDecay      = 0.01
 	DefaultAutorateDecayEvery = time.Second
 	DefaultAutorateBaseUp     = 0.001
@@ -267,6 +277,7 @@ func (d *decoder) autorateField(dst **AutorateConfig) field {
 			{"grow_delta", d.spanPtr(&a.GrowDelta)},
 			{"grow_when", named(d, &a.GrowUnheld, "held or loaded", parseGrowWhen)},
 			{"refractory", d.spanPtr(&a.Refractory)},
+			{"sleep_after", d.spanPtr(&a.SleepAfter)},
 			{"decay", d.nonZero(&a.Decay, "(0, 1]", DefaultAutorateDecay)},
 			{"decay_every", d.duration(&a.DecayEvery)},
 			{"baseline_up", d.nonZero(&a.BaselineUp, "(0, 1]", DefaultAutorateBaseUp)},
@@ -370,6 +381,9 @@ func (a *AutorateConfig) setDefaults() {
 			g = DefaultAutorateGrowDelta
 		}
 		a.GrowDelta = &g
+	}
+	if a.SleepAfter == nil {
+		a.SleepAfter = new(DefaultAutorateSleepAfter)
 	}
 	if a.Refractory == nil {
 		a.Refractory = new(DefaultAutorateRefractory)
@@ -480,6 +494,12 @@ func (v *validator) autorate(path string, dc *DirectionConfig) {
 		unset("refractory")
 	case *r < 0:
 		v.errorf(p+".refractory", "%v is negative", *r)
+	}
+	switch s := a.SleepAfter; {
+	case s == nil:
+		unset("sleep_after")
+	case *s != 0 && *s < time.Second:
+		v.errorf(p+".sleep_after", "%v is below 1s (0: never)", *s)
 	}
 	if a.BloatSamples > a.Window {
 		v.errorf(p+".bloat_samples", "%d is more than window %d", a.BloatSamples, a.Window)

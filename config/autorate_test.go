@@ -15,7 +15,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		"egress:\n  rate: auto\n  autorate: {min: 5mbit, base: 20mbit, max: 80mbit, reflectors: [198.18.2.2, '2001:2::1']}\n" +
 		"ingress:\n  rate: 30mbit\n  autorate:\n    min: 1mbit\n    base: 2mbit\n    max: 3mbit\n    reflectors: [198.18.2.2]\n" +
 		"    probe: echo\n    probe_interval: 10ms\n    netns: other\n    load_high: 0.5\n    bloat_delta: 15ms\n    bloat_samples: 2\n" +
-		"    window: 4\n    drain: 1s\n    cut_low: 0.95\n    cut_high: 0.5\n    achieved_cut: 0.8\n    cut_deepest: 0.4\n    grow: 1.1\n    grow_delta: 5ms\n    refractory: 100ms\n" +
+		"    window: 4\n    drain: 1s\n    cut_low: 0.95\n    cut_high: 0.5\n    achieved_cut: 0.8\n    cut_deepest: 0.4\n    grow: 1.1\n    grow_delta: 5ms\n    refractory: 100ms\n    sleep_after: 0s\n" +
 		"    decay: 0.05\n    decay_every: 200ms\n    baseline_up: 0.01\n    baseline_down: 0.5\n    dead_after: 1s\n    stall_after: 5s\n    rebase_after: 3s\n    passive: true\n"
 	c, err := config.Parse("auto.yaml", []byte(y))
 	if err != nil {
@@ -26,7 +26,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		ProbeInterval: 50 * time.Millisecond, Netns: "wan", LoadHigh: 0.75,
 		BloatDelta: 30 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 3, Window: 6,
 		CutLow: 0.99, CutHigh: 0.75, AchievedCut: 0.9, CutDeepest: new(0.5), Grow: 1.04, GrowDelta: new(10 * time.Millisecond),
-		Refractory: new(300 * time.Millisecond), Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
+		Refractory: new(300 * time.Millisecond), SleepAfter: new(30 * time.Second), Decay: 0.01, DecayEvery: time.Second, BaselineUp: 0.001, BaselineDown: 0.9,
 		DeadAfter: 500 * time.Millisecond, StallAfter: 10 * time.Second, RebaseAfter: 10 * time.Second, Passive: true}
 	if e := c.Egress; !e.Auto || !reflect.DeepEqual(e.Autorate, want) || e.Rate != want.Base || e.Burst == 0 {
 		t.Errorf("egress: auto %v rate %d burst %d autorate %+v, want %+v", e.Auto, e.Rate, e.Burst, e.Autorate, want)
@@ -36,7 +36,7 @@ func TestParseConfigAutorate(t *testing.T) {
 		ProbeInterval: 10 * time.Millisecond, Netns: "other", LoadHigh: 0.5,
 		BloatDelta: 15 * time.Millisecond, BloatDeltaMax: 60 * time.Millisecond, BloatSamples: 2, Window: 4,
 		CutLow: 0.95, CutHigh: 0.5, AchievedCut: 0.8, CutDeepest: new(0.4), Drain: time.Second, Grow: 1.1, GrowDelta: new(5 * time.Millisecond),
-		Refractory: new(100 * time.Millisecond), Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
+		Refractory: new(100 * time.Millisecond), SleepAfter: new(time.Duration(0)), Decay: 0.05, DecayEvery: 200 * time.Millisecond, BaselineUp: 0.01, BaselineDown: 0.5,
 		DeadAfter: time.Second, StallAfter: 5 * time.Second, RebaseAfter: 3 * time.Second, Passive: true}
 	if in := c.Ingress; in.Auto || !reflect.DeepEqual(in.Autorate, want) || in.Rate != 3_750_000 {
 		t.Errorf("ingress: auto %v rate %d autorate %+v, want fixed 30mbit and %+v", in.Auto, in.Rate, in.Autorate, want)
@@ -90,6 +90,7 @@ func TestParseConfigAutorateErrors(t *testing.T) {
 		{name: "decay_every 0", yaml: ar("    decay_every: 0s\n"), line: 11, want: "egress.autorate.decay_every: must be above 0, not 0s"},
 		{name: "dead_after 0", yaml: ar("    dead_after: 0s\n"), line: 11, want: "egress.autorate.dead_after: must be above 0, not 0s"},
 		{name: "refractory negative", yaml: ar("    refractory: -1s\n"), line: 11, want: "egress.autorate.refractory: -1s is negative"},
+		{name: "sleep_after short", yaml: ar("    sleep_after: 200ms\n"), line: 11, want: "egress.autorate.sleep_after: 200ms is below 1s (0: never)"},
 		{name: "cut_deepest negative", yaml: ar("    cut_deepest: -0.1\n"), line: 11, want: "egress.autorate.cut_deepest: -0.1 is out of range [0, 1]"},
 		{name: "global", yaml: base + "redis: {address: 'r:1'}\n" + "egress:\n  rate: auto\n  global: {key: k, rate: 1mbit}\n  autorate: {min: 1mbit, base: 2mbit, max: 3mbit, reflectors: [198.18.2.2]}\n", line: 6,
 			want: "egress.rate: a global direction's rate is its global.rate"},

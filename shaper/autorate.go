@@ -229,17 +229,37 @@ func (r *autoRun) run() {
 	}
 	var marks [achievedOver + 1]mark
 	n, ticks := 0, 0
+	// A direction idle for SleepAfter sleeps: one tick (and one probe)
+	// every SleepTick, until a tick finds it sent more than a trickle.
+	sleepAfter := int64(*r.cfg.SleepAfter)
+	asleep, idleSince := false, r.l.now()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-tick.C:
 		}
-		if ticks++; r.probeEvery > 0 && ticks%r.probeEvery == 0 {
+		if ticks++; r.probeEvery > 0 && (asleep || ticks%r.probeEvery == 0) {
 			r.prober.Probe()
 		}
 		now := r.l.now()
 		m := mark{at: now, sent: r.target.Sent()}
+		if asleep {
+			// Awake once the direction sent at least a tenth of the
+			// rate's worth over the sleep tick: back to autoTick, a
+			// fresh achieved rate.
+			if sent := m.sent - marks[0].sent; float64(sent) < 0.1*float64(r.ctl.Rate())*config.SleepTick.Seconds() {
+				r.mu.Lock()
+				r.achieved = uint64(float64(sent) * 1e9 / float64(max(m.at-marks[0].at, 1)))
+				r.decide(now) // the idle decay goes on
+				r.mu.Unlock()
+				marks[0] = m
+				continue
+			}
+			asleep, idleSince, n = false, now, 0
+			tick.Reset(autoTick)
+			r.log.Info("autorate: awake", "sent", m.sent-marks[0].sent)
+		}
 		held := r.target.Limited()
 		copy(marks[1:], marks[:len(marks)-1])
 		marks[0] = m
@@ -277,6 +297,17 @@ func (r *autoRun) run() {
 		r.l.auto.loadedOneWay[r.i].Store(r.oneWay && (st == autorate.Loaded || st == autorate.Bloated))
 		r.ctl.SetShared(r.oneWay && r.l.auto.loadedOneWay[1-r.i].Load())
 		r.mu.Unlock()
+		if st != autorate.Idle {
+			idleSince = now
+		}
+		// Sleep only with paced probes (the tick sends them) or none, and
+		// not on a path with handovers (a reflector probed every 1.5 s
+		// would miss an instant's settle windows, and its step).
+		if sleepAfter > 0 && now-idleSince >= sleepAfter && (r.probeEvery > 0 || r.prober == nil) && r.cfg.Handovers.Every == 0 {
+			asleep = true
+			tick.Reset(config.SleepTick)
+			r.log.Info("autorate: asleep", "idle", time.Duration(now-idleSince).Round(time.Second), "tick", config.SleepTick)
+		}
 	}
 }
 

@@ -365,6 +365,41 @@ func TestAutorateIdle(t *testing.T) {
 	}
 }
 
+// TestAutorateSleep: an idle direction's controller sleeps after
+// sleep_after (2 s here): it probes every 500 ms instead of every 50 ms,
+// and wakes when the direction carries traffic again, probing at its
+// interval and raising the rate as the load asks.
+func TestAutorateSleep(t *testing.T) {
+	rateTest(t)
+	c := newChain(t, autoPolicy(chainReflectors[:2], ", sleep_after: 2s"), fixedISP(50, ""))
+	probes := func(d time.Duration) float64 {
+		p0 := c.auto.AutorateStats(Egress).ProbesSent
+		time.Sleep(d)
+		return float64(c.auto.AutorateStats(Egress).ProbesSent-p0) / d.Seconds()
+	}
+	time.Sleep(3 * time.Second)
+	asleep := probes(3 * time.Second)
+	st := c.auto.AutorateStats(Egress)
+	s := tuntest.StartIperf3Server(t, c.server, c.serverIP)
+	flows := background(func(ctx context.Context) {
+		if _, err := s.Client(ctx, c.client, 5*time.Second, "-P", "4"); err != nil && ctx.Err() == nil {
+			t.Errorf("iperf3: %v", err)
+		}
+	})
+	defer flows()
+	time.Sleep(2 * time.Second)
+	awake := probes(2 * time.Second)
+	loaded := c.auto.AutorateStats(Egress)
+	t.Logf("probes a second: asleep %.1f, loaded %.1f; rate asleep %.1f Mbit/s, loaded %.1f (%d raises)", asleep, awake,
+		float64(st.RateBytesPerSecond)*8/1e6, float64(loaded.RateBytesPerSecond)*8/1e6, loaded.Increases)
+	if asleep < 1 || asleep > 3.5 || st.State != "idle" || st.RateBytesPerSecond != 2_500_000 {
+		t.Errorf("asleep: %.1f probes a second (want 2), state %s, rate %d (want idle at base)", asleep, st.State, st.RateBytesPerSecond)
+	}
+	if awake < 17 || loaded.Increases == 0 || loaded.RateBytesPerSecond <= 2_500_000 {
+		t.Errorf("loaded: %.1f probes a second (want 20), %d raises, rate %d: want awake and growing", awake, loaded.Increases, loaded.RateBytesPerSecond)
+	}
+}
+
 // TestAutorateLiveSwitch: a direction with an autorate section and a
 // fixed rate runs at that rate with no controller; applying rate auto
 // starts one (probes answered, the rate at base); a fixed rate again
