@@ -488,7 +488,12 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	defer delivered.Stop()
 	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Ingress) })
 	defer autoRate.Stop()
-	upDelivered := tuntest.StartSampler(func() uint64 { return c.isp.Class(shaper.Egress, shaper.DefaultClass).Counters().SentBytes })
+	upDelivered := tuntest.StartSampler(func() uint64 {
+		if l.up == 0 {
+			return 0 // the ISP's upload has no class of its own
+		}
+		return c.isp.Class(shaper.Egress, shaper.DefaultClass).Counters().SentBytes
+	})
 	defer upDelivered.Stop()
 	upRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Egress) })
 	defer upRate.Stop()
