@@ -50,9 +50,13 @@ ingress:
 // own one-way delay; with echo probes, and with the flows alone (no
 // reflectors), on the round trip. Each direction must carry at least
 // 80% of its capacity and the ping's median stay within idle + 15 ms
-// (from 6 s on): one direction's queue must not cut the other.
+// (from 5 s on): one direction's queue must not cut the other. It judges
+// a median within a few milliseconds of its bound, with two links and six
+// flows of its own, so it runs alone (skipShort), not beside the rate
+// tests (whose lateness it would disturb: beside it TestMatrix once saw
+// goroutines wait 5 ms for a processor 8 times).
 func TestAutorateBothWays(t *testing.T) {
-	rateTest(t)
+	skipShort(t)
 	refl := "reflectors: [" + strings.Join(chainReflectors, ", ") + "]"
 	for _, tc := range []struct{ name, extra string }{
 		{"timestamp", ", " + refl},
@@ -62,7 +66,7 @@ func TestAutorateBothWays(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChain(t, bothPolicy(tc.extra), bothISP())
 			baseline := c.idleBaseline(t)
-			const d = 20 * time.Second
+			const d = 16 * time.Second
 			up := tuntest.StartIperf3ServerPort(t, c.server, c.serverIP, 5301)
 			down := tuntest.StartIperf3ServerPort(t, c.server, c.serverIP, 5302)
 			upSent := tuntest.StartSampler(c.ispSent)
@@ -90,7 +94,7 @@ func TestAutorateBothWays(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ping: %v", err)
 			}
-			from, to := start.Add(6*time.Second), start.Add(d-time.Second)
+			from, to := start.Add(5*time.Second), start.Add(d-time.Second)
 			upUtil := upSent.Rate(from, to) * 8 / (bothUpMbit * 1e6)
 			downUtil := downSent.Rate(from, to) * 8 / (bothDownMbit * 1e6)
 			rest := rttsIn(replies, from, to)
@@ -102,7 +106,7 @@ func TestAutorateBothWays(t *testing.T) {
 			if upUtil < 0.8 || downUtil < 0.8 {
 				t.Errorf("utilisation up %.1f%%, down %.1f%%: want each at least 80%%", 100*upUtil, 100*downUtil)
 			}
-			if len(rest) < 800 || p50 > baseline+15*time.Millisecond {
+			if len(rest) < 500 || p50 > baseline+15*time.Millisecond { // ping sends about 70 a second here under this load
 				t.Errorf("ping median %v over baseline %v (%d replies): want at most 15 ms", p50-baseline, baseline, len(rest))
 			}
 		})

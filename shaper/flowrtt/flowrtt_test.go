@@ -2,6 +2,7 @@ package flowrtt
 
 import (
 	"encoding/binary"
+	"math"
 	"net"
 	"sync"
 	"testing"
@@ -318,11 +319,16 @@ func TestTrackerSplit(t *testing.T) {
 	// path sends one segment per flow every 10 ms from from to to with
 	// the way up and down taking up and down: the echo leaves the far
 	// end as the segment arrives, stamped with the far end's clock (its
-	// own offset per flow; tick 1 ms, or 10 ms for flow 9).
+	// own offset per flow, flow 3's wrapping; tick 1 ms, or 10 ms for
+	// flow 9).
 	path := func(from, to time.Duration, up, down time.Duration) {
 		for at := from; at < to; at += 10 * ms {
 			for flow := uint64(1); flow <= 3; flow++ {
-				stamp := uint32(1000*flow) + uint32((at+up)/ms)
+				base := uint32(1000 * flow)
+				if flow == 3 {
+					base = math.MaxUint32 - 2000 // wraps 2 s in
+				}
+				stamp := base + uint32((at+up)/ms)
 				k.Add(RTT{Flow: flow, At: int64(at + up + down), RTT: up + down, TSval: stamp, HasTSval: true})
 			}
 			stamp := uint32((at + up) / (10 * ms))
@@ -399,6 +405,41 @@ func TestTrackerHandovers(t *testing.T) {
 			t.Errorf("without the schedule: the ticks rose %v at most, want the step, 30ms", worst)
 		}
 	}
+}
+
+// FuzzTrackerSplit feeds a tracker round trips of a few flows at times,
+// round trips and far-end timestamps from the input (times moving
+// forward by up to 65 ms, round trips up to 2 s, TSvals anywhere, wrapping
+// included) and checks what every tick may promise: no negative rise,
+// no more split flows than counted ones, and a split only from flows
+// whose clocks were judged.
+func FuzzTrackerSplit(f *testing.F) {
+	f.Add([]byte{1, 10, 20, 0, 0, 0, 5, 2, 10, 20, 0, 0, 1, 0})
+	f.Add([]byte{0, 255, 255, 255, 255, 255, 255, 1, 0, 0, 0, 0, 0, 0, 7})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		k := NewTracker()
+		k.MinAge, k.Window = 0, time.Second
+		var at int64
+		for len(in) >= 7 {
+			flow := uint64(in[0] % 4)
+			at += int64(in[1]) << 18 // up to ~67 ms a step
+			rtt := time.Duration(uint16(in[2])<<8|uint16(in[3])) * 32 * time.Microsecond
+			ts := uint32(in[3])<<24 | uint32(in[4])<<16 | uint32(in[5])<<8 | uint32(in[6])
+			k.Add(RTT{Flow: flow, At: at, RTT: rtt, TSval: ts, HasTSval: in[0]&4 == 0})
+			in = in[7:]
+			if flow == 3 {
+				for _, fs := range k.flows {
+					if fs.clock != clockMS && (fs.dtick >= 0 || fs.uptick >= 0) {
+						t.Fatalf("a flow whose clock is not judged 1 ms has a one-way rise: %+v", fs)
+					}
+				}
+				tk := k.Tick(at)
+				if tk.Delta < 0 || tk.Down < 0 || tk.Up < 0 || tk.OneWay > tk.Flows || tk.Flows > k.Len() {
+					t.Fatalf("tick %+v with %d flows tracked", tk, k.Len())
+				}
+			}
+		}
+	})
 }
 
 func FuzzParseSegment(f *testing.F) {

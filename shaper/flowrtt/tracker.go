@@ -48,13 +48,15 @@ type flowState struct {
 	// none).
 	tick time.Duration
 	step handover.Step
-	// The far end's clock (RTT.TSval), from its first timestamp (ts0 at
-	// at0): clock is clockUnknown until the flow has been seen for
-	// ClockAfter, then clockMS if it ticked once a millisecond, else
-	// clockOther (its one-way delays are not used).
-	clock int8
-	ts0   uint32
-	at0   int64
+	// The far end's clock (RTT.TSval): ticks since its first timestamp
+	// (read at at0), tsLast the last TSval; clock is clockUnknown until
+	// the flow has been seen for ClockAfter, then clockMS if it ticked
+	// once a millisecond, else clockOther (its one-way delays are not
+	// used).
+	clock  int8
+	tsLast uint32
+	ticks  int64
+	at0    int64
 	// The one-way delay's windowed least (as cur and prev, on the same
 	// windows), its least rise in the tick and the least of the up rises
 	// (the round trip's rise less the one-way's, per sample; -1: none).
@@ -107,9 +109,13 @@ func (k *Tracker) Add(r RTT) {
 	owd := time.Duration(-1)
 	if r.HasTSval {
 		if f.at0 == 0 {
-			f.ts0, f.at0 = r.TSval, r.At
+			f.tsLast, f.at0 = r.TSval, r.At
 		}
-		ticks := time.Duration(int32(r.TSval-f.ts0)) * time.Millisecond
+		// The far end's ticks since its first timestamp, unwrapped
+		// sample by sample (a flow may outlive 2^31 ticks).
+		f.ticks += int64(int32(r.TSval - f.tsLast))
+		f.tsLast = r.TSval
+		ticks := time.Duration(f.ticks) * time.Millisecond
 		passed := time.Duration(r.At - f.at0)
 		if f.clock == clockUnknown && passed >= ClockAfter {
 			f.clock = clockOther
