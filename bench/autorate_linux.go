@@ -371,15 +371,15 @@ func (r *runner) autorateOnce(ctx context.Context, l arLink, v arVariant) (*arRe
 	defer delivered.Stop()
 	autoRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Ingress) })
 	defer autoRate.Stop()
-	upDelivered := tuntest.StartSampler(func() uint64 {
-		if l.up == 0 {
-			return 0 // the ISP's upload has no class of its own
-		}
-		return c.isp.Class(shaper.Egress, shaper.DefaultClass).Counters().SentBytes
-	})
-	defer upDelivered.Stop()
-	upRate := tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Egress) })
-	defer upRate.Stop()
+	// The upload's, on the both-ways link only (elsewhere the ISP's
+	// upload has no class of its own).
+	var upDelivered, upRate *tuntest.Sampler
+	if l.up > 0 {
+		upDelivered = tuntest.StartSampler(func() uint64 { return c.isp.Class(shaper.Egress, shaper.DefaultClass).Counters().SentBytes })
+		defer upDelivered.Stop()
+		upRate = tuntest.StartSampler(func() uint64 { return c.auto.DirectionRate(shaper.Egress) })
+		defer upRate.Stop()
+	}
 	end := c.ispStart.Add(l.dur)
 	// A second with no load for the passive signal's idle count, then
 	// the load until the end.

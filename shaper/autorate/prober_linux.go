@@ -170,15 +170,8 @@ func (p *Prober) Probe() {
 	p.seq++
 	seq, i := p.seq, p.next
 	p.next = (p.next + 1) % len(p.cfg.Reflectors)
-	p.mu.Unlock()
-	p.probe(seq, i)
-}
-
-// probe sends probe seq to reflector i.
-func (p *Prober) probe(seq uint16, i int) {
 	a := p.cfg.Reflectors[i]
 	v6 := !(a.Is4() || a.Is4In6())
-	p.mu.Lock()
 	k := p.kinds[i]
 	if k == Timestamp && !p.tsOK[i] {
 		if p.tsSent[i] >= FallbackAfter {

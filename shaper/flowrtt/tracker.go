@@ -49,11 +49,12 @@ type flowState struct {
 	tick time.Duration
 	step handover.Step
 	// The far end's clock (RTT.TSval): ticks since its first timestamp
-	// (read at at0), tsLast the last TSval; clock is clockUnknown until
+	// (read at at0; hasTS: one came), tsLast the last TSval; clock is clockUnknown until
 	// the flow has been seen for ClockAfter, then clockMS if it ticked
 	// once a millisecond, else clockOther (its one-way delays are not
 	// used).
 	clock  int8
+	hasTS  bool
 	tsLast uint32
 	ticks  int64
 	at0    int64
@@ -108,8 +109,8 @@ func (k *Tracker) Add(r RTT) {
 	}
 	owd := time.Duration(-1)
 	if r.HasTSval {
-		if f.at0 == 0 {
-			f.tsLast, f.at0 = r.TSval, r.At
+		if !f.hasTS {
+			f.hasTS, f.tsLast, f.at0 = true, r.TSval, r.At
 		}
 		// The far end's ticks since its first timestamp, unwrapped
 		// sample by sample (a flow may outlive 2^31 ticks).
